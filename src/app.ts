@@ -1,0 +1,68 @@
+import type { Logger } from 'pino'
+import type { ServeConfig } from './config.js'
+import { createDb, type Db } from './db/index.js'
+import { createIngester, type Ingester } from './ingest/index.js'
+import { createResolvers, type Resolvers } from './resolvers/index.js'
+import { createServer } from './server/index.js'
+import { createUpstream } from './upstream/index.js'
+
+/** The index is "ready" while its head is at most this many blocks behind the upstream's. */
+const READY_MAX_LAG_BLOCKS = 5
+
+export type Gateway = {
+  url: string
+  port: number
+  db: Db
+  resolvers: Resolvers
+  ingester: Ingester
+  stop(): Promise<void>
+}
+
+/** `flashgate serve`: the database, the ingester (when it wins the lock) and the HTTP server, wired. */
+export async function startGateway({ config, logger }: { config: ServeConfig; logger: Logger }): Promise<Gateway> {
+  const db = await createDb({ databaseUrl: config.databaseUrl })
+  const upstream = createUpstream({ rpcUrl: config.upstreamRpc, wsUrl: config.upstreamWs })
+  const resolvers = createResolvers({
+    db,
+    upstream,
+    limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs },
+  })
+  const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock })
+  // A serving process that also ingests sees its own commits at once; others poll (resolvers/chain.ts).
+  ingester.events.on('head', () => resolvers.chain.invalidate())
+  ingester.events.on('reorg', () => resolvers.chain.invalidate())
+
+  const server = createServer({
+    resolvers,
+    logger: logger.child({ module: 'http' }),
+    port: config.port,
+    host: config.host,
+    async readiness() {
+      const status = ingester.status()
+      const view = await resolvers.chain.view().catch(() => null)
+      const head = view?.head?.number ?? null
+      const lag = head !== null && status.upstreamHead !== null ? status.upstreamHead - head : null
+      // A standby serves from the index another process keeps: ready as long as the database answers.
+      const ready = view !== null && head !== null && (!status.leader || (lag !== null && lag <= READY_MAX_LAG_BLOCKS))
+      return {
+        ready,
+        details: { database: view !== null, head, upstreamHead: status.upstreamHead, leader: status.leader, lastError: status.lastError },
+      }
+    },
+  })
+  const { url, port } = await server.listen()
+  ingester.start()
+
+  return {
+    url,
+    port,
+    db,
+    resolvers,
+    ingester,
+    async stop() {
+      await server.close()
+      await ingester.stop()
+      await db.close()
+    },
+  }
+}

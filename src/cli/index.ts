@@ -1,0 +1,138 @@
+import { rmSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { startGateway } from '../app.js'
+import { ConfigError, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
+import { createDb } from '../db/index.js'
+import { createTrafficGenerator, startAnvil } from '../devnet/index.js'
+import { createLogger } from '../logger.js'
+import { VERSION } from '../version.js'
+
+/** The devnet's PGlite is as ephemeral as its chain: wiped at every `flashgate dev`. */
+const DEV_DATABASE_DIR = './.flashgate/dev-pglite'
+const DEV_BLOCK_TIME_SECONDS = 2
+
+const USAGE = `flashgate ${VERSION}: a Flashblocks-aware query gateway for EVM chains
+
+usage: flashgate <command> [options]
+
+commands:
+  dev       local devnet (anvil) + PGlite + ingest + serve; what \`npm start\` runs
+  serve     ingest (when it holds the lock) and serve, against --upstream-rpc and --database-url
+  migrate   apply database migrations and exit
+
+options (flag, or environment variable):
+${OPTIONS.map((option) => `  --${option.flag.padEnd(16)} ${option.env.padEnd(17)} ${option.help}`).join('\n')}
+`
+
+function readFlags(argv: string[]) {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: true,
+    options: {
+      ...Object.fromEntries(OPTIONS.map((option) => [option.flag, { type: 'string' as const }])),
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  })
+  return { flags: values as Record<string, string | undefined> & { help?: boolean; version?: boolean }, positionals }
+}
+
+function onShutdown(stop: () => Promise<void>) {
+  let stopping = false
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (stopping) return
+      stopping = true
+      stop().then(
+        () => process.exit(0),
+        (error: unknown) => {
+          console.error(error)
+          process.exit(1)
+        },
+      )
+    })
+  }
+}
+
+async function serve(flags: Record<string, string | undefined>) {
+  const config = parseConfig(serveConfigSchema, flags, process.env)
+  const logger = createLogger(config.logLevel)
+  const gateway = await startGateway({ config, logger })
+  logger.info({ url: gateway.url }, 'flashgate serving')
+  console.log(`flashgate ${VERSION}\n  JSON-RPC  ${gateway.url}/\n  health    ${gateway.url}/healthz`)
+  onShutdown(gateway.stop)
+}
+
+async function dev(flags: Record<string, string | undefined>) {
+  const databaseUrl = flags['database-url'] ?? process.env.DATABASE_URL
+  if (databaseUrl === undefined) rmSync(DEV_DATABASE_DIR, { recursive: true, force: true })
+  const preliminary = parseConfig(serveConfigSchema, { ...flags, 'upstream-rpc': 'http://127.0.0.1:1' }, process.env)
+  const logger = createLogger(preliminary.logLevel)
+  const anvil = await startAnvil({ blockTime: DEV_BLOCK_TIME_SECONDS })
+  const config = parseConfig(
+    serveConfigSchema,
+    {
+      ...flags,
+      'database-url': databaseUrl ?? DEV_DATABASE_DIR,
+      'upstream-rpc': anvil.rpcUrl,
+      'upstream-ws': anvil.wsUrl,
+      'start-block': '0',
+    },
+    process.env,
+  )
+  const gateway = await startGateway({ config, logger })
+  const traffic = createTrafficGenerator({ rpcUrl: anvil.rpcUrl, logger: logger.child({ module: 'traffic' }) })
+  await traffic.start()
+  console.log(
+    [
+      `flashgate ${VERSION} (dev)`,
+      `  JSON-RPC   ${gateway.url}/`,
+      `  health     ${gateway.url}/healthz  ${gateway.url}/readyz`,
+      `  devnet     ${anvil.rpcUrl} (anvil, ${DEV_BLOCK_TIME_SECONDS}s blocks, demo traffic)`,
+      `  database   ${config.databaseUrl}`,
+      '',
+      `  try: curl -s ${gateway.url} -H 'content-type: application/json' \\`,
+      `         -d '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"earliest"}]}'`,
+    ].join('\n'),
+  )
+  onShutdown(async () => {
+    await traffic.stop()
+    await gateway.stop()
+    await anvil.stop()
+  })
+}
+
+async function migrate(flags: Record<string, string | undefined>) {
+  const databaseUrl = flags['database-url'] ?? process.env.DATABASE_URL ?? serveConfigSchema.shape.databaseUrl.parse(undefined)
+  const db = await createDb({ databaseUrl })
+  await db.close()
+  console.log(`migrations applied to ${databaseUrl}`)
+}
+
+async function main() {
+  const { flags, positionals } = readFlags(process.argv.slice(2))
+  if (flags.version) return console.log(VERSION)
+  const command = positionals[0]
+  if (flags.help || command === undefined || command === 'help') return console.log(USAGE)
+  switch (command) {
+    case 'dev':
+      return dev(flags)
+    case 'serve':
+      return serve(flags)
+    case 'migrate':
+      return migrate(flags)
+    default:
+      console.error(`unknown command: ${command}\n\n${USAGE}`)
+      process.exitCode = 2
+  }
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError || (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    console.error(`flashgate: ${(error as Error).message}`)
+    process.exit(2)
+  }
+  console.error(error)
+  process.exit(1)
+})

@@ -1,0 +1,91 @@
+import { z } from 'zod'
+import type { StartBlock } from './ingest/index.js'
+
+export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
+
+const port = z.coerce
+  .number({ error: 'must be a port number' })
+  .int({ error: 'must be a whole number' })
+  .min(0, { error: 'must be between 0 and 65535' })
+  .max(65_535, { error: 'must be between 0 and 65535' })
+
+const positiveInt = z.coerce.number({ error: 'must be a number' }).int({ error: 'must be a whole number' }).positive({ error: 'must be positive' })
+
+const url = (protocols: string[]) =>
+  z
+    .string()
+    .refine(
+      (value) => {
+        try {
+          return protocols.includes(new URL(value).protocol)
+        } catch {
+          return false
+        }
+      },
+      { error: `must be a ${protocols.map((protocol) => protocol.replace(':', '')).join(' or ')} URL` },
+    )
+
+/** `--start-block`: a block number, or `latest-N` for N blocks behind the upstream's head at first start. */
+export const startBlock = z
+  .string()
+  .regex(/^(\d+|latest(-\d+)?)$/, { error: 'must be a block number or latest-N' })
+  .transform((value): StartBlock => {
+    if (value === 'latest') return { latestMinus: 0 }
+    if (value.startsWith('latest-')) return { latestMinus: Number(value.slice('latest-'.length)) }
+    return Number(value)
+  })
+
+const databaseUrl = z.string().min(1, { error: 'must not be empty' })
+
+export const serveConfigSchema = z.object({
+  port: port.default(8545),
+  host: z.string().min(1).default('127.0.0.1'),
+  databaseUrl: databaseUrl.default(DEFAULT_DATABASE_URL),
+  upstreamRpc: url(['http:', 'https:', 'ws:', 'wss:']),
+  upstreamWs: url(['ws:', 'wss:']).optional(),
+  startBlock: startBlock.prefault('latest-10000'),
+  maxBlockRange: positiveInt.default(10_000),
+  maxLogs: positiveInt.default(10_000),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+})
+
+export type ServeConfig = z.output<typeof serveConfigSchema>
+
+/** Flag name, environment variable, and what it sets: the single table behind `--help` and the README. */
+export const OPTIONS = [
+  { key: 'port', flag: 'port', env: 'PORT', help: 'gateway HTTP port (default 8545)' },
+  { key: 'host', flag: 'host', env: 'HOST', help: 'interface to bind (default 127.0.0.1)' },
+  { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', help: `postgres://… or a PGlite directory or memory:// (default ${DEFAULT_DATABASE_URL})` },
+  { key: 'upstreamRpc', flag: 'upstream-rpc', env: 'UPSTREAM_RPC_URL', help: 'upstream node JSON-RPC URL (http(s) or ws(s))' },
+  { key: 'upstreamWs', flag: 'upstream-ws', env: 'UPSTREAM_WS_URL', help: 'upstream WebSocket URL for newHeads (optional; polling otherwise)' },
+  { key: 'startBlock', flag: 'start-block', env: 'START_BLOCK', help: 'first block of a new index: a number or latest-N (default latest-10000)' },
+  { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'largest eth_getLogs block range (default 10000)' },
+  { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'largest eth_getLogs result (default 10000)' },
+  { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
+] as const
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+}
+
+/** Merges flags over environment variables and validates them; a bad value names itself in one line. */
+export function parseConfig<schema extends z.ZodObject>(
+  schema: schema,
+  flags: Record<string, string | undefined>,
+  env: Record<string, string | undefined>,
+): z.output<schema> {
+  const input: Record<string, string> = {}
+  for (const option of OPTIONS) {
+    if (!(option.key in schema.shape)) continue
+    const value = flags[option.flag] ?? env[option.env]
+    if (value !== undefined && value !== '') input[option.key] = value
+  }
+  const result = schema.safeParse(input)
+  if (result.success) return result.data
+  const issue = result.error.issues[0]!
+  const option = OPTIONS.find((candidate) => candidate.key === issue.path[0])
+  const name = option ? `--${option.flag} (${option.env})` : String(issue.path[0])
+  const given = option ? (flags[option.flag] ?? env[option.env]) : undefined
+  const detail = issue.code === 'invalid_type' && given === undefined ? 'is required' : issue.message
+  throw new ConfigError(`invalid configuration: ${name} ${detail}${given === undefined ? '' : ` (got ${JSON.stringify(given)})`}`)
+}

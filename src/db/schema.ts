@@ -1,0 +1,136 @@
+import { sql } from 'drizzle-orm'
+import {
+  bigint,
+  customType,
+  index,
+  integer,
+  json,
+  jsonb,
+  numeric,
+  pgTable,
+  primaryKey,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core'
+
+/**
+ * Hashes, addresses, topics and calldata are stored as raw bytes: half the size of hex text and cheaper to
+ * compare in indexes. Hex exists only at the edges (see `src/db/bytes.ts`).
+ */
+export const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({
+  dataType: () => 'bytea',
+  // PGlite and postgres.js both hand back Uint8Array (Buffer for postgres.js); keep a plain view.
+  fromDriver: (value) => value,
+  toDriver: (value) => value,
+})
+
+const blockNumber = (name: string) => bigint(name, { mode: 'number' })
+
+/** Block headers, as the upstream returned them minus `transactions` (stored in their own table). */
+export const blocks = pgTable(
+  'blocks',
+  {
+    number: blockNumber('number').primaryKey(),
+    hash: bytea('hash').notNull(),
+    parentHash: bytea('parent_hash').notNull(),
+    timestamp: bigint('timestamp', { mode: 'number' }).notNull(),
+    /**
+     * Every header field the upstream sent, so that answers stay exact for any chain (OP-stack, L1, anvil).
+     * `json`, not `jsonb`: it keeps the upstream's key order and costs less to write; it is never queried.
+     * `transactions` is kept as an empty list and filled from the transactions table.
+     */
+    header: json('header').$type<Record<string, unknown>>().notNull(),
+  },
+  (t) => [uniqueIndex('blocks_hash_idx').on(t.hash)],
+)
+
+export const transactions = pgTable(
+  'transactions',
+  {
+    hash: bytea('hash').primaryKey(),
+    blockNumber: blockNumber('block_number').notNull(),
+    transactionIndex: integer('transaction_index').notNull(),
+    from: bytea('from').notNull(),
+    to: bytea('to'),
+    /** The transaction object exactly as the upstream returned it. */
+    body: json('body').$type<Record<string, unknown>>().notNull(),
+  },
+  (t) => [uniqueIndex('transactions_block_idx').on(t.blockNumber, t.transactionIndex)],
+)
+
+export const receipts = pgTable(
+  'receipts',
+  {
+    transactionHash: bytea('transaction_hash').primaryKey(),
+    blockNumber: blockNumber('block_number').notNull(),
+    transactionIndex: integer('transaction_index').notNull(),
+    /** The receipt as the upstream returned it, with `logs` emptied (they are rebuilt from the logs table). */
+    body: json('body').$type<Record<string, unknown>>().notNull(),
+  },
+  (t) => [uniqueIndex('receipts_block_idx').on(t.blockNumber, t.transactionIndex)],
+)
+
+/**
+ * One row per log. The indexes follow the `eth_getLogs` shapes clients send most (see bench/logs-plan.ts):
+ * address + topic0 over a block range, topic0 alone over a range, and whole blocks (by number or hash).
+ */
+export const logs = pgTable(
+  'logs',
+  {
+    blockNumber: blockNumber('block_number').notNull(),
+    logIndex: integer('log_index').notNull(),
+    blockHash: bytea('block_hash').notNull(),
+    blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
+    transactionHash: bytea('transaction_hash').notNull(),
+    transactionIndex: integer('transaction_index').notNull(),
+    address: bytea('address').notNull(),
+    topic0: bytea('topic0'),
+    topic1: bytea('topic1'),
+    topic2: bytea('topic2'),
+    topic3: bytea('topic3'),
+    data: bytea('data').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.blockNumber, t.logIndex] }),
+    index('logs_address_topic0_idx').on(t.address, t.topic0, t.blockNumber),
+    index('logs_topic0_idx').on(t.topic0, t.blockNumber),
+  ],
+)
+
+/**
+ * Balance and nonce of an account after each block that changed them, with the values before that block,
+ * so that a read at any indexed height is one index probe (see resolvers/accounts.ts).
+ */
+export const accountChanges = pgTable(
+  'account_changes',
+  {
+    address: bytea('address').notNull(),
+    blockNumber: blockNumber('block_number').notNull(),
+    balanceBefore: numeric('balance_before', { precision: 78, scale: 0 }).notNull(),
+    nonceBefore: bigint('nonce_before', { mode: 'number' }).notNull(),
+    balance: numeric('balance', { precision: 78, scale: 0 }).notNull(),
+    nonce: bigint('nonce', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.address, t.blockNumber] })],
+)
+
+/** Read-through cache of upstream state reads, for upstreams that offer no `prestateTracer`. */
+export const accountReads = pgTable(
+  'account_reads',
+  {
+    address: bytea('address').notNull(),
+    blockNumber: blockNumber('block_number').notNull(),
+    balance: numeric('balance', { precision: 78, scale: 0 }).notNull(),
+    nonce: bigint('nonce', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.address, t.blockNumber] })],
+)
+
+/** Key/value progress of the single ingester: chain id, first indexed block, safe and finalized heads. */
+export const syncState = pgTable('sync_state', {
+  key: text('key').primaryKey(),
+  value: jsonb('value').notNull(),
+  updatedAt: bigint('updated_at', { mode: 'number' })
+    .notNull()
+    .default(sql`(extract(epoch from now()) * 1000)::bigint`),
+})

@@ -1,0 +1,98 @@
+import type { Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
+import { hexToBytea, type schema } from '../db/index.js'
+import { type AccountChange, foldPrestateDiffs, type PrestateDiff } from './account-diffs.js'
+
+export type RawBlock = RpcBlock<'latest', true, RpcTransaction> & { hash: Hash; number: Hex }
+export type RawReceipt = RpcTransactionReceipt
+
+/** Everything the index stores for one block, fetched from the upstream and checked for consistency. */
+export type BlockData = {
+  block: RawBlock
+  receipts: RawReceipt[]
+  /** `null` when the upstream offers no tracing; account state is then read through (resolvers/accounts.ts). */
+  accountChanges: AccountChange[] | null
+}
+
+export type BlockRows = {
+  block: typeof schema.blocks.$inferInsert
+  transactions: (typeof schema.transactions.$inferInsert)[]
+  receipts: (typeof schema.receipts.$inferInsert)[]
+  logs: (typeof schema.logs.$inferInsert)[]
+  accountChanges: (typeof schema.accountChanges.$inferInsert)[]
+}
+
+export class InconsistentBlockError extends Error {
+  override readonly name = 'InconsistentBlockError'
+}
+
+export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: PrestateDiff[] | null): BlockData {
+  if (receipts.length !== block.transactions.length)
+    throw new InconsistentBlockError(`block ${block.number}: ${block.transactions.length} transactions but ${receipts.length} receipts`)
+  receipts.forEach((receipt, index) => {
+    const transaction = block.transactions[index]!
+    if (receipt.blockHash !== block.hash || receipt.transactionHash !== transaction.hash)
+      throw new InconsistentBlockError(`block ${block.number}: receipt ${index} belongs to another block`)
+  })
+  return { block, receipts, accountChanges: diffs === null ? null : foldPrestateDiffs(diffs) }
+}
+
+const toNumber = (value: Hex | null | undefined) => Number.parseInt(value ?? '0x0', 16)
+
+/** Splits a block into table rows: typed columns for what is queried, the upstream's JSON for the rest. */
+export function toRows({ block, receipts, accountChanges }: BlockData): BlockRows {
+  const number = toNumber(block.number)
+  const timestamp = toNumber(block.timestamp)
+  const blockHash = hexToBytea(block.hash)
+  const logs: BlockRows['logs'] = []
+  for (const receipt of receipts) {
+    for (const log of receipt.logs) {
+      const [topic0, topic1, topic2, topic3] = log.topics
+      logs.push({
+        blockNumber: number,
+        logIndex: toNumber(log.logIndex),
+        blockHash,
+        blockTimestamp: timestamp,
+        transactionHash: hexToBytea(log.transactionHash!),
+        transactionIndex: toNumber(log.transactionIndex),
+        address: hexToBytea(log.address),
+        topic0: topic0 ? hexToBytea(topic0) : null,
+        topic1: topic1 ? hexToBytea(topic1) : null,
+        topic2: topic2 ? hexToBytea(topic2) : null,
+        topic3: topic3 ? hexToBytea(topic3) : null,
+        data: hexToBytea(log.data),
+      })
+    }
+  }
+  return {
+    block: {
+      number,
+      hash: blockHash,
+      parentHash: hexToBytea(block.parentHash),
+      timestamp,
+      header: { ...block, transactions: [] },
+    },
+    transactions: block.transactions.map((transaction, index) => ({
+      hash: hexToBytea(transaction.hash),
+      blockNumber: number,
+      transactionIndex: index,
+      from: hexToBytea(transaction.from),
+      to: transaction.to ? hexToBytea(transaction.to) : null,
+      body: transaction as unknown as Record<string, unknown>,
+    })),
+    receipts: receipts.map((receipt, index) => ({
+      transactionHash: hexToBytea(receipt.transactionHash),
+      blockNumber: number,
+      transactionIndex: index,
+      body: { ...receipt, logs: [] },
+    })),
+    logs,
+    accountChanges: (accountChanges ?? []).map((change) => ({
+      address: hexToBytea(change.address),
+      blockNumber: number,
+      balanceBefore: change.before.balance.toString(),
+      nonceBefore: Number(change.before.nonce),
+      balance: change.after.balance.toString(),
+      nonce: Number(change.after.nonce),
+    })),
+  }
+}

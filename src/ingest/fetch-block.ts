@@ -1,0 +1,76 @@
+import type { Hash, Hex } from 'viem'
+import { toQuantity } from '../codecs/index.js'
+import type { Upstream } from '../upstream/index.js'
+import type { PrestateDiff } from './account-diffs.js'
+import { type BlockData, InconsistentBlockError, type RawBlock, type RawReceipt, toBlockData } from './block-data.js'
+
+const PRESTATE_DIFF_TRACER = { tracer: 'prestateTracer', tracerConfig: { diffMode: true } } as const
+
+/** What the upstream turned out to offer; learnt on the first block and kept for the process's life. */
+export type UpstreamCapabilities = { blockReceipts: boolean; tracing: boolean }
+
+type TraceResult = { txHash?: Hash; result?: PrestateDiff; error?: string }
+
+/** Errors that mean "this node does not offer the method", as opposed to a transient failure. */
+function isUnsupported(error: unknown): boolean {
+  const details = error as { code?: number; cause?: { code?: number }; message?: string; details?: string }
+  const code = details.code ?? details.cause?.code
+  if (code === -32601 || code === -32004) return true
+  const text = `${details.message ?? ''} ${details.details ?? ''}`.toLowerCase()
+  return /method not found|not supported|does not exist|not available|unsupported/.test(text)
+}
+
+export function createBlockFetcher({ upstream, capabilities }: { upstream: Upstream; capabilities: UpstreamCapabilities }) {
+  async function fetchReceipts(block: RawBlock): Promise<RawReceipt[]> {
+    if (block.transactions.length === 0) return []
+    if (capabilities.blockReceipts) {
+      try {
+        const receipts = await upstream.request<RawReceipt[] | null>('eth_getBlockReceipts', [{ blockHash: block.hash }])
+        if (receipts !== null) return receipts
+      } catch (error) {
+        if (!isUnsupported(error)) throw error
+        capabilities.blockReceipts = false
+      }
+    }
+    // Per-transaction fallback for nodes without eth_getBlockReceipts.
+    return Promise.all(
+      block.transactions.map(async (transaction) => {
+        const receipt = await upstream.request<RawReceipt | null>('eth_getTransactionReceipt', [transaction.hash])
+        if (receipt === null) throw new InconsistentBlockError(`no receipt for ${transaction.hash}`)
+        return receipt
+      }),
+    )
+  }
+
+  async function fetchDiffs(block: RawBlock): Promise<PrestateDiff[] | null> {
+    if (!capabilities.tracing) return null
+    if (block.transactions.length === 0) return []
+    try {
+      const traces = await upstream.request<TraceResult[]>('debug_traceBlockByHash', [block.hash, PRESTATE_DIFF_TRACER])
+      if (traces.length !== block.transactions.length)
+        throw new InconsistentBlockError(`block ${block.number}: ${traces.length} traces for ${block.transactions.length} transactions`)
+      return traces.map((trace) => {
+        if (trace.result === undefined) throw new InconsistentBlockError(`trace failed: ${trace.error ?? 'no result'}`)
+        return trace.result
+      })
+    } catch (error) {
+      if (!isUnsupported(error)) throw error
+      capabilities.tracing = false
+      return null
+    }
+  }
+
+  /** Fetches a block with its receipts and state diffs; throws if the upstream answers inconsistently. */
+  async function fetchBlock(number: number): Promise<BlockData> {
+    const block = await upstream.request<RawBlock | null>('eth_getBlockByNumber', [toQuantity(number), true])
+    if (block === null) throw new InconsistentBlockError(`upstream has no block ${number}`)
+    const [receipts, diffs] = await Promise.all([fetchReceipts(block), fetchDiffs(block)])
+    return toBlockData(block, receipts, diffs)
+  }
+
+  async function fetchHeader(number: number): Promise<{ number: Hex; hash: Hash; parentHash: Hash } | null> {
+    return upstream.request('eth_getBlockByNumber', [toQuantity(number), false])
+  }
+
+  return { fetchBlock, fetchHeader }
+}

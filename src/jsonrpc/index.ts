@@ -1,0 +1,124 @@
+import type { Logger } from 'pino'
+import { z } from 'zod'
+import { describeParamsError } from '../codecs/index.js'
+import {
+  InvalidParamsError,
+  InvalidRequestError,
+  isFlashgateError,
+  type JsonRpcErrorObject,
+  MethodNotFoundError,
+  ParseError,
+  toJsonRpcError,
+} from '../errors.js'
+import type { Resolvers } from '../resolvers/index.js'
+import type { MethodDefinition } from './define-method.js'
+import { methods as indexMethods } from './methods/index.js'
+
+export { methods } from './methods/index.js'
+
+/** Requests of one batch run at most this many at a time, so that a batch cannot take the whole pool. */
+const BATCH_CONCURRENCY = 8
+const DEFAULT_MAX_BATCH_SIZE = 1_000
+
+type Id = string | number | null
+export type JsonRpcResponse =
+  | { jsonrpc: '2.0'; id: Id; result: unknown }
+  | { jsonrpc: '2.0'; id: Id; error: JsonRpcErrorObject }
+
+/** What the HTTP layer sends back: a status and a body (`null` for a batch of notifications only). */
+export type JsonRpcReply = { status: number; body: JsonRpcResponse | JsonRpcResponse[] | null }
+
+export type JsonRpcHandlerConfig = {
+  resolvers: Resolvers
+  logger: Logger
+  methods?: Record<string, MethodDefinition>
+  maxBatchSize?: number
+}
+
+const idSchema = z.union([z.string(), z.number(), z.null()])
+
+/**
+ * JSON-RPC 2.0 over any transport: parses, validates, dispatches to the method table and maps errors.
+ * https://www.jsonrpc.org/specification
+ */
+export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
+  const { resolvers, logger } = config
+  const table = config.methods ?? indexMethods
+  const maxBatchSize = config.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE
+
+  function failure(id: Id, error: unknown): JsonRpcResponse {
+    if (!isFlashgateError(error)) logger.error({ err: error }, 'unexpected error while serving a JSON-RPC call')
+    return { jsonrpc: '2.0', id, error: toJsonRpcError(error) }
+  }
+
+  /** Handles one request object; `null` for a notification (no `id`), which gets no answer. */
+  async function handleOne(request: unknown): Promise<{ response: JsonRpcResponse | null; status: number }> {
+    if (typeof request !== 'object' || request === null || Array.isArray(request))
+      return { response: failure(null, new InvalidRequestError('invalid request')), status: 200 }
+    const message = request as Record<string, unknown>
+    const idResult = idSchema.safeParse(message.id)
+    const hasId = 'id' in message
+    const id: Id = idResult.success ? idResult.data : null
+    if (hasId && !idResult.success)
+      return { response: failure(null, new InvalidRequestError('invalid request: id must be a string, number or null')), status: 200 }
+    if (message.jsonrpc !== '2.0')
+      return { response: failure(id, new InvalidRequestError('invalid request: jsonrpc must be "2.0"')), status: 200 }
+    if (typeof message.method !== 'string')
+      return { response: failure(id, new InvalidRequestError('invalid request: method must be a string')), status: 200 }
+
+    let status = 200
+    let response: JsonRpcResponse
+    try {
+      response = { jsonrpc: '2.0', id, result: await call(message.method, message.params) }
+    } catch (error) {
+      if (isFlashgateError(error)) status = error.httpStatus
+      response = failure(id, error)
+    }
+    return { response: hasId ? response : null, status }
+  }
+
+  async function call(method: string, rawParams: unknown): Promise<unknown> {
+    const definition = Object.hasOwn(table, method) ? table[method] : undefined
+    if (definition === undefined) throw new MethodNotFoundError(method)
+    if (rawParams !== undefined && rawParams !== null && !Array.isArray(rawParams))
+      throw new InvalidParamsError('invalid params: non-array args')
+    const parsed = definition.params.safeParse(rawParams ?? [])
+    if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error))
+    const result = await definition.handler(resolvers, parsed.data)
+    return result === undefined ? null : result
+  }
+
+  async function handleBatch(requests: unknown[]): Promise<JsonRpcReply> {
+    if (requests.length === 0) return { status: 200, body: failure(null, new InvalidRequestError('empty batch')) }
+    if (requests.length > maxBatchSize)
+      return { status: 200, body: failure(null, new InvalidRequestError(`batch too large: at most ${maxBatchSize} requests`)) }
+    const responses: (JsonRpcResponse | null)[] = new Array(requests.length).fill(null)
+    let next = 0
+    async function worker() {
+      while (next < requests.length) {
+        const index = next++
+        responses[index] = (await handleOne(requests[index])).response
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, requests.length) }, worker))
+    const answered = responses.filter((response): response is JsonRpcResponse => response !== null)
+    return { status: 200, body: answered.length === 0 ? null : answered }
+  }
+
+  /** Handles a raw request body (text). */
+  async function handle(body: string): Promise<JsonRpcReply> {
+    let payload: unknown
+    try {
+      payload = JSON.parse(body)
+    } catch {
+      return { status: 200, body: failure(null, new ParseError()) }
+    }
+    if (Array.isArray(payload)) return handleBatch(payload)
+    const { response, status } = await handleOne(payload)
+    return { status, body: response }
+  }
+
+  return { handle, call }
+}
+
+export type JsonRpcHandler = ReturnType<typeof createJsonRpcHandler>

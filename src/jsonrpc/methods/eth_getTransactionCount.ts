@@ -1,0 +1,8 @@
+import { z } from 'zod'
+import { address, optionalBlockArgument } from '../../codecs/index.js'
+import { defineMethod } from '../define-method.js'
+
+export const eth_getTransactionCount = defineMethod({
+  params: z.tuple([address, optionalBlockArgument]),
+  handler: (resolvers, [account, block]) => resolvers.getTransactionCount({ address: account, block }),
+})

@@ -1,0 +1,29 @@
+import type { MethodDefinition } from '../define-method.js'
+import { eth_blockNumber } from './eth_blockNumber.js'
+import { eth_chainId } from './eth_chainId.js'
+import { eth_getBalance } from './eth_getBalance.js'
+import { eth_getBlockByHash } from './eth_getBlockByHash.js'
+import { eth_getBlockByNumber } from './eth_getBlockByNumber.js'
+import { eth_getBlockReceipts } from './eth_getBlockReceipts.js'
+import { eth_getLogs } from './eth_getLogs.js'
+import { eth_getTransactionByHash } from './eth_getTransactionByHash.js'
+import { eth_getTransactionCount } from './eth_getTransactionCount.js'
+import { eth_getTransactionReceipt } from './eth_getTransactionReceipt.js'
+import { net_version } from './net_version.js'
+import { web3_clientVersion } from './web3_clientVersion.js'
+
+/** Every method the index answers, by name. */
+export const methods: Record<string, MethodDefinition> = {
+  eth_blockNumber,
+  eth_chainId,
+  eth_getBalance,
+  eth_getBlockByHash,
+  eth_getBlockByNumber,
+  eth_getBlockReceipts,
+  eth_getLogs,
+  eth_getTransactionByHash,
+  eth_getTransactionCount,
+  eth_getTransactionReceipt,
+  net_version,
+  web3_clientVersion,
+}

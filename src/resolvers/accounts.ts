@@ -1,0 +1,114 @@
+import { and, eq, gte, sql } from 'drizzle-orm'
+import type { Address, Hex } from 'viem'
+import { type BlockSelector, toQuantity } from '../codecs/index.js'
+import { type Db, hexToBytea, schema } from '../db/index.js'
+import { HeaderNotFoundError, UpstreamError } from '../errors.js'
+import type { Upstream } from '../upstream/index.js'
+import type { ChainState } from './chain.js'
+
+export type AccountState = { balance: bigint; nonce: bigint }
+export type AccountParameters = { address: Address; block: BlockSelector }
+
+/**
+ * Balance and nonce at a block, from `account_changes` (written from `prestateTracer` diffs):
+ * the latest change at or before the block, else the "before" values of the first change after it.
+ * An account the index never saw change is read once from the upstream and cached, since its state is the
+ * same at every indexed height; without tracing, every read goes through the cache to the upstream.
+ */
+export function createAccountResolvers({ db, chain, upstream }: { db: Db; chain: ChainState; upstream: Upstream | null }) {
+  async function blockNumberFor(selector: BlockSelector): Promise<{ number: number; indexed: boolean }> {
+    const resolved = await chain.resolve(selector)
+    switch (resolved.status) {
+      case 'known':
+        return { number: resolved.number, indexed: true }
+      case 'beforeIndex':
+        // The "before" values of the first indexed block describe the state at the block preceding it.
+        return { number: resolved.number, indexed: resolved.number === resolved.firstBlock - 1 }
+      case 'beyondHead':
+        throw new HeaderNotFoundError()
+      case 'unknownHash':
+        throw new HeaderNotFoundError('header for hash not found')
+      case 'unavailable':
+        throw new HeaderNotFoundError(`${resolved.tag} block not found`)
+    }
+  }
+
+  async function fromChanges(address: Uint8Array, blockNumber: number): Promise<AccountState | null> {
+    const rows = await db.query<{ balance: string; nonce: string }>(sql`
+      (select ${schema.accountChanges.balance}::text as balance, ${schema.accountChanges.nonce}::text as nonce, 0 as side
+        from ${schema.accountChanges}
+        where ${schema.accountChanges.address} = ${address} and ${schema.accountChanges.blockNumber} <= ${blockNumber}
+        order by ${schema.accountChanges.blockNumber} desc limit 1)
+      union all
+      (select ${schema.accountChanges.balanceBefore}::text, ${schema.accountChanges.nonceBefore}::text, 1
+        from ${schema.accountChanges}
+        where ${schema.accountChanges.address} = ${address} and ${schema.accountChanges.blockNumber} > ${blockNumber}
+        order by ${schema.accountChanges.blockNumber} asc limit 1)
+      order by side limit 1`)
+    const row = rows[0]
+    return row ? { balance: BigInt(row.balance), nonce: BigInt(row.nonce) } : null
+  }
+
+  /** A cached read at exactly `blockNumber`, or with `{ atOrAfter }` at any height from there on. */
+  async function fromCache(address: Uint8Array, at: number | { atOrAfter: number }): Promise<AccountState | null> {
+    const rows = await db.drizzle
+      .select({ balance: schema.accountReads.balance, nonce: schema.accountReads.nonce })
+      .from(schema.accountReads)
+      .where(
+        and(
+          eq(schema.accountReads.address, address),
+          typeof at === 'number' ? eq(schema.accountReads.blockNumber, at) : gte(schema.accountReads.blockNumber, at.atOrAfter),
+        ),
+      )
+      .limit(1)
+    const row = rows[0]
+    return row ? { balance: BigInt(row.balance), nonce: BigInt(row.nonce) } : null
+  }
+
+  async function readThrough(address: Address, blockNumber: number): Promise<AccountState> {
+    if (upstream === null) throw new UpstreamError('account state not indexed and no upstream configured')
+    const block = toQuantity(blockNumber)
+    let balance: Hex
+    let nonce: Hex
+    try {
+      ;[balance, nonce] = await Promise.all([
+        upstream.request<Hex>('eth_getBalance', [address, block]),
+        upstream.request<Hex>('eth_getTransactionCount', [address, block]),
+      ])
+    } catch (error) {
+      throw new UpstreamError('upstream state read failed', { cause: error })
+    }
+    const state = { balance: BigInt(balance), nonce: BigInt(nonce) }
+    await db.drizzle
+      .insert(schema.accountReads)
+      .values({ address: hexToBytea(address), blockNumber, balance: state.balance.toString(), nonce: Number(state.nonce) })
+      .onConflictDoNothing()
+    return state
+  }
+
+  async function getAccount({ address, block }: AccountParameters): Promise<AccountState> {
+    const [{ number, indexed }, view] = await Promise.all([blockNumberFor(block), chain.view()])
+    const key = hexToBytea(address)
+    const traced = view.accountSource === 'trace'
+    if (indexed && traced) {
+      const changed = await fromChanges(key, number)
+      if (changed) return changed
+      // Never changed while indexed: one cached read stands for every indexed height.
+      const indexedFrom = (view.firstBlock ?? 0) - 1
+      return (await fromCache(key, { atOrAfter: indexedFrom })) ?? readThrough(address, number)
+    }
+    return (await fromCache(key, number)) ?? readThrough(address, number)
+  }
+
+  /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getbalance */
+  async function getBalance(parameters: AccountParameters): Promise<Hex> {
+    return toQuantity((await getAccount(parameters)).balance)
+  }
+
+  /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactioncount */
+  async function getTransactionCount(parameters: AccountParameters): Promise<Hex> {
+    return toQuantity((await getAccount(parameters)).nonce)
+  }
+
+  return { getAccount, getBalance, getTransactionCount }
+}

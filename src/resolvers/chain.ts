@@ -1,0 +1,150 @@
+import { desc, eq, inArray } from 'drizzle-orm'
+import type { Hash } from 'viem'
+import type { BlockSelector } from '../codecs/index.js'
+import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
+
+/** How long a serving process trusts its view of the head before asking the database again. */
+const HEAD_CACHE_MS = 100
+
+export type BlockRef = { number: number; hash: Hash; timestamp: number }
+
+export type ChainView = {
+  chainId: number | null
+  /** First block the index holds; `null` before the first block is written. */
+  firstBlock: number | null
+  head: BlockRef | null
+  safe: number | null
+  finalized: number | null
+  /** `trace` when `account_changes` are complete for the indexed range (see resolvers/accounts.ts). */
+  accountSource: 'trace' | 'read-through'
+}
+
+export type ChainState = {
+  view(): Promise<ChainView>
+  /** Forget the cached view: the ingester calls this after each commit and after a reorg. */
+  invalidate(): void
+  /** Resolves a tag, number or EIP-1898 hash to a block number the index holds, or `null`. */
+  resolve(selector: BlockSelector): Promise<ResolvedBlock>
+  blockByHash(hash: Hash): Promise<BlockRef | null>
+}
+
+/**
+ * `known`: the index holds it. `beyondHead`: a number above the indexed head. `unknownHash`: no block with
+ * that hash. `unavailable`: the tag has no block yet (empty index, or no safe/finalized from upstream).
+ * `beforeIndex`: below the first indexed block.
+ */
+export type ResolvedBlock =
+  | { status: 'known'; number: number }
+  | { status: 'beyondHead'; number: number; head: number | null }
+  | { status: 'beforeIndex'; number: number; firstBlock: number }
+  | { status: 'unknownHash' }
+  | { status: 'unavailable'; tag: string }
+
+export const SYNC_KEYS = {
+  chainId: 'chain_id',
+  firstBlock: 'first_block',
+  safe: 'safe',
+  finalized: 'finalized',
+  accountSource: 'account_source',
+} as const
+
+export function createChainState({ db }: { db: Db }): ChainState {
+  let cached: { at: number; view: Promise<ChainView> } | null = null
+
+  async function load(): Promise<ChainView> {
+    const [headRows, stateRows] = await Promise.all([
+      db.drizzle
+        .select({ number: schema.blocks.number, hash: schema.blocks.hash, timestamp: schema.blocks.timestamp })
+        .from(schema.blocks)
+        .orderBy(desc(schema.blocks.number))
+        .limit(1),
+      db.drizzle
+        .select()
+        .from(schema.syncState)
+        .where(
+          inArray(schema.syncState.key, Object.values(SYNC_KEYS)),
+        ),
+    ])
+    const state = new Map(stateRows.map((row) => [row.key, row.value as number | null]))
+    const accountSource = stateRows.find((row) => row.key === SYNC_KEYS.accountSource)?.value
+    const headRow = headRows[0]
+    const head = headRow ? { number: headRow.number, hash: byteaToHex(headRow.hash), timestamp: headRow.timestamp } : null
+    const capped = (value: number | null | undefined) =>
+      value === null || value === undefined || head === null ? null : Math.min(value, head.number)
+    return {
+      chainId: state.get(SYNC_KEYS.chainId) ?? null,
+      firstBlock: state.get(SYNC_KEYS.firstBlock) ?? null,
+      head,
+      safe: capped(state.get(SYNC_KEYS.safe)),
+      finalized: capped(state.get(SYNC_KEYS.finalized)),
+      accountSource: accountSource === 'trace' ? 'trace' : 'read-through',
+    }
+  }
+
+  function view(): Promise<ChainView> {
+    const now = Date.now()
+    if (cached === null || now - cached.at > HEAD_CACHE_MS) {
+      const pending = load()
+      cached = { at: now, view: pending }
+      // A failed load must not be remembered.
+      pending.catch(() => {
+        if (cached?.view === pending) cached = null
+      })
+    }
+    return cached.view
+  }
+
+  async function blockByHash(hash: Hash): Promise<BlockRef | null> {
+    const rows = await db.drizzle
+      .select({ number: schema.blocks.number, timestamp: schema.blocks.timestamp })
+      .from(schema.blocks)
+      .where(eq(schema.blocks.hash, hexToBytea(hash)))
+      .limit(1)
+    const row = rows[0]
+    return row ? { number: row.number, hash, timestamp: row.timestamp } : null
+  }
+
+  async function resolve(selector: BlockSelector): Promise<ResolvedBlock> {
+    if (selector.kind === 'hash') {
+      const block = await blockByHash(selector.hash)
+      return block ? { status: 'known', number: block.number } : { status: 'unknownHash' }
+    }
+    const current = await view()
+    const head = current.head?.number ?? null
+    let number: number | null
+    if (selector.kind === 'number') {
+      if (selector.number > BigInt(Number.MAX_SAFE_INTEGER)) return { status: 'beyondHead', number: Number.MAX_SAFE_INTEGER, head }
+      number = Number(selector.number)
+    } else {
+      switch (selector.tag) {
+        case 'earliest':
+          number = 0
+          break
+        case 'latest':
+        case 'pending':
+          number = head
+          break
+        case 'safe':
+          number = current.safe
+          break
+        case 'finalized':
+          number = current.finalized
+          break
+      }
+      if (number === null) return { status: 'unavailable', tag: selector.tag }
+    }
+    if (head === null || number > head) return { status: 'beyondHead', number, head }
+    if (current.firstBlock !== null && number < current.firstBlock)
+      return { status: 'beforeIndex', number, firstBlock: current.firstBlock }
+    return { status: 'known', number }
+  }
+
+  return {
+    view,
+    invalidate() {
+      cached = null
+    },
+    resolve,
+    blockByHash,
+  }
+}

@@ -1,0 +1,57 @@
+import type { Hex } from 'viem'
+import { toQuantity } from '../codecs/index.js'
+import type { Db } from '../db/index.js'
+import { HeaderNotFoundError } from '../errors.js'
+import type { Upstream } from '../upstream/index.js'
+import { createAccountResolvers } from './accounts.js'
+import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
+import { type ChainState, createChainState } from './chain.js'
+import { createLogResolvers, type LogLimits } from './logs.js'
+import { createReceiptResolvers } from './receipts.js'
+
+export type { AccountParameters, AccountState } from './accounts.js'
+export type { BlockRef, ChainState, ChainView } from './chain.js'
+export { SYNC_KEYS } from './chain.js'
+export type { Log, LogLimits } from './logs.js'
+
+export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000 }
+
+export type ResolversConfig = {
+  db: Db
+  /** Used only for state the index does not hold (see resolvers/accounts.ts). */
+  upstream: Upstream | null
+  limits?: Partial<LogLimits>
+  clientVersion?: string
+}
+
+/** The one read API behind JSON-RPC, GraphQL and REST (DESIGN.md §1). */
+export function createResolvers(config: ResolversConfig) {
+  const { db, upstream } = config
+  const chain: ChainState = createChainState({ db })
+  const limits = { ...DEFAULT_LOG_LIMITS, ...config.limits }
+
+  async function chainId(): Promise<Hex> {
+    const view = await chain.view()
+    if (view.chainId === null) throw new HeaderNotFoundError('chain not indexed yet')
+    return toQuantity(view.chainId)
+  }
+
+  async function blockNumber(): Promise<Hex> {
+    const view = await chain.view()
+    return toQuantity(view.head?.number ?? 0)
+  }
+
+  return {
+    chain,
+    limits,
+    chainId,
+    blockNumber,
+    ...createLogResolvers({ db, chain, limits }),
+    ...createBlockResolvers({ db, chain }),
+    ...createTransactionResolvers({ db }),
+    ...createReceiptResolvers({ db, chain }),
+    ...createAccountResolvers({ db, chain, upstream }),
+  }
+}
+
+export type Resolvers = ReturnType<typeof createResolvers>

@@ -1,0 +1,134 @@
+import { and, asc, between, eq, inArray, type SQL } from 'drizzle-orm'
+import type { Hash, RpcLog } from 'viem'
+import { type LogFilter, toQuantity } from '../codecs/index.js'
+import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
+import {
+  BlockRangeBeyondHeadError,
+  HeaderNotFoundError,
+  HistoryUnavailableError,
+  InvalidBlockRangeError,
+  LimitExceededError,
+  UnknownBlockError,
+} from '../errors.js'
+import type { ChainState, ResolvedBlock } from './chain.js'
+
+export type LogLimits = {
+  /** Largest `toBlock - fromBlock + 1` one `eth_getLogs` may span. */
+  maxBlockRange: number
+  /** Largest number of logs one `eth_getLogs` may return. */
+  maxLogs: number
+}
+
+/** `eth_getLogs` adds `blockTimestamp`, as reth and anvil do. */
+export type Log = RpcLog & { blockTimestamp: `0x${string}` }
+
+export type LogRow = typeof schema.logs.$inferSelect
+
+const TOPIC_COLUMNS = [schema.logs.topic0, schema.logs.topic1, schema.logs.topic2, schema.logs.topic3] as const
+
+export function formatLog(row: LogRow): Log {
+  const topics: Hash[] = []
+  for (const topic of [row.topic0, row.topic1, row.topic2, row.topic3]) {
+    if (topic === null) break
+    topics.push(byteaToHex(topic))
+  }
+  return {
+    address: byteaToHex(row.address),
+    topics: topics as Log['topics'],
+    data: byteaToHex(row.data),
+    blockHash: byteaToHex(row.blockHash),
+    blockNumber: toQuantity(row.blockNumber),
+    blockTimestamp: toQuantity(row.blockTimestamp),
+    transactionHash: byteaToHex(row.transactionHash),
+    transactionIndex: toQuantity(row.transactionIndex),
+    logIndex: toQuantity(row.logIndex),
+    removed: false,
+  }
+}
+
+/** The filter's address and topic conditions, shared by range and block-hash queries. */
+function matchConditions(filter: LogFilter): SQL[] {
+  const conditions: SQL[] = []
+  if (filter.addresses !== null) {
+    const addresses = filter.addresses.map(hexToBytea)
+    conditions.push(addresses.length === 1 ? eq(schema.logs.address, addresses[0]!) : inArray(schema.logs.address, addresses))
+  }
+  filter.topics.forEach((alternatives, position) => {
+    if (alternatives === null) return
+    const column = TOPIC_COLUMNS[position]!
+    const values = alternatives.map(hexToBytea)
+    conditions.push(values.length === 1 ? eq(column, values[0]!) : inArray(column, values))
+  })
+  return conditions
+}
+
+function rangeEnd(resolved: ResolvedBlock): number {
+  switch (resolved.status) {
+    case 'known':
+      return resolved.number
+    case 'beyondHead':
+      throw new BlockRangeBeyondHeadError()
+    case 'beforeIndex':
+      throw new HistoryUnavailableError(
+        `history before block ${toQuantity(resolved.firstBlock)} is not indexed; retry with the range ${toQuantity(resolved.firstBlock)}-…`,
+      )
+    case 'unknownHash':
+      throw new UnknownBlockError()
+    case 'unavailable':
+      throw new HeaderNotFoundError(`${resolved.tag} block not found`)
+  }
+}
+
+export type GetLogsParameters = { filter: LogFilter }
+
+export function createLogResolvers({ db, chain, limits }: { db: Db; chain: ChainState; limits: LogLimits }) {
+  async function queryLogs(where: SQL | undefined, cap: number): Promise<LogRow[]> {
+    return db.drizzle
+      .select()
+      .from(schema.logs)
+      .where(where)
+      .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
+      .limit(cap)
+  }
+
+  /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
+  async function getLogs({ filter }: GetLogsParameters): Promise<Log[]> {
+    const conditions = matchConditions(filter)
+    if (filter.blockHash !== undefined) {
+      const block = await chain.blockByHash(filter.blockHash)
+      if (block === null) throw new UnknownBlockError()
+      const rows = await queryLogs(and(eq(schema.logs.blockNumber, block.number), ...conditions), limits.maxLogs + 1)
+      if (rows.length > limits.maxLogs)
+        throw new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(block.number)}; add address or topic filters`)
+      return rows.map(formatLog)
+    }
+
+    const [from, to] = await Promise.all([chain.resolve(filter.fromBlock), chain.resolve(filter.toBlock)])
+    // geth reports an inverted range before anything else.
+    if ('number' in from && 'number' in to && from.number > to.number) throw new InvalidBlockRangeError()
+    const fromNumber = rangeEnd(from)
+    const toNumber = rangeEnd(to)
+    if (toNumber - fromNumber + 1 > limits.maxBlockRange) {
+      const fits = fromNumber + limits.maxBlockRange - 1
+      throw new LimitExceededError(
+        `block range too large: at most ${limits.maxBlockRange} blocks per query; retry with the range ${toQuantity(fromNumber)}-${toQuantity(fits)}`,
+      )
+    }
+    const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), ...conditions), limits.maxLogs + 1)
+    if (rows.length > limits.maxLogs) {
+      // Every log of the blocks before the first one that overflows fits under the cap.
+      const overflowBlock = rows[limits.maxLogs]!.blockNumber
+      if (overflowBlock > fromNumber)
+        throw new LimitExceededError(
+          `query returned more than ${limits.maxLogs} results; retry with the range ${toQuantity(fromNumber)}-${toQuantity(overflowBlock - 1)}`,
+        )
+      throw new LimitExceededError(
+        `query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`,
+      )
+    }
+    return rows.map(formatLog)
+  }
+
+
+  return { getLogs }
+}

@@ -1,0 +1,62 @@
+import { and, asc, eq } from 'drizzle-orm'
+import type { Hash, RpcTransactionReceipt } from 'viem'
+import type { BlockSelector } from '../codecs/index.js'
+import { type Db, hexToBytea, schema } from '../db/index.js'
+import type { ChainState } from './chain.js'
+import { formatLog, type LogRow } from './logs.js'
+
+type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
+
+/** Puts each log back into its receipt, at the `logs` key the upstream's receipt had. */
+function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
+  return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
+}
+
+export function createReceiptResolvers({ db, chain }: { db: Db; chain: ChainState }) {
+  /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
+  async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
+    const resolved = await chain.resolve(block)
+    if (resolved.status !== 'known') return null
+    const [receiptRows, logRows] = await Promise.all([
+      db.drizzle
+        .select({ transactionIndex: schema.receipts.transactionIndex, body: schema.receipts.body })
+        .from(schema.receipts)
+        .where(eq(schema.receipts.blockNumber, resolved.number))
+        .orderBy(asc(schema.receipts.transactionIndex)),
+      db.drizzle
+        .select()
+        .from(schema.logs)
+        .where(eq(schema.logs.blockNumber, resolved.number))
+        .orderBy(asc(schema.logs.logIndex)),
+    ])
+    const logsByTransaction = new Map<number, LogRow[]>()
+    for (const log of logRows) {
+      const list = logsByTransaction.get(log.transactionIndex)
+      if (list) list.push(log)
+      else logsByTransaction.set(log.transactionIndex, [log])
+    }
+    return receiptRows.map((receipt) => assemble(receipt, logsByTransaction.get(receipt.transactionIndex) ?? []))
+  }
+
+  /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
+  async function getTransactionReceipt({ hash }: { hash: Hash }): Promise<RpcTransactionReceipt | null> {
+    const rows = await db.drizzle
+      .select({
+        blockNumber: schema.receipts.blockNumber,
+        transactionIndex: schema.receipts.transactionIndex,
+        body: schema.receipts.body,
+      })
+      .from(schema.receipts)
+      .where(eq(schema.receipts.transactionHash, hexToBytea(hash)))
+    const receipt = rows[0]
+    if (receipt === undefined) return null
+    const logRows = await db.drizzle
+      .select()
+      .from(schema.logs)
+      .where(and(eq(schema.logs.blockNumber, receipt.blockNumber), eq(schema.logs.transactionIndex, receipt.transactionIndex)))
+      .orderBy(asc(schema.logs.logIndex))
+    return assemble(receipt, logRows)
+  }
+
+  return { getBlockReceipts, getTransactionReceipt }
+}

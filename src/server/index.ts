@@ -1,0 +1,120 @@
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Logger } from 'pino'
+import { createJsonRpcHandler } from '../jsonrpc/index.js'
+import type { Resolvers } from '../resolvers/index.js'
+
+/** Largest request body accepted, in bytes: a batch of 1,000 filters fits comfortably. */
+const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
+/** Time a connection gets to drain on shutdown before it is cut. */
+const SHUTDOWN_GRACE_MS = 10_000
+
+export type Readiness = () => Promise<{ ready: boolean; details: Record<string, unknown> }>
+
+export type ServerConfig = {
+  resolvers: Resolvers
+  logger: Logger
+  port: number
+  host?: string
+  maxBodyBytes?: number
+  readiness?: Readiness
+}
+
+class BodyTooLargeError extends Error {
+  override readonly name = 'BodyTooLargeError'
+}
+
+function readBody(request: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        reject(new BodyTooLargeError())
+        request.destroy()
+        return
+      }
+      chunks.push(chunk)
+    })
+    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    request.on('error', reject)
+  })
+}
+
+function sendJson(response: ServerResponse, status: number, body: unknown) {
+  const text = JSON.stringify(body)
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  response.end(text)
+}
+
+/** The gateway's HTTP front: JSON-RPC on `/` and `/rpc`, health and readiness. One port for everything. */
+export function createServer(config: ServerConfig) {
+  const { logger } = config
+  const maxBodyBytes = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+  const jsonRpc = createJsonRpcHandler({ resolvers: config.resolvers, logger })
+
+  async function handleJsonRpc(request: IncomingMessage, response: ServerResponse) {
+    let body: string
+    try {
+      body = await readBody(request, maxBodyBytes)
+    } catch (error) {
+      if (error instanceof BodyTooLargeError)
+        sendJson(response, 413, { jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${maxBodyBytes} bytes` } })
+      return
+    }
+    const reply = await jsonRpc.handle(body)
+    if (reply.body === null) {
+      response.writeHead(204).end()
+      return
+    }
+    sendJson(response, reply.status, reply.body)
+  }
+
+  async function route(request: IncomingMessage, response: ServerResponse) {
+    const path = (request.url ?? '/').split('?')[0]
+    if (path === '/' || path === '/rpc') {
+      if (request.method === 'POST') return handleJsonRpc(request, response)
+      response.setHeader('allow', 'POST')
+      return sendJson(response, 405, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'use POST for JSON-RPC' } })
+    }
+    if (path === '/healthz') return sendJson(response, 200, { status: 'ok' })
+    if (path === '/readyz') {
+      const readiness = (await config.readiness?.()) ?? { ready: true, details: {} }
+      return sendJson(response, readiness.ready ? 200 : 503, { ready: readiness.ready, ...readiness.details })
+    }
+    sendJson(response, 404, { error: { code: 'not_found', message: `no route for ${request.method} ${path}` } })
+  }
+
+  const server: Server = createHttpServer((request, response) => {
+    route(request, response).catch((error: unknown) => {
+      logger.error({ err: error }, 'unhandled error in request')
+      if (!response.headersSent) sendJson(response, 500, { jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } })
+      else response.destroy()
+    })
+  })
+  server.keepAliveTimeout = 65_000
+
+  return {
+    server,
+    async listen(): Promise<{ port: number; url: string }> {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject)
+        server.listen(config.port, config.host ?? '127.0.0.1', () => {
+          server.off('error', reject)
+          resolve()
+        })
+      })
+      const { port } = server.address() as AddressInfo
+      return { port, url: `http://${config.host ?? '127.0.0.1'}:${port}` }
+    },
+    /** Stops accepting connections and waits for in-flight requests to finish. */
+    async close(): Promise<void> {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+      server.closeIdleConnections()
+      const timer = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS)
+      await closed
+      clearTimeout(timer)
+    },
+  }
+}

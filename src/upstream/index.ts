@@ -1,0 +1,29 @@
+import { type EIP1193Parameters, http, type PublicRpcSchema, webSocket } from 'viem'
+
+/** Retries of one upstream call; viem backs off exponentially from `UPSTREAM_RETRY_DELAY_MS`. */
+const UPSTREAM_RETRY_COUNT = 5
+const UPSTREAM_RETRY_DELAY_MS = 200
+const UPSTREAM_TIMEOUT_MS = 20_000
+
+export type UpstreamConfig = { rpcUrl: string; wsUrl?: string | undefined }
+
+/** The upstream node: raw JSON-RPC (results are stored exactly as the node sent them). */
+export type Upstream = {
+  rpcUrl: string
+  /** The WebSocket URL for `newHeads`: the configured one, or the RPC URL itself when it is ws(s). */
+  wsUrl: string | null
+  request<result = unknown>(method: string, params?: unknown[]): Promise<result>
+}
+
+export function createUpstream({ rpcUrl, wsUrl }: UpstreamConfig): Upstream {
+  const isWs = rpcUrl.startsWith('ws://') || rpcUrl.startsWith('wss://')
+  // viem's transports give us retries with backoff, timeouts and request ids; we only use `request`.
+  const transport = (isWs ? webSocket(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS }) : http(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS }))({})
+  return {
+    rpcUrl,
+    wsUrl: wsUrl ?? (isWs ? rpcUrl : null),
+    request(method, params = []) {
+      return transport.request({ method, params } as EIP1193Parameters<PublicRpcSchema>) as never
+    },
+  }
+}
