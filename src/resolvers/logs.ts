@@ -104,7 +104,8 @@ export function createLogResolvers({ db, chain, limits }: { db: Db; chain: Chain
     }
 
     const [from, to] = await Promise.all([chain.resolve(filter.fromBlock), chain.resolve(filter.toBlock)])
-    // geth reports an inverted range before anything else.
+    // A start past the head says more than "inverted range" when `toBlock` is `latest`.
+    if (from.status === 'beyondHead') throw new BlockRangeBeyondHeadError()
     if ('number' in from && 'number' in to && from.number > to.number) throw new InvalidBlockRangeError()
     const fromNumber = rangeEnd(from)
     const toNumber = rangeEnd(to)

@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import type { Gateway } from '../src/app.js'
+import { type Anvil, startAnvil } from './fixtures/anvil.js'
+import { generateChain } from './fixtures/chain.js'
+import { compareWithReference } from './fixtures/compare.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { type ChainFacts, generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
+import { createRandom } from './fixtures/random.js'
+
+const SEED = 8021
+const BLOCKS = 80
+const GENERATED_QUERIES = 1_500
+
+let anvil: Anvil
+let database: TestDatabase
+let gateway: Gateway
+let facts: ChainFacts
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  const chain = await generateChain(anvil.rpcUrl, { seed: SEED, blocks: BLOCKS })
+  facts = await readChainFacts(anvil.rpcUrl, { accounts: [...chain.senders, ...chain.recipients], contracts: chain.contracts })
+  database = await createTestDatabase()
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+  await gateway.ingester.waitForBlock(facts.head)
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await anvil?.stop()
+  await database?.drop()
+})
+
+describe('flashgate answers exactly as anvil for the same chain', () => {
+  test('every block, transaction and receipt', async () => {
+    const outcome = await compareWithReference(gateway.url, anvil.rpcUrl, wholeChainQueries(facts))
+    expect(outcome.errors).toBe(0)
+    expect(facts.transactionHashes.length).toBeGreaterThan(BLOCKS)
+  })
+
+  test(`${GENERATED_QUERIES} generated queries of eth_getLogs, eth_getBlockReceipts, eth_getTransactionCount and eth_getBalance`, async () => {
+    const queries = generateQueries(createRandom(SEED), facts, GENERATED_QUERIES)
+    const outcome = await compareWithReference(gateway.url, anvil.rpcUrl, queries)
+    // The generator must exercise real data, not a thousand empty answers.
+    expect(outcome.nonEmpty).toBeGreaterThan(GENERATED_QUERIES / 2)
+    for (const method of ['eth_getLogs', 'eth_getBlockReceipts', 'eth_getTransactionCount', 'eth_getBalance'])
+      expect(queries.filter((query) => query.method === method).length).toBeGreaterThan(100)
+  })
+
+  test('the chain has logs with zero to four topics, reverted transactions and contract creations', async () => {
+    const logs = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: 'earliest', toBlock: 'latest' }])).result as { topics: string[] }[]
+    expect(new Set(logs.map((log) => log.topics.length))).toEqual(new Set([0, 1, 2, 3, 4]))
+    const receipts = (
+      await Promise.all(facts.transactionHashes.map((hash) => rpc(gateway.url, 'eth_getTransactionReceipt', [hash])))
+    ).map((answer) => answer.result as { status: string; contractAddress: string | null })
+    expect(receipts.some((receipt) => receipt.status === '0x0')).toBe(true)
+    expect(receipts.filter((receipt) => receipt.contractAddress !== null).length).toBeGreaterThanOrEqual(2)
+  })
+
+  test('an omitted block argument and "pending" (no Flashblocks feed) answer as latest', async () => {
+    const [account] = facts.accounts
+    const latest = await rpc(anvil.rpcUrl, 'eth_getBalance', [account, 'latest'])
+    expect(await rpc(gateway.url, 'eth_getBalance', [account])).toMatchObject({ result: latest.result })
+    expect(await rpc(gateway.url, 'eth_getBalance', [account, 'pending'])).toMatchObject({ result: latest.result })
+    const nonce = await rpc(anvil.rpcUrl, 'eth_getTransactionCount', [account, 'latest'])
+    expect(await rpc(gateway.url, 'eth_getTransactionCount', [account, 'pending'])).toMatchObject({ result: nonce.result })
+    const receipts = await rpc(anvil.rpcUrl, 'eth_getBlockReceipts', ['latest'])
+    expect(await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).toMatchObject({ result: receipts.result })
+    const logs = await rpc(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: 'latest' }])
+    expect(await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toMatchObject({ result: logs.result })
+  })
+})
