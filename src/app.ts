@@ -27,10 +27,10 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     upstream,
     limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs },
   })
-  const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock })
+  const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize })
   // A serving process that also ingests sees its own commits at once; others poll (resolvers/chain.ts).
-  ingester.events.on('head', () => resolvers.chain.invalidate())
-  ingester.events.on('reorg', () => resolvers.chain.invalidate())
+  ingester.events.on('head', () => resolvers.notify({ reorg: false }))
+  ingester.events.on('reorg', () => resolvers.notify({ reorg: true }))
 
   const server = createServer({
     resolvers,

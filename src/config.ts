@@ -46,6 +46,7 @@ export const serveConfigSchema = z.object({
   startBlock: startBlock.prefault('latest-10000'),
   maxBlockRange: positiveInt.default(10_000),
   maxLogs: positiveInt.default(10_000),
+  ingestBatchSize: positiveInt.default(100),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 
@@ -61,6 +62,7 @@ export const OPTIONS = [
   { key: 'startBlock', flag: 'start-block', env: 'START_BLOCK', help: 'first block of a new index: a number or latest-N (default latest-10000)' },
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'largest eth_getLogs result (default 10000)' },
+  { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
   { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
 ] as const
 

@@ -12,6 +12,7 @@ import postgres from 'postgres'
 import * as schema from './schema.js'
 
 export { schema }
+export { SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
 
 const MIGRATIONS_FOLDER = resolve(dirname(fileURLToPath(import.meta.url)), '../../drizzle')

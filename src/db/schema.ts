@@ -126,6 +126,17 @@ export const accountReads = pgTable(
   (t) => [primaryKey({ columns: [t.address, t.blockNumber] })],
 )
 
+/** The keys of `sync_state`. */
+export const SYNC_KEYS = {
+  chainId: 'chain_id',
+  firstBlock: 'first_block',
+  safe: 'safe',
+  finalized: 'finalized',
+  accountSource: 'account_source',
+  /** Bumped by the ingester in the transaction that undoes a reorg; readers drop cached answers on change. */
+  reorgEpoch: 'reorg_epoch',
+} as const
+
 /** Key/value progress of the single ingester: chain id, first indexed block, safe and finalized heads. */
 export const syncState = pgTable('sync_state', {
   key: text('key').primaryKey(),

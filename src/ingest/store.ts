@@ -1,7 +1,6 @@
 import { asc, desc, gt, sql } from 'drizzle-orm'
 import type { PgTable } from 'drizzle-orm/pg-core'
-import { byteaToHex, type Db, type Drizzle, schema } from '../db/index.js'
-import { SYNC_KEYS } from '../resolvers/index.js'
+import { byteaToHex, type Db, type Drizzle, SYNC_KEYS, schema } from '../db/index.js'
 import type { LogRow } from '../resolvers/logs.js'
 import type { BlockRows } from './block-data.js'
 
@@ -80,6 +79,10 @@ export function createStore({ db }: { db: Db }) {
       await tx.delete(schema.accountChanges).where(gt(schema.accountChanges.blockNumber, ancestor))
       await tx.delete(schema.accountReads).where(gt(schema.accountReads.blockNumber, ancestor))
       await tx.delete(schema.blocks).where(gt(schema.blocks.number, ancestor))
+      await tx
+        .insert(schema.syncState)
+        .values({ key: SYNC_KEYS.reorgEpoch, value: 1 })
+        .onConflictDoUpdate({ target: schema.syncState.key, set: { value: sql`to_jsonb((${schema.syncState.value}::text)::bigint + 1)` } })
       return removed
     })
   }

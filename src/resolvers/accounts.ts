@@ -4,6 +4,7 @@ import { type BlockSelector, toQuantity } from '../codecs/index.js'
 import { type Db, hexToBytea, schema } from '../db/index.js'
 import { HeaderNotFoundError, UpstreamError } from '../errors.js'
 import type { Upstream } from '../upstream/index.js'
+import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 
 export type AccountState = { balance: bigint; nonce: bigint }
@@ -15,7 +16,12 @@ export type AccountParameters = { address: Address; block: BlockSelector }
  * An account the index never saw change is read once from the upstream and cached, since its state is the
  * same at every indexed height; without tracing, every read goes through the cache to the upstream.
  */
-export function createAccountResolvers({ db, chain, upstream }: { db: Db; chain: ChainState; upstream: Upstream | null }) {
+export function createAccountResolvers({
+  db,
+  chain,
+  upstream,
+  cache,
+}: { db: Db; chain: ChainState; upstream: Upstream | null; cache: AnswerCache }) {
   async function blockNumberFor(selector: BlockSelector): Promise<{ number: number; indexed: boolean }> {
     const resolved = await chain.resolve(selector)
     switch (resolved.status) {
@@ -87,7 +93,12 @@ export function createAccountResolvers({ db, chain, upstream }: { db: Db; chain:
   }
 
   async function getAccount({ address, block }: AccountParameters): Promise<AccountState> {
-    const [{ number, indexed }, view] = await Promise.all([blockNumberFor(block), chain.view()])
+    const { number, indexed } = await blockNumberFor(block)
+    return cache.remember(`account:${address}:${number}`, () => loadAccount(address, number, indexed), () => ANSWER_BYTES.account)
+  }
+
+  async function loadAccount(address: Address, number: number, indexed: boolean): Promise<AccountState> {
+    const view = await chain.view()
     const key = hexToBytea(address)
     const traced = view.accountSource === 'trace'
     if (indexed && traced) {

@@ -2,11 +2,12 @@ import { asc, eq } from 'drizzle-orm'
 import type { Hash, RpcBlock, RpcTransaction } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
+import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 
 export type GetBlockParameters = { block: BlockSelector; includeTransactions: boolean }
 
-export function createBlockResolvers({ db, chain }: { db: Db; chain: ChainState }) {
+export function createBlockResolvers({ db, chain, cache }: { db: Db; chain: ChainState; cache: AnswerCache }) {
   async function blockNumberOf(selector: BlockSelector): Promise<number | null> {
     const resolved = await chain.resolve(selector)
     return resolved.status === 'known' ? resolved.number : null
@@ -16,6 +17,14 @@ export function createBlockResolvers({ db, chain }: { db: Db; chain: ChainState 
   async function getBlock({ block, includeTransactions }: GetBlockParameters): Promise<RpcBlock | null> {
     const number = await blockNumberOf(block)
     if (number === null) return null
+    return cache.remember(
+      `block:${number}:${includeTransactions}`,
+      () => loadBlock(number, includeTransactions),
+      (loaded) => ANSWER_BYTES.header + (loaded?.transactions.length ?? 0) * (includeTransactions ? ANSWER_BYTES.transaction : 70),
+    )
+  }
+
+  async function loadBlock(number: number, includeTransactions: boolean): Promise<RpcBlock | null> {
     const [headerRows, transactionRows] = await Promise.all([
       db.drizzle.select({ header: schema.blocks.header }).from(schema.blocks).where(eq(schema.blocks.number, number)),
       includeTransactions
@@ -41,9 +50,13 @@ export function createBlockResolvers({ db, chain }: { db: Db; chain: ChainState 
 
 export type TransactionLookup = { hash: Hash }
 
-export function createTransactionResolvers({ db }: { db: Db }) {
+export function createTransactionResolvers({ db, cache }: { db: Db; cache: AnswerCache }) {
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionbyhash */
   async function getTransaction({ hash }: TransactionLookup): Promise<RpcTransaction | null> {
+    return cache.remember(`transaction:${hash}`, () => loadTransaction(hash), () => ANSWER_BYTES.transaction)
+  }
+
+  async function loadTransaction(hash: Hash): Promise<RpcTransaction | null> {
     const rows = await db.drizzle
       .select({ body: schema.transactions.body })
       .from(schema.transactions)

@@ -1,7 +1,7 @@
 import { desc, eq, inArray } from 'drizzle-orm'
 import type { Hash } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
-import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
+import { byteaToHex, type Db, hexToBytea, SYNC_KEYS, schema } from '../db/index.js'
 
 /** How long a serving process trusts its view of the head before asking the database again. */
 const HEAD_CACHE_MS = 100
@@ -40,16 +40,10 @@ export type ResolvedBlock =
   | { status: 'unknownHash' }
   | { status: 'unavailable'; tag: string }
 
-export const SYNC_KEYS = {
-  chainId: 'chain_id',
-  firstBlock: 'first_block',
-  safe: 'safe',
-  finalized: 'finalized',
-  accountSource: 'account_source',
-} as const
 
-export function createChainState({ db }: { db: Db }): ChainState {
+export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): ChainState {
   let cached: { at: number; view: Promise<ChainView> } | null = null
+  let reorgEpoch: unknown
 
   async function load(): Promise<ChainView> {
     const [headRows, stateRows] = await Promise.all([
@@ -67,6 +61,9 @@ export function createChainState({ db }: { db: Db }): ChainState {
     ])
     const state = new Map(stateRows.map((row) => [row.key, row.value as number | null]))
     const accountSource = stateRows.find((row) => row.key === SYNC_KEYS.accountSource)?.value
+    const epoch = stateRows.find((row) => row.key === SYNC_KEYS.reorgEpoch)?.value ?? 0
+    if (reorgEpoch !== undefined && epoch !== reorgEpoch) onReorg()
+    reorgEpoch = epoch
     const headRow = headRows[0]
     const head = headRow ? { number: headRow.number, hash: byteaToHex(headRow.hash), timestamp: headRow.timestamp } : null
     const capped = (value: number | null | undefined) =>

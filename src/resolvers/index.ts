@@ -5,13 +5,13 @@ import { HeaderNotFoundError } from '../errors.js'
 import type { Upstream } from '../upstream/index.js'
 import { createAccountResolvers } from './accounts.js'
 import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
+import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
 import { createLogResolvers, type LogLimits } from './logs.js'
 import { createReceiptResolvers } from './receipts.js'
 
 export type { AccountParameters, AccountState } from './accounts.js'
 export type { BlockRef, ChainState, ChainView } from './chain.js'
-export { SYNC_KEYS } from './chain.js'
 export type { Log, LogLimits } from './logs.js'
 
 export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000 }
@@ -21,13 +21,15 @@ export type ResolversConfig = {
   /** Used only for state the index does not hold (see resolvers/accounts.ts). */
   upstream: Upstream | null
   limits?: Partial<LogLimits>
-  clientVersion?: string
+  /** Memory for cached answers (resolvers/cache.ts); 0 turns the cache off. */
+  cacheBytes?: number
 }
 
 /** The one read API behind JSON-RPC, GraphQL and REST (DESIGN.md §1). */
 export function createResolvers(config: ResolversConfig) {
   const { db, upstream } = config
-  const chain: ChainState = createChainState({ db })
+  const cache = createAnswerCache({ maxBytes: config.cacheBytes ?? DEFAULT_ANSWER_CACHE_BYTES })
+  const chain: ChainState = createChainState({ db, onReorg: () => cache.clear() })
   const limits = { ...DEFAULT_LOG_LIMITS, ...config.limits }
 
   async function chainId(): Promise<Hex> {
@@ -44,13 +46,18 @@ export function createResolvers(config: ResolversConfig) {
   return {
     chain,
     limits,
+    /** The ingester in this process committed blocks (`reorg: false`) or undid some (`reorg: true`). */
+    notify({ reorg }: { reorg: boolean }) {
+      chain.invalidate()
+      if (reorg) cache.clear()
+    },
     chainId,
     blockNumber,
-    ...createLogResolvers({ db, chain, limits }),
-    ...createBlockResolvers({ db, chain }),
-    ...createTransactionResolvers({ db }),
-    ...createReceiptResolvers({ db, chain }),
-    ...createAccountResolvers({ db, chain, upstream }),
+    ...createLogResolvers({ db, chain, limits, cache }),
+    ...createBlockResolvers({ db, chain, cache }),
+    ...createTransactionResolvers({ db, cache }),
+    ...createReceiptResolvers({ db, chain, cache }),
+    ...createAccountResolvers({ db, chain, upstream, cache }),
   }
 }
 

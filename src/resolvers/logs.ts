@@ -10,6 +10,7 @@ import {
   LimitExceededError,
   UnknownBlockError,
 } from '../errors.js'
+import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState, ResolvedBlock } from './chain.js'
 
 export type LogLimits = {
@@ -81,7 +82,14 @@ function rangeEnd(resolved: ResolvedBlock): number {
 
 export type GetLogsParameters = { filter: LogFilter }
 
-export function createLogResolvers({ db, chain, limits }: { db: Db; chain: ChainState; limits: LogLimits }) {
+/** The address and topic part of a filter as a cache key (the codecs already lower-cased everything). */
+function matchKey(filter: LogFilter): string {
+  return `${filter.addresses?.join(',') ?? '*'}:${filter.topics.map((alternatives) => alternatives?.join('|') ?? '*').join(',')}`
+}
+
+const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
+
+export function createLogResolvers({ db, chain, limits, cache }: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache }) {
   async function queryLogs(where: SQL | undefined, cap: number): Promise<LogRow[]> {
     return db.drizzle
       .select()
@@ -93,14 +101,10 @@ export function createLogResolvers({ db, chain, limits }: { db: Db; chain: Chain
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
   async function getLogs({ filter }: GetLogsParameters): Promise<Log[]> {
-    const conditions = matchConditions(filter)
     if (filter.blockHash !== undefined) {
       const block = await chain.blockByHash(filter.blockHash)
       if (block === null) throw new UnknownBlockError()
-      const rows = await queryLogs(and(eq(schema.logs.blockNumber, block.number), ...conditions), limits.maxLogs + 1)
-      if (rows.length > limits.maxLogs)
-        throw new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(block.number)}; add address or topic filters`)
-      return rows.map(formatLog)
+      return cache.remember(`logs:${block.number}-${block.number}:${matchKey(filter)}`, () => logsInRange(filter, block.number, block.number), bytesOfLogs)
     }
 
     const [from, to] = await Promise.all([chain.resolve(filter.fromBlock), chain.resolve(filter.toBlock)])
@@ -115,7 +119,13 @@ export function createLogResolvers({ db, chain, limits }: { db: Db; chain: Chain
         `block range too large: at most ${limits.maxBlockRange} blocks per query; retry with the range ${toQuantity(fromNumber)}-${toQuantity(fits)}`,
       )
     }
-    const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), ...conditions), limits.maxLogs + 1)
+    return cache.remember(`logs:${fromNumber}-${toNumber}:${matchKey(filter)}`, () => logsInRange(filter, fromNumber, toNumber), bytesOfLogs)
+  }
+
+  async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number): Promise<Log[]> {
+    const conditions = matchConditions(filter)
+    const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
+    const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1)
     if (rows.length > limits.maxLogs) {
       // Every log of the blocks before the first one that overflows fits under the cap.
       const overflowBlock = rows[limits.maxLogs]!.blockNumber

@@ -2,8 +2,12 @@ import { and, asc, eq } from 'drizzle-orm'
 import type { Hash, RpcTransactionReceipt } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { type Db, hexToBytea, schema } from '../db/index.js'
+import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 import { formatLog, type LogRow } from './logs.js'
+
+const bytesOfReceipts = (receipts: RpcTransactionReceipt[]) =>
+  receipts.reduce((sum, receipt) => sum + ANSWER_BYTES.receipt + receipt.logs.length * ANSWER_BYTES.log, 0)
 
 type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
 
@@ -12,21 +16,25 @@ function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
   return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
 }
 
-export function createReceiptResolvers({ db, chain }: { db: Db; chain: ChainState }) {
+export function createReceiptResolvers({ db, chain, cache }: { db: Db; chain: ChainState; cache: AnswerCache }) {
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
   async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
     const resolved = await chain.resolve(block)
     if (resolved.status !== 'known') return null
+    return cache.remember(`receipts:${resolved.number}`, () => loadBlockReceipts(resolved.number), bytesOfReceipts)
+  }
+
+  async function loadBlockReceipts(number: number): Promise<RpcTransactionReceipt[]> {
     const [receiptRows, logRows] = await Promise.all([
       db.drizzle
         .select({ transactionIndex: schema.receipts.transactionIndex, body: schema.receipts.body })
         .from(schema.receipts)
-        .where(eq(schema.receipts.blockNumber, resolved.number))
+        .where(eq(schema.receipts.blockNumber, number))
         .orderBy(asc(schema.receipts.transactionIndex)),
       db.drizzle
         .select()
         .from(schema.logs)
-        .where(eq(schema.logs.blockNumber, resolved.number))
+        .where(eq(schema.logs.blockNumber, number))
         .orderBy(asc(schema.logs.logIndex)),
     ])
     const logsByTransaction = new Map<number, LogRow[]>()
@@ -40,6 +48,10 @@ export function createReceiptResolvers({ db, chain }: { db: Db; chain: ChainStat
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
   async function getTransactionReceipt({ hash }: { hash: Hash }): Promise<RpcTransactionReceipt | null> {
+    return cache.remember(`receipt:${hash}`, () => loadTransactionReceipt(hash), (receipt) => bytesOfReceipts(receipt ? [receipt] : []))
+  }
+
+  async function loadTransactionReceipt(hash: Hash): Promise<RpcTransactionReceipt | null> {
     const rows = await db.drizzle
       .select({
         blockNumber: schema.receipts.blockNumber,

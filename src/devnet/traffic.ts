@@ -1,0 +1,177 @@
+import { randomBytes } from 'node:crypto'
+import {
+  type Address,
+  type Hex,
+  bytesToHex,
+  createPublicClient,
+  createWalletClient,
+  encodeFunctionData,
+  getAddress,
+  http,
+  parseGwei,
+} from 'viem'
+import type { DevnetLogger } from './anvil.js'
+import { deployToken, tokenAbi } from './contracts.js'
+
+export const DEFAULT_TRAFFIC_RATE_PER_SECOND = 4
+/** Dev accounts that send; each has at most one send in flight, so anvil assigns nonces without races. */
+const SENDER_COUNT = 5
+/** Fresh addresses that receive repeatedly, so that the demo has non-dev-account holders. */
+const FRESH_RECIPIENTS = 5
+/** While the upstream is down every tick fails; one log line per this interval is enough. */
+const ERROR_LOG_INTERVAL_MS = 5_000
+// Explicit gas skips an eth_estimateGas round-trip per send. Fees are left to anvil: it fills the same
+// fees for every tx of one pending block, which matters because anvil 1.7.1's default fee ordering
+// drops a tx whose fee outranks its sender's previous pending tx.
+const CALL_GAS = 100_000n
+const VALUE_GAS = 30_000n
+const MAX_MULTI_LOGS = 5
+const MAX_VALUE_WEI = parseGwei('1000000') // 0.001 ETH
+/** viem's default (4 s) would hold start() for two blocks while waiting for the token's receipt. */
+const RECEIPT_POLLING_INTERVAL_MS = 250
+
+export type TrafficGeneratorOptions = {
+  rpcUrl: string
+  logger: DevnetLogger
+  ratePerSecond?: number
+}
+
+export type TrafficGenerator = {
+  /** Deploys the demo token (waiting for its block), then starts sending. Never rejects. */
+  start: () => Promise<void>
+  /** Stops sending and waits for the sends in flight. */
+  stop: () => Promise<void>
+}
+
+type Tx = { to: Address; data?: Hex; value?: bigint; gas: bigint }
+
+/** Demo traffic for `flashgate dev`: token transfers, logs with 0..4 topics and ETH transfers. */
+export function createTrafficGenerator({
+  rpcUrl,
+  logger,
+  ratePerSecond = DEFAULT_TRAFFIC_RATE_PER_SECOND,
+}: TrafficGeneratorOptions): TrafficGenerator {
+  const transport = http(rpcUrl, { retryCount: 0 })
+  const publicClient = createPublicClient({ transport, pollingInterval: RECEIPT_POLLING_INTERVAL_MS })
+  const walletClient = createWalletClient({ transport })
+  const busySenders = new Set<Address>()
+  const inFlight = new Set<Promise<void>>()
+  let timer: NodeJS.Timeout | undefined
+  let stopped = false
+  let senders: Address[] = []
+  let recipients: Address[] = []
+  let token: Address | undefined
+  let lastErrorLogAt = 0
+  let suppressedErrors = 0
+
+  function logError(error: unknown, msg: string) {
+    const now = Date.now()
+    if (now - lastErrorLogAt < ERROR_LOG_INTERVAL_MS) {
+      suppressedErrors++
+      return
+    }
+    logger.warn({ err: errorReason(error), suppressed: suppressedErrors }, msg)
+    lastErrorLogAt = now
+    suppressedErrors = 0
+  }
+
+  function planTx(): Tx {
+    const to = pick(recipients)
+    const roll = Math.random()
+    if (token && roll < 0.45) {
+      const amount = BigInt(1 + Math.floor(Math.random() * 1_000_000))
+      return { to: token, data: encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [to, amount] }), gas: CALL_GAS }
+    }
+    if (token && roll < 0.65) {
+      const topicCount = Math.floor(Math.random() * 5)
+      const topic = () => bytesToHex(randomBytes(32))
+      const value = BigInt(Math.floor(Math.random() * 1_000_000))
+      const data = encodeFunctionData({ abi: tokenAbi, functionName: 'emitLogs', args: [topicCount, topic(), topic(), topic(), value] })
+      return { to: token, data, gas: CALL_GAS }
+    }
+    if (token && roll < 0.7) {
+      const n = BigInt(2 + Math.floor(Math.random() * (MAX_MULTI_LOGS - 1)))
+      return { to: token, data: encodeFunctionData({ abi: tokenAbi, functionName: 'multi', args: [to, n] }), gas: CALL_GAS }
+    }
+    const value = BigInt(Math.floor(Math.random() * Number(MAX_VALUE_WEI)))
+    // Now and then a brand-new address, so that new accounts keep appearing.
+    const recipient = Math.random() < 0.2 ? randomAddress() : to
+    return { to: recipient, value, gas: VALUE_GAS }
+  }
+
+  function tick() {
+    const idle = senders.filter((sender) => !busySenders.has(sender))
+    if (idle.length === 0) return
+    const sender = pick(idle)
+    const tx = planTx()
+    busySenders.add(sender)
+    const send = walletClient
+      .sendTransaction({ account: sender, chain: null, ...tx })
+      .then(
+        () => undefined,
+        (error: unknown) => logError(error, 'traffic: send failed'),
+      )
+      .finally(() => {
+        busySenders.delete(sender)
+        inFlight.delete(send)
+      })
+    inFlight.add(send)
+  }
+
+  async function start() {
+    if (timer || stopped) return
+    try {
+      const accounts = (await walletClient.getAddresses()).map((account) => getAddress(account))
+      senders = accounts.slice(0, SENDER_COUNT)
+      recipients = [...accounts, ...Array.from({ length: FRESH_RECIPIENTS }, randomAddress)]
+    } catch (error) {
+      logger.warn({ err: errorReason(error) }, 'traffic: cannot list dev accounts; no traffic')
+      return
+    }
+    if (senders.length === 0) {
+      logger.warn({}, 'traffic: the node has no unlocked accounts; no traffic')
+      return
+    }
+    try {
+      token = await deployToken(createWalletClient({ transport, account: senders[0]! }), publicClient)
+      logger.info({ token }, 'traffic: demo token deployed')
+    } catch (error) {
+      // Value transfers still make blocks; token traffic needs the contract.
+      logError(error, 'traffic: token deployment failed; sending ETH transfers only')
+    }
+    if (stopped) return
+    timer = setInterval(() => {
+      try {
+        tick()
+      } catch (error) {
+        logError(error, 'traffic: tick failed')
+      }
+    }, 1_000 / ratePerSecond)
+    // Demo traffic must never be what keeps the process alive.
+    timer.unref()
+    logger.info({ ratePerSecond, senders: senders.length }, 'traffic: started')
+  }
+
+  async function stop() {
+    stopped = true
+    if (timer) clearInterval(timer)
+    timer = undefined
+    await Promise.allSettled([...inFlight])
+  }
+
+  return { start, stop }
+}
+
+function pick<T>(items: readonly T[]): T {
+  return items[Math.floor(Math.random() * items.length)]!
+}
+
+function randomAddress(): Address {
+  return getAddress(bytesToHex(randomBytes(20)))
+}
+
+/** viem errors carry a one-line `shortMessage`; the full message repeats the request body. */
+function errorReason(error: unknown): string {
+  if (!(error instanceof Error)) return String(error)
+  return (error as { shortMessage?: string }).shortMessage ?? error.message
+}

@@ -1,0 +1,47 @@
+import { LRUCache } from 'lru-cache'
+
+/** Default memory for cached answers, per serving process. */
+export const DEFAULT_ANSWER_CACHE_BYTES = 64 * 1024 * 1024
+
+/**
+ * Answers for a block the index holds never change until a reorg replaces that block, so each resolver
+ * caches what it computed for a concrete block number (never for a tag), and the whole cache is dropped
+ * when the chain reorganises (see `ChainState`: the ingester's event in-process, the `reorg_epoch` counter
+ * for other processes). Bounded by an estimate of the bytes each answer takes.
+ */
+export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { maxBytes?: number } = {}) {
+  const store = new LRUCache<string, { value: unknown; bytes: number }>({
+    maxSize: maxBytes,
+    sizeCalculation: (entry) => Math.max(1, entry.bytes),
+  })
+
+  // Bumped by `clear`, so that an answer computed before a reorg is not stored after it.
+  let generation = 0
+
+  return {
+    /**
+     * Returns the cached answer for `key`, or computes, caches and returns it. `null` answers are not
+     * cached (a transaction unknown now may be indexed a moment later). Cached values are shared: read-only.
+     */
+    async remember<value>(key: string, compute: () => Promise<value>, bytes: (value: value) => number): Promise<value> {
+      const hit = store.get(key)
+      if (hit !== undefined) return hit.value as value
+      const startedAt = generation
+      const value = await compute()
+      if (value !== null && startedAt === generation) store.set(key, { value, bytes: bytes(value) + key.length })
+      return value
+    },
+    clear() {
+      generation++
+      store.clear()
+    },
+    get size() {
+      return store.size
+    },
+  }
+}
+
+export type AnswerCache = ReturnType<typeof createAnswerCache>
+
+/** Rough JSON sizes, enough to bound memory without serialising anything. */
+export const ANSWER_BYTES = { account: 120, log: 700, receipt: 1_400, transaction: 900, header: 1_600 } as const

@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import type { Gateway } from '../src/app.js'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { generateChain } from './fixtures/chain.js'
+import { compareWithReference } from './fixtures/compare.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
+import { createRandom } from './fixtures/random.js'
+import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+
+const QUERIES_AFTER_REORG = 400
+
+let anvil: Anvil
+let database: TestDatabase
+let gateway: Gateway
+const reorgs: { ancestor: number; removedLogs: number }[] = []
+
+async function expectSameChain() {
+  await waitForSameHead(gateway, anvil.rpcUrl)
+  const senders = (await anvilCall<string[]>(anvil.rpcUrl, 'eth_accounts')).slice(0, 8) as `0x${string}`[]
+  const facts = await readChainFacts(anvil.rpcUrl, { accounts: senders, contracts: [] })
+  const logs = await anvilCall<{ address: `0x${string}` }[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
+  facts.contracts = [...new Set(logs.map((log) => log.address))]
+  const outcome = await compareWithReference(gateway.url, anvil.rpcUrl, [
+    ...wholeChainQueries(facts),
+    ...generateQueries(createRandom(facts.head), facts, QUERIES_AFTER_REORG),
+  ])
+  return { facts, outcome }
+}
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  await generateChain(anvil.rpcUrl, { seed: 1, blocks: 15 })
+  database = await createTestDatabase()
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+  gateway.ingester.events.on('reorg', ({ ancestor, removedLogs }) => reorgs.push({ ancestor, removedLogs: removedLogs.length }))
+  await waitForSameHead(gateway, anvil.rpcUrl)
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await anvil?.stop()
+  await database?.drop()
+})
+
+describe('reorgs', () => {
+  test('a longer competing branch replaces the indexed one, and the removed logs are reported', async () => {
+    const ancestor = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
+    const snapshot = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
+    await generateChain(anvil.rpcUrl, { seed: 2, blocks: 6 })
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    const orphaned = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: `0x${(ancestor + 1).toString(16)}`, toBlock: 'latest' }]))
+      .result as unknown[]
+    expect(orphaned.length).toBeGreaterThan(0)
+
+    expect(await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])).toBe(true)
+    await generateChain(anvil.rpcUrl, { seed: 3, blocks: 9 })
+    const { outcome } = await expectSameChain()
+    expect(outcome.compared).toBeGreaterThan(QUERIES_AFTER_REORG)
+    expect(reorgs.at(-1)).toEqual({ ancestor, removedLogs: orphaned.length })
+  })
+
+  test('a branch of the same height, and then a shorter one, replace the head', async () => {
+    const before = reorgs.length
+    const ancestor = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
+    const snapshot = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
+    await generateChain(anvil.rpcUrl, { seed: 4, blocks: 3 })
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    const height = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
+
+    // Same height, other blocks.
+    await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])
+    const again = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
+    await generateChain(anvil.rpcUrl, { seed: 5, blocks: 3 })
+    expect(Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)).toBe(height)
+    await expectSameChain()
+
+    // Shorter: back to the ancestor plus one new empty block.
+    await anvilCall(anvil.rpcUrl, 'evm_revert', [again])
+    await anvilCall(anvil.rpcUrl, 'evm_mine')
+    const { facts } = await expectSameChain()
+    expect(facts.head).toBe(ancestor + 1)
+    expect(reorgs.length).toBeGreaterThanOrEqual(before + 2)
+    expect(reorgs.slice(before).every((reorg) => reorg.ancestor === ancestor)).toBe(true)
+  })
+})
