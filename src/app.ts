@@ -43,7 +43,9 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
       const head = view?.head?.number ?? null
       const lag = head !== null && status.upstreamHead !== null ? status.upstreamHead - head : null
       // A standby serves from the index another process keeps: ready as long as the database answers.
-      const ready = view !== null && head !== null && (!status.leader || (lag !== null && lag <= READY_MAX_LAG_BLOCKS))
+      // The ingester is ready while the upstream answers and the index keeps up with it.
+      const keepingUp = status.lastError === null && lag !== null && lag <= READY_MAX_LAG_BLOCKS
+      const ready = view !== null && head !== null && (!status.leader || keepingUp)
       return {
         ready,
         details: { database: view !== null, head, upstreamHead: status.upstreamHead, leader: status.leader, lastError: status.lastError },

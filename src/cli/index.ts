@@ -10,6 +10,7 @@ import { VERSION } from '../version.js'
 /** The devnet's PGlite is as ephemeral as its chain: wiped at every `flashgate dev`. */
 const DEV_DATABASE_DIR = './.flashgate/dev-pglite'
 const DEV_BLOCK_TIME_SECONDS = 2
+const DEV_LOG_LEVEL = 'warn'
 
 const USAGE = `flashgate ${VERSION}: a Flashblocks-aware query gateway for EVM chains
 
@@ -67,7 +68,9 @@ async function serve(flags: Record<string, string | undefined>) {
 async function dev(flags: Record<string, string | undefined>) {
   const databaseUrl = flags['database-url'] ?? process.env.DATABASE_URL
   if (databaseUrl === undefined) rmSync(DEV_DATABASE_DIR, { recursive: true, force: true })
-  const preliminary = parseConfig(serveConfigSchema, { ...flags, 'upstream-rpc': 'http://127.0.0.1:1' }, process.env)
+  // The console is for the URLs above all; warnings and errors only unless asked for more.
+  const logLevel = flags['log-level'] ?? process.env.LOG_LEVEL ?? DEV_LOG_LEVEL
+  const preliminary = parseConfig(serveConfigSchema, { ...flags, 'log-level': logLevel, 'upstream-rpc': 'http://127.0.0.1:1' }, process.env)
   const logger = createLogger(preliminary.logLevel)
   const anvil = await startAnvil({ blockTime: DEV_BLOCK_TIME_SECONDS })
   const config = parseConfig(
@@ -78,6 +81,7 @@ async function dev(flags: Record<string, string | undefined>) {
       'upstream-rpc': anvil.rpcUrl,
       'upstream-ws': anvil.wsUrl,
       'start-block': '0',
+      'log-level': logLevel,
     },
     process.env,
   )
