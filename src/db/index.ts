@@ -2,18 +2,22 @@ import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { PGlite } from '@electric-sql/pglite'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import type { SQL } from 'drizzle-orm'
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
+import { PgDialect, type PgDatabase, type PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
+import { type CopyRows, encodeCopy } from './copy.js'
 import * as schema from './schema.js'
 
 export { schema }
 export { SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
+export type { CopyRows } from './copy.js'
 
 const MIGRATIONS_FOLDER = resolve(dirname(fileURLToPath(import.meta.url)), '../../drizzle')
 /** Serialises `migrate` between processes that share one Postgres (any constant works; this is "flsh"). */
@@ -21,6 +25,8 @@ const MIGRATION_LOCK_ID = 0x666c7368
 const INGEST_LOCK_ID = 0x666c7369
 const DEFAULT_POOL_SIZE = 10
 const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000
+
+const dialect = new PgDialect()
 
 export type Drizzle = PgDatabase<PgQueryResultHKT, typeof schema>
 
@@ -36,6 +42,8 @@ export type Db = {
   drizzle: Drizzle
   /** Runs raw SQL and returns its rows, whatever the driver. */
   query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]>
+  /** Bulk-loads rows with COPY, then runs `statements`, all in one transaction. */
+  copyInTransaction(batches: CopyRows[], statements?: SQL[]): Promise<void>
   /**
    * Tries to become the one ingester (DESIGN.md §1): a session-level advisory lock on Postgres, held on a
    * connection of its own until `release`; PGlite belongs to one process, which always wins.
@@ -72,6 +80,19 @@ async function openPglite(config: DbConfig): Promise<Db> {
       const result = await drizzle.execute(statement)
       return result.rows as never
     },
+    async copyInTransaction(batches, statements = []) {
+      await client.transaction(async (tx) => {
+        for (const batch of batches) {
+          if (batch.rows.length === 0) continue
+          const { tableName, columns, format, payload } = encodeCopy(batch)
+          await tx.query(`copy ${tableName} (${columns}) from '/dev/blob' with (format ${format})`, [], { blob: new Blob([payload as Uint8Array<ArrayBuffer>]) })
+        }
+        for (const statement of statements) {
+          const query = dialect.sqlToQuery(statement)
+          await tx.query(query.sql, query.params)
+        }
+      })
+    },
     async tryIngestLock() {
       return { async release() {} }
     },
@@ -95,6 +116,20 @@ async function openPostgres(config: DbConfig): Promise<Db> {
     drizzle: drizzle as unknown as Drizzle,
     async query(statement) {
       return (await drizzle.execute(statement)) as never
+    },
+    async copyInTransaction(batches, statements = []) {
+      await client.begin(async (tx) => {
+        for (const batch of batches) {
+          if (batch.rows.length === 0) continue
+          const { tableName, columns, format, payload } = encodeCopy(batch)
+          const writable = await tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`).writable()
+          await pipeline(Readable.from([payload]), writable)
+        }
+        for (const statement of statements) {
+          const query = dialect.sqlToQuery(statement)
+          await tx.unsafe(query.sql, query.params as never[])
+        }
+      })
     },
     async tryIngestLock() {
       const connection = await client.reserve()

@@ -170,17 +170,31 @@ export function createIngester(config: IngesterConfig) {
     await store.putSyncState(SYNC_KEYS.finalized, finalized)
   }
 
-  /** Ingests up to `target`, batch by batch; returns the next block to fetch. */
+  /** Fetches `[from, min(from + batchSize - 1, target)]`, or nothing past the target. */
+  function fetchBatch(from: number, target: number): Promise<BlockData[]> | null {
+    if (from > target) return null
+    const batch = fetchRange(from, Math.min(from + batchSize - 1, target))
+    // It may be dropped unawaited (reorg, stop); its failure is then of no interest.
+    batch.catch(() => {})
+    return batch
+  }
+
+  /**
+   * Ingests up to `target`, batch by batch, fetching the next batch while the current one is written;
+   * returns the next block to fetch.
+   */
   async function syncTo(next: number, target: number): Promise<number> {
     const progress = createProgress({ logger })
+    let prefetched = fetchBatch(next, target)
     try {
-      while (next <= target && !stopping) {
-        const to = Math.min(next + batchSize - 1, target)
-        const batch = await fetchRange(next, to)
+      while (next <= target && !stopping && prefetched !== null) {
+        const batch = await prefetched
+        prefetched = null
         const head = await store.head()
         const first = batch[0]!.block
         if (head !== null && head.number === next - 1 && first.parentHash !== head.hash) {
           next = await handleReorg(head)
+          prefetched = fetchBatch(next, target)
           continue
         }
         // Keep only the prefix that links up: the upstream may have reorganised while we fetched.
@@ -189,6 +203,7 @@ export function createIngester(config: IngesterConfig) {
         const accepted = batch.slice(0, linked)
         const rows = accepted.map(toRows)
         const tracing = accepted.every((block) => block.accountChanges !== null)
+        prefetched = fetchBatch(next + accepted.length, target)
         await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' })
         const last = accepted[accepted.length - 1]!.block
         const committed = { number: Number.parseInt(last.number, 16), hash: last.hash as Hash }

@@ -1,26 +1,12 @@
-import { asc, desc, gt, sql } from 'drizzle-orm'
-import type { PgTable } from 'drizzle-orm/pg-core'
-import { byteaToHex, type Db, type Drizzle, SYNC_KEYS, schema } from '../db/index.js'
+import { asc, desc, gt, type SQL, sql } from 'drizzle-orm'
+import { byteaToHex, type CopyRows, type Db, SYNC_KEYS, schema } from '../db/index.js'
 import type { LogRow } from '../resolvers/logs.js'
 import type { BlockRows } from './block-data.js'
 
-/** Postgres takes at most 65,535 bind parameters per statement; stay well under it. */
-const MAX_PARAMETERS_PER_INSERT = 30_000
-
-type Transaction = Parameters<Parameters<Drizzle['transaction']>[0]>[0]
-
-async function insertChunked<table extends PgTable>(tx: Transaction, table: table, rows: table['$inferInsert'][]) {
-  if (rows.length === 0) return
-  const columns = Object.keys(rows[0]!).length
-  const chunk = Math.max(1, Math.floor(MAX_PARAMETERS_PER_INSERT / columns))
-  for (let start = 0; start < rows.length; start += chunk) await tx.insert(table).values(rows.slice(start, start + chunk))
-}
-
-async function putSyncState(tx: Transaction | Drizzle, key: string, value: unknown) {
-  await tx
-    .insert(schema.syncState)
-    .values({ key, value })
-    .onConflictDoUpdate({ target: schema.syncState.key, set: { value, updatedAt: sql`(extract(epoch from now()) * 1000)::bigint` } })
+function upsertSyncState(key: string, value: unknown): SQL {
+  return sql`insert into ${schema.syncState} (${sql.identifier('key')}, ${sql.identifier('value')}) values (${key}, ${JSON.stringify(value)}::jsonb)
+    on conflict (${sql.identifier('key')}) do update set ${sql.identifier('value')} = excluded.${sql.identifier('value')},
+    ${sql.identifier('updated_at')} = (extract(epoch from now()) * 1000)::bigint`
 }
 
 export type StoredHead = { number: number; hash: `0x${string}` }
@@ -50,16 +36,18 @@ export function createStore({ db }: { db: Db }) {
     return new Map(rows.map((row) => [row.key, row.value]))
   }
 
-  /** Writes consecutive blocks in one transaction: all of them land, or none. */
+  /** Writes consecutive blocks in one transaction (COPY): all of them land, or none. */
   async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}) {
-    await db.drizzle.transaction(async (tx) => {
-      await insertChunked(tx, schema.blocks, batch.map((rows) => rows.block))
-      await insertChunked(tx, schema.transactions, batch.flatMap((rows) => rows.transactions))
-      await insertChunked(tx, schema.receipts, batch.flatMap((rows) => rows.receipts))
-      await insertChunked(tx, schema.logs, batch.flatMap((rows) => rows.logs))
-      await insertChunked(tx, schema.accountChanges, batch.flatMap((rows) => rows.accountChanges))
-      for (const [key, value] of Object.entries(state)) await putSyncState(tx, key, value)
-    })
+    await db.copyInTransaction(
+      [
+        { table: schema.blocks, rows: batch.map((rows) => rows.block) },
+        { table: schema.transactions, rows: batch.flatMap((rows) => rows.transactions) },
+        { table: schema.receipts, rows: batch.flatMap((rows) => rows.receipts) },
+        { table: schema.logs, rows: batch.flatMap((rows) => rows.logs) },
+        { table: schema.accountChanges, rows: batch.flatMap((rows) => rows.accountChanges) },
+      ] as CopyRows[],
+      Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
+    )
   }
 
   /**
@@ -93,7 +81,9 @@ export function createStore({ db }: { db: Db }) {
     syncState,
     writeBlocks,
     rewindTo,
-    putSyncState: (key: (typeof SYNC_KEYS)[keyof typeof SYNC_KEYS], value: unknown) => putSyncState(db.drizzle, key, value),
+    async putSyncState(key: (typeof SYNC_KEYS)[keyof typeof SYNC_KEYS], value: unknown) {
+      await db.drizzle.execute(upsertSyncState(key, value))
+    },
   }
 }
 
