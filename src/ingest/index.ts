@@ -22,6 +22,11 @@ const RETRY_MAX_MS = 10_000
 const LOCK_RETRY_MS = 1_000
 /** Blocks compared per round trip while looking for the common ancestor of a reorg. */
 const REORG_PROBE_BATCH = 16
+/**
+ * After a backfill of at least this many logs the planner's statistics are refreshed at once, so that the
+ * first `eth_getLogs` do not wait for autovacuum to find the (address, topic0) index worth using.
+ */
+const ANALYZE_AFTER_LOGS = 100_000
 
 export type StartBlock = number | { latestMinus: number }
 
@@ -186,6 +191,7 @@ export function createIngester(config: IngesterConfig) {
   async function syncTo(next: number, target: number): Promise<number> {
     const progress = createProgress({ logger })
     let prefetched = fetchBatch(next, target)
+    let logsWritten = 0
     try {
       while (next <= target && !stopping && prefetched !== null) {
         const batch = await prefetched
@@ -210,12 +216,15 @@ export function createIngester(config: IngesterConfig) {
         status.head = committed.number
         next = committed.number + 1
         events.emit('head', committed)
-        progress.record(accepted.length, rows.reduce((sum, block) => sum + block.logs.length, 0), committed.number, target)
+        const logs = rows.reduce((sum, block) => sum + block.logs.length, 0)
+        logsWritten += logs
+        progress.record(accepted.length, logs, committed.number, target)
         await refreshSafeHeads()
       }
     } finally {
       progress.done()
     }
+    if (logsWritten >= ANALYZE_AFTER_LOGS) await store.analyze()
     return next
   }
 

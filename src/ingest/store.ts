@@ -76,6 +76,10 @@ export function createStore({ db }: { db: Db }) {
   }
 
   return {
+    /** Refreshes the planner statistics of the tables a backfill grows. */
+    async analyze() {
+      await db.query(sql`analyze ${schema.logs}, ${schema.transactions}, ${schema.receipts}, ${schema.blocks}, ${schema.accountChanges}`)
+    },
     head,
     hashesFrom,
     syncState,
