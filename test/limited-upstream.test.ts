@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { sql } from 'drizzle-orm'
+import type { Gateway } from '../src/app.js'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { generateChain } from './fixtures/chain.js'
+import { compareWithReference } from './fixtures/compare.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { startFaultyProxy } from './fixtures/faulty-proxy.js'
+import { startTestGateway } from './fixtures/gateway.js'
+import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
+import { createRandom } from './fixtures/random.js'
+import { waitForSameHead } from './fixtures/sync.js'
+
+let anvil: Anvil
+let database: TestDatabase
+let proxy: Awaited<ReturnType<typeof startFaultyProxy>>
+let gateway: Gateway
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  // A provider without tracing and without eth_getBlockReceipts, as many public ones are.
+  proxy = await startFaultyProxy(anvil.rpcUrl, { refuse: ['debug_traceBlockByHash', 'eth_getBlockReceipts'] })
+  database = await createTestDatabase()
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await proxy?.stop()
+  await anvil?.stop()
+  await database?.drop()
+})
+
+test('without tracing or eth_getBlockReceipts upstream, answers still equal the node (per-tx receipts, read-through state)', async () => {
+  const chain = await generateChain(anvil.rpcUrl, { seed: 31, blocks: 25 })
+  gateway = await startTestGateway({ upstreamRpc: proxy.url, databaseUrl: database.databaseUrl })
+  await waitForSameHead(gateway, anvil.rpcUrl)
+  const facts = await readChainFacts(anvil.rpcUrl, { accounts: [...chain.senders, ...chain.recipients], contracts: chain.contracts })
+  await compareWithReference(gateway.url, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(31), facts, 400)])
+
+  const [state] = await gateway.db.query<{ source: string; changes: string; reads: string }>(sql`
+    select (select value #>> '{}' from sync_state where key = 'account_source') as source,
+           (select count(*) from account_changes)::text as changes,
+           (select count(*) from account_reads)::text as reads`)
+  expect(state).toMatchObject({ source: 'read-through', changes: '0' })
+  expect(Number(state!.reads)).toBeGreaterThan(0)
+})
