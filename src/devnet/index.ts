@@ -21,3 +21,25 @@ export {
   type TrafficGeneratorOptions,
   createTrafficGenerator,
 } from './traffic.js'
+export {
+  DEFAULT_BLOCK_TIME_MS,
+  DEFAULT_DEVNET_RPC_PORT,
+  DEFAULT_FLASHBLOCK_INTERVAL_MS,
+  DEFAULT_FLASHBLOCKS_PORT,
+  type Devnet,
+  type StartDevnetOptions,
+  startDevnet,
+} from './devnet.js'
+export {
+  type EncodeFlashblockOptions,
+  type FlashblockBase,
+  type FlashblockDiff,
+  type FlashblockLog,
+  type FlashblockMessage,
+  type FlashblockMetadata,
+  type FlashblockReceipt,
+  type LegacyFlashblockReceipt,
+  encodeFlashblock,
+} from './flashblock-message.js'
+export { type FlashblocksServer, type FlashblocksServerOptions, createFlashblocksServer } from './flashblocks-server.js'
+export { type Sequencer, type SequencerOptions, SEQUENCER_ANVIL_ARGS, createSequencer } from './sequencer.js'

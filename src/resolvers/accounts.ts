@@ -6,6 +6,7 @@ import { HeaderNotFoundError, UpstreamError } from '../errors.js'
 import type { Upstream } from '../upstream/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
+import { isPendingTag, type PendingView } from './pending.js'
 
 export type AccountState = { balance: bigint; nonce: bigint }
 export type AccountParameters = { address: Address; block: BlockSelector }
@@ -16,12 +17,15 @@ export type AccountParameters = { address: Address; block: BlockSelector }
  * An account the index never saw change is read once from the upstream and cached, since its state is the
  * same at every indexed height; without tracing, every read goes through the cache to the upstream.
  */
+const LATEST: BlockSelector = { kind: 'tag', tag: 'latest' }
+
 export function createAccountResolvers({
   db,
   chain,
   upstream,
   cache,
-}: { db: Db; chain: ChainState; upstream: Upstream | null; cache: AnswerCache }) {
+  pendingView,
+}: { db: Db; chain: ChainState; upstream: Upstream | null; cache: AnswerCache; pendingView: PendingView }) {
   async function blockNumberFor(selector: BlockSelector): Promise<{ number: number; indexed: boolean }> {
     const resolved = await chain.resolve(selector)
     switch (resolved.status) {
@@ -92,7 +96,32 @@ export function createAccountResolvers({
     return state
   }
 
+  /**
+   * `pending`: the nonce after the account's pre-confirmed transactions (so a sender firing transactions
+   * every few milliseconds never leaves a gap), and the balance the feed last reported for it. A feed that
+   * reports no balances is made up for by the upstream's own `pending` state.
+   */
+  async function pendingAccount(address: Address): Promise<AccountState> {
+    const [blocks, confirmed] = await Promise.all([pendingView.blocks(), getAccount({ address, block: LATEST })])
+    if (blocks.length === 0) return confirmed
+    let nonce = confirmed.nonce
+    for (const block of blocks)
+      for (const transaction of block.transactions)
+        if (transaction.from === address && BigInt(transaction.nonce) >= nonce) nonce = BigInt(transaction.nonce) + 1n
+    for (const block of blocks.toReversed()) {
+      const balance = block.balances.get(address)
+      if (balance !== undefined) return { balance, nonce }
+    }
+    if (blocks.every((block) => block.reportsBalances) || upstream === null) return { balance: confirmed.balance, nonce }
+    try {
+      return { balance: BigInt(await upstream.request<Hex>('eth_getBalance', [address, 'pending'])), nonce }
+    } catch (error) {
+      throw new UpstreamError('upstream pending balance read failed', { cause: error })
+    }
+  }
+
   async function getAccount({ address, block }: AccountParameters): Promise<AccountState> {
+    if (isPendingTag(block)) return pendingAccount(address)
     const { number, indexed } = await blockNumberFor(block)
     return cache.remember(`account:${address}:${number}`, () => loadAccount(address, number, indexed), () => ANSWER_BYTES.account)
   }

@@ -4,10 +4,16 @@ import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
+import { formatPendingBlock, formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
 
 export type GetBlockParameters = { block: BlockSelector; includeTransactions: boolean }
 
-export function createBlockResolvers({ db, chain, cache }: { db: Db; chain: ChainState; cache: AnswerCache }) {
+export function createBlockResolvers({
+  db,
+  chain,
+  cache,
+  pendingView,
+}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView }) {
   async function blockNumberOf(selector: BlockSelector): Promise<number | null> {
     const resolved = await chain.resolve(selector)
     return resolved.status === 'known' ? resolved.number : null
@@ -15,6 +21,10 @@ export function createBlockResolvers({ db, chain, cache }: { db: Db; chain: Chai
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getblockbynumber (and ByHash) */
   async function getBlock({ block, includeTransactions }: GetBlockParameters): Promise<RpcBlock | null> {
+    if (isPendingTag(block)) {
+      const newest = await pendingView.newest()
+      if (newest !== null) return formatPendingBlock(newest, includeTransactions) as unknown as RpcBlock
+    }
     const number = await blockNumberOf(block)
     if (number === null) return null
     return cache.remember(
@@ -50,10 +60,13 @@ export function createBlockResolvers({ db, chain, cache }: { db: Db; chain: Chai
 
 export type TransactionLookup = { hash: Hash }
 
-export function createTransactionResolvers({ db, cache }: { db: Db; cache: AnswerCache }) {
+export function createTransactionResolvers({ db, cache, pendingView }: { db: Db; cache: AnswerCache; pendingView: PendingView }) {
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionbyhash */
   async function getTransaction({ hash }: TransactionLookup): Promise<RpcTransaction | null> {
-    return cache.remember(`transaction:${hash}`, () => loadTransaction(hash), () => ANSWER_BYTES.transaction)
+    const confirmed = await cache.remember(`transaction:${hash}`, () => loadTransaction(hash), () => ANSWER_BYTES.transaction)
+    if (confirmed !== null) return confirmed
+    const pending = await pendingView.transaction(hash)
+    return pending === null ? null : (formatPendingTransaction(pending.block, pending.index) as unknown as RpcTransaction)
   }
 
   async function loadTransaction(hash: Hash): Promise<RpcTransaction | null> {

@@ -2,12 +2,14 @@ import type { Hex } from 'viem'
 import { toQuantity } from '../codecs/index.js'
 import type { Db } from '../db/index.js'
 import { HeaderNotFoundError } from '../errors.js'
+import type { PendingState } from '../pending/index.js'
 import type { Upstream } from '../upstream/index.js'
 import { createAccountResolvers } from './accounts.js'
 import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
 import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
 import { createLogResolvers, type LogLimits } from './logs.js'
+import { createPendingView } from './pending.js'
 import { createReceiptResolvers } from './receipts.js'
 
 export type { AccountParameters, AccountState } from './accounts.js'
@@ -21,8 +23,10 @@ export type ResolversConfig = {
   /** Used only for state the index does not hold (see resolvers/accounts.ts). */
   upstream: Upstream | null
   limits?: Partial<LogLimits>
-  /** Memory for cached answers (resolvers/cache.ts); 0 turns the cache off. */
+  /** Memory for cached answers (resolvers/cache.ts). */
   cacheBytes?: number
+  /** The pre-confirmed view from a Flashblocks feed; without it `pending` answers as `latest`. */
+  pending?: PendingState | null
 }
 
 /** The one read API behind JSON-RPC, GraphQL and REST (DESIGN.md §1). */
@@ -31,6 +35,7 @@ export function createResolvers(config: ResolversConfig) {
   const cache = createAnswerCache({ maxBytes: config.cacheBytes ?? DEFAULT_ANSWER_CACHE_BYTES })
   const chain: ChainState = createChainState({ db, onReorg: () => cache.clear() })
   const limits = { ...DEFAULT_LOG_LIMITS, ...config.limits }
+  const pendingView = createPendingView({ chain, pending: config.pending ?? null })
 
   async function chainId(): Promise<Hex> {
     const view = await chain.view()
@@ -53,11 +58,12 @@ export function createResolvers(config: ResolversConfig) {
     },
     chainId,
     blockNumber,
-    ...createLogResolvers({ db, chain, limits, cache }),
-    ...createBlockResolvers({ db, chain, cache }),
-    ...createTransactionResolvers({ db, cache }),
-    ...createReceiptResolvers({ db, chain, cache }),
-    ...createAccountResolvers({ db, chain, upstream, cache }),
+    pendingView,
+    ...createLogResolvers({ db, chain, limits, cache, pendingView }),
+    ...createBlockResolvers({ db, chain, cache, pendingView }),
+    ...createTransactionResolvers({ db, cache, pendingView }),
+    ...createReceiptResolvers({ db, chain, cache, pendingView }),
+    ...createAccountResolvers({ db, chain, upstream, cache, pendingView }),
   }
 }
 

@@ -12,6 +12,7 @@ import {
 } from '../errors.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState, ResolvedBlock } from './chain.js'
+import { isPendingTag, type PendingView } from './pending.js'
 
 export type LogLimits = {
   /** Largest `toBlock - fromBlock + 1` one `eth_getLogs` may span. */
@@ -89,7 +90,13 @@ function matchKey(filter: LogFilter): string {
 
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 
-export function createLogResolvers({ db, chain, limits, cache }: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache }) {
+export function createLogResolvers({
+  db,
+  chain,
+  limits,
+  cache,
+  pendingView,
+}: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache; pendingView: PendingView }) {
   async function queryLogs(where: SQL | undefined, cap: number): Promise<LogRow[]> {
     return db.drizzle
       .select()
@@ -101,6 +108,21 @@ export function createLogResolvers({ db, chain, limits, cache }: { db: Db; chain
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
   async function getLogs({ filter }: GetLogsParameters): Promise<Log[]> {
+    // `toBlock: pending`: the confirmed logs up to latest (none when `fromBlock` is pending too), then the
+    // pre-confirmed ones. Without pending state, `pending` is `latest` below.
+    if (filter.blockHash === undefined && isPendingTag(filter.toBlock) && (await pendingView.blocks()).length > 0) {
+      const confirmed = isPendingTag(filter.fromBlock)
+        ? []
+        : await confirmedLogs({ ...filter, toBlock: { kind: 'tag', tag: 'latest' } })
+      const logs = [...confirmed, ...((await pendingView.logs(filter)) as Log[])]
+      if (logs.length > limits.maxLogs)
+        throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
+      return logs
+    }
+    return confirmedLogs(filter)
+  }
+
+  async function confirmedLogs(filter: LogFilter): Promise<Log[]> {
     if (filter.blockHash !== undefined) {
       const block = await chain.blockByHash(filter.blockHash)
       if (block === null) throw new UnknownBlockError()

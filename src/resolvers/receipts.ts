@@ -4,6 +4,7 @@ import type { BlockSelector } from '../codecs/index.js'
 import { type Db, hexToBytea, schema } from '../db/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
+import { isPendingTag, type PendingView } from './pending.js'
 import { formatLog, type LogRow } from './logs.js'
 
 const bytesOfReceipts = (receipts: RpcTransactionReceipt[]) =>
@@ -16,9 +17,19 @@ function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
   return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
 }
 
-export function createReceiptResolvers({ db, chain, cache }: { db: Db; chain: ChainState; cache: AnswerCache }) {
+export function createReceiptResolvers({
+  db,
+  chain,
+  cache,
+  pendingView,
+}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView }) {
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
   async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
+    if (isPendingTag(block)) {
+      const newest = await pendingView.newest()
+      if (newest !== null)
+        return newest.receipts.filter((receipt) => receipt !== null) as unknown as RpcTransactionReceipt[]
+    }
     const resolved = await chain.resolve(block)
     if (resolved.status !== 'known') return null
     return cache.remember(`receipts:${resolved.number}`, () => loadBlockReceipts(resolved.number), bytesOfReceipts)
@@ -48,7 +59,10 @@ export function createReceiptResolvers({ db, chain, cache }: { db: Db; chain: Ch
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
   async function getTransactionReceipt({ hash }: { hash: Hash }): Promise<RpcTransactionReceipt | null> {
-    return cache.remember(`receipt:${hash}`, () => loadTransactionReceipt(hash), (receipt) => bytesOfReceipts(receipt ? [receipt] : []))
+    const confirmed = await cache.remember(`receipt:${hash}`, () => loadTransactionReceipt(hash), (receipt) =>
+      bytesOfReceipts(receipt ? [receipt] : []),
+    )
+    return confirmed ?? ((await pendingView.receipt(hash)) as unknown as RpcTransactionReceipt | null)
   }
 
   async function loadTransactionReceipt(hash: Hash): Promise<RpcTransactionReceipt | null> {

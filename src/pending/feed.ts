@@ -1,0 +1,91 @@
+import type { Logger } from 'pino'
+import WebSocket from 'ws'
+import { decodeFrame, flashblockMessage } from './message.js'
+import type { PendingState } from './state.js'
+
+const RECONNECT_BASE_MS = 100
+const RECONNECT_MAX_MS = 5_000
+
+export type FlashblocksFeedConfig = { url: string; state: PendingState; logger: Logger }
+
+/**
+ * Follows a Flashblocks WebSocket: decodes each frame (text, raw JSON or Brotli), validates it, and hands
+ * it to the pending state in order. Reconnects with exponential backoff; a lost connection drops the
+ * pending state, since the next message may not continue the sequence we had.
+ */
+export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedConfig) {
+  let socket: WebSocket | null = null
+  let stopped = false
+  let retryMs = RECONNECT_BASE_MS
+  let timer: NodeJS.Timeout | null = null
+  let connected = false
+  let messages = 0
+  let rejected = 0
+
+  function scheduleReconnect() {
+    if (stopped || timer !== null) return
+    timer = setTimeout(() => {
+      timer = null
+      connect()
+    }, retryMs)
+    retryMs = Math.min(retryMs * 2, RECONNECT_MAX_MS)
+  }
+
+  function connect() {
+    if (stopped) return
+    const current = new WebSocket(url, { perMessageDeflate: false })
+    socket = current
+    current.on('open', () => {
+      connected = true
+      retryMs = RECONNECT_BASE_MS
+      logger.info({ url }, 'flashblocks feed connected')
+    })
+    current.on('message', (data: Buffer, isBinary: boolean) => {
+      let decoded: unknown
+      try {
+        decoded = decodeFrame(isBinary ? data : data.toString('utf8'))
+      } catch (error) {
+        rejected++
+        logger.warn({ err: error }, 'undecodable flashblocks frame')
+        return
+      }
+      const parsed = flashblockMessage.safeParse(decoded)
+      if (!parsed.success) {
+        rejected++
+        logger.warn({ issue: parsed.error.issues[0] }, 'invalid flashblocks message')
+        return
+      }
+      messages++
+      void state.apply(parsed.data)
+    })
+    current.on('error', (error) => logger.warn({ err: error }, 'flashblocks feed error'))
+    current.on('close', () => {
+      if (socket === current) socket = null
+      if (connected) state.reset('flashblocks feed disconnected')
+      connected = false
+      scheduleReconnect()
+    })
+  }
+
+  return {
+    start() {
+      stopped = false
+      connect()
+    },
+    status: () => ({ connected, messages, rejected, lastMessageAt: state.lastMessageAt }),
+    async stop() {
+      stopped = true
+      if (timer !== null) clearTimeout(timer)
+      timer = null
+      const current = socket
+      socket = null
+      if (current === null || current.readyState === WebSocket.CLOSED) return
+      await new Promise<void>((resolve) => {
+        current.once('close', () => resolve())
+        current.terminate()
+      })
+    },
+  }
+}
+
+export type FlashblocksFeed = ReturnType<typeof createFlashblocksFeed>

@@ -1,0 +1,5 @@
+export { createFlashblocksFeed, type FlashblocksFeed } from './feed.js'
+export { decodeFrame, type FeedReceipt, type FlashblockMessage, flashblockMessage } from './message.js'
+export { PENDING_BLOCK_HASH, type PendingLog, type PendingReceipt } from './receipts.js'
+export { createPendingState, FLASHBLOCK_STALE_MS, type PendingBlock, type PendingState } from './state.js'
+export type { PendingTransaction } from './transactions.js'

@@ -1,0 +1,103 @@
+import { type Address, getContractAddress, type Hash, type Hex, hexToBytes, keccak256 } from 'viem'
+import type { FeedReceipt } from './message.js'
+import type { PendingTransaction } from './transactions.js'
+
+/** Pending answers carry this block hash: the block is not sealed (Base's own node does the same). */
+export const PENDING_BLOCK_HASH: Hash = `0x${'00'.repeat(32)}`
+
+const BLOOM_BYTES = 256
+const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
+
+/** The 2048-bit log bloom of a receipt (yellow paper §4.3.1). */
+export function logsBloom(logs: { address: Address; topics: Hash[] }[]): Hex {
+  const bloom = new Uint8Array(BLOOM_BYTES)
+  const add = (value: Hex) => {
+    const digest = hexToBytes(keccak256(value))
+    for (let pair = 0; pair < 6; pair += 2) {
+      const bit = ((digest[pair]! << 8) | digest[pair + 1]!) & 2047
+      bloom[BLOOM_BYTES - 1 - (bit >> 3)]! |= 1 << (bit & 7)
+    }
+  }
+  for (const log of logs) {
+    add(log.address)
+    for (const topic of log.topics) add(topic)
+  }
+  return `0x${Buffer.from(bloom).toString('hex')}`
+}
+
+export type PendingBlockContext = { number: number; timestamp: bigint; baseFeePerGas: bigint }
+
+/** What the pending view answers for a transaction's receipt; logs in `eth_getLogs` form. */
+export type PendingReceipt = Record<string, unknown> & {
+  logs: PendingLog[]
+  transactionHash: Hash
+}
+
+export type PendingLog = {
+  address: Address
+  topics: Hash[]
+  data: Hex
+  blockHash: Hash
+  blockNumber: Hex
+  blockTimestamp: Hex
+  transactionHash: Hash
+  transactionIndex: Hex
+  logIndex: Hex
+  removed: false
+}
+
+function effectiveGasPrice(transaction: PendingTransaction, baseFee: bigint): bigint {
+  const fields = transaction.fields
+  if (fields.maxFeePerGas !== undefined) {
+    const maxFee = BigInt(fields.maxFeePerGas as Hex)
+    const tip = BigInt(fields.maxPriorityFeePerGas as Hex)
+    return maxFee < baseFee + tip ? maxFee : baseFee + tip
+  }
+  return BigInt((fields.gasPrice as Hex | undefined) ?? '0x0')
+}
+
+/**
+ * Builds the RPC receipt of a pre-confirmed transaction from the feed's consensus receipt and the block
+ * context: what a node derives when it seals the block (gas used from the cumulative figures, effective gas
+ * price, created contract, log indexes, bloom), with the pending block hash.
+ */
+export function buildPendingReceipt(options: {
+  transaction: PendingTransaction
+  receipt: FeedReceipt
+  transactionIndex: number
+  firstLogIndex: number
+  previousCumulativeGasUsed: bigint
+  block: PendingBlockContext
+}): PendingReceipt {
+  const { transaction, receipt, transactionIndex, firstLogIndex, previousCumulativeGasUsed, block } = options
+  const logs: PendingLog[] = receipt.logs.map((log, offset) => ({
+    address: log.address,
+    topics: log.topics,
+    data: log.data,
+    blockHash: PENDING_BLOCK_HASH,
+    blockNumber: hex(block.number),
+    blockTimestamp: hex(block.timestamp),
+    transactionHash: transaction.hash,
+    transactionIndex: hex(transactionIndex),
+    logIndex: hex(firstLogIndex + offset),
+    removed: false,
+  }))
+  const created = transaction.to === null && transaction.type !== 0x7e
+  return {
+    type: hex(receipt.type),
+    status: hex(receipt.status),
+    cumulativeGasUsed: hex(receipt.cumulativeGasUsed),
+    logs,
+    logsBloom: logsBloom(receipt.logs),
+    transactionHash: transaction.hash,
+    transactionIndex: hex(transactionIndex),
+    blockHash: PENDING_BLOCK_HASH,
+    blockNumber: hex(block.number),
+    gasUsed: hex(receipt.cumulativeGasUsed - previousCumulativeGasUsed),
+    effectiveGasPrice: hex(effectiveGasPrice(transaction, block.baseFeePerGas)),
+    from: transaction.from,
+    to: transaction.to,
+    contractAddress: created ? getContractAddress({ from: transaction.from, nonce: BigInt(transaction.nonce) }).toLowerCase() : null,
+    ...receipt.extra,
+  }
+}

@@ -1,0 +1,58 @@
+import { type Address, type Hash, type Hex, keccak256, recoverTransactionAddress, type TransactionSerialized } from 'viem'
+import { parseTransaction } from 'viem/op-stack'
+
+/** A pre-confirmed transaction, decoded from its EIP-2718 bytes, with its sender recovered. */
+export type PendingTransaction = {
+  hash: Hash
+  raw: Hex
+  from: Address
+  nonce: number
+  to: Address | null
+  type: number
+  /** Fields for the RPC object, already hex-encoded (see `formatPendingTransaction`). */
+  fields: Record<string, unknown>
+}
+
+const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
+const TYPE_BY_NAME: Record<string, number> = { legacy: 0, eip2930: 1, eip1559: 2, eip4844: 3, eip7702: 4, deposit: 0x7e }
+
+/** Decodes a raw transaction and recovers its sender (OP deposits carry `from` in the envelope). */
+export async function decodePendingTransaction(raw: Hex): Promise<PendingTransaction> {
+  const parsed = parseTransaction(raw) as Record<string, unknown> & { type: string }
+  const type = TYPE_BY_NAME[parsed.type] ?? 0
+  const from =
+    type === 0x7e ? (parsed.from as Address) : await recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized })
+  const fields: Record<string, unknown> = { type: hex(type) }
+  if (parsed.chainId !== undefined) fields.chainId = hex(parsed.chainId as number)
+  fields.nonce = hex((parsed.nonce as number | undefined) ?? 0)
+  fields.gas = hex((parsed.gas as bigint | undefined) ?? 0n)
+  if (parsed.gasPrice !== undefined) fields.gasPrice = hex(parsed.gasPrice as bigint)
+  if (parsed.maxFeePerGas !== undefined) fields.maxFeePerGas = hex(parsed.maxFeePerGas as bigint)
+  if (parsed.maxPriorityFeePerGas !== undefined) fields.maxPriorityFeePerGas = hex(parsed.maxPriorityFeePerGas as bigint)
+  if (parsed.maxFeePerBlobGas !== undefined) fields.maxFeePerBlobGas = hex(parsed.maxFeePerBlobGas as bigint)
+  fields.to = ((parsed.to as string | undefined) ?? null)?.toLowerCase() ?? null
+  fields.value = hex((parsed.value as bigint | undefined) ?? 0n)
+  if (type !== 0 && type !== 0x7e) fields.accessList = parsed.accessList ?? []
+  if (parsed.blobVersionedHashes !== undefined) fields.blobVersionedHashes = parsed.blobVersionedHashes
+  if (parsed.authorizationList !== undefined) fields.authorizationList = parsed.authorizationList
+  fields.input = (parsed.data as Hex | undefined) ?? '0x'
+  if (type === 0x7e) {
+    fields.sourceHash = parsed.sourceHash
+    fields.mint = hex((parsed.mint as bigint | undefined) ?? 0n)
+    fields.isSystemTx = parsed.isSystemTx ?? false
+  } else {
+    fields.r = hex(BigInt((parsed.r as Hex | undefined) ?? 0))
+    fields.s = hex(BigInt((parsed.s as Hex | undefined) ?? 0))
+    if (type !== 0) fields.yParity = hex((parsed.yParity as number | undefined) ?? 0)
+    fields.v = type === 0 ? hex((parsed.v as bigint | undefined) ?? 0n) : hex((parsed.yParity as number | undefined) ?? 0)
+  }
+  return {
+    hash: keccak256(raw),
+    raw,
+    from: from.toLowerCase() as Address,
+    nonce: (parsed.nonce as number | undefined) ?? 0,
+    to: (fields.to as Address | null) ?? null,
+    type,
+    fields,
+  }
+}
