@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { ServeConfig } from './config.js'
 import { createDb, type Db } from './db/index.js'
 import { createIngester, type Ingester } from './ingest/index.js'
+import { createFlashblocksFeed, createPendingState, type FlashblocksFeed, type PendingState } from './pending/index.js'
 import { createResolvers, type Resolvers } from './resolvers/index.js'
 import { createServer } from './server/index.js'
 import { createUpstream } from './upstream/index.js'
@@ -15,6 +16,8 @@ export type Gateway = {
   db: Db
   resolvers: Resolvers
   ingester: Ingester
+  pending: PendingState | null
+  feed: FlashblocksFeed | null
   stop(): Promise<void>
 }
 
@@ -22,15 +25,31 @@ export type Gateway = {
 export async function startGateway({ config, logger }: { config: ServeConfig; logger: Logger }): Promise<Gateway> {
   const db = await createDb({ databaseUrl: config.databaseUrl })
   const upstream = createUpstream({ rpcUrl: config.upstreamRpc, wsUrl: config.upstreamWs })
+  const pending =
+    config.flashblocksWs === undefined
+      ? null
+      : createPendingState({
+          logger: logger.child({ module: 'pending' }),
+          // Feeds without receipts: ask the (pending-aware) upstream for them.
+          fetchReceipt: (hash) => upstream.request('eth_getTransactionReceipt', [hash]),
+        })
+  const feed =
+    config.flashblocksWs === undefined || pending === null
+      ? null
+      : createFlashblocksFeed({ url: config.flashblocksWs, state: pending, logger: logger.child({ module: 'flashblocks' }) })
   const resolvers = createResolvers({
     db,
     upstream,
+    pending,
     limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs },
   })
   const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize })
   // A serving process that also ingests sees its own commits at once; others poll (resolvers/chain.ts).
   ingester.events.on('head', () => resolvers.notify({ reorg: false }))
   ingester.events.on('reorg', () => resolvers.notify({ reorg: true }))
+  ingester.events.on('blocks', (blocks) => {
+    for (const block of blocks) pending?.confirm(block)
+  })
 
   const server = createServer({
     resolvers,
@@ -54,6 +73,7 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
   })
   const { url, port } = await server.listen()
   ingester.start()
+  feed?.start()
 
   return {
     url,
@@ -61,7 +81,10 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     db,
     resolvers,
     ingester,
+    pending,
+    feed,
     async stop() {
+      await feed?.stop()
       await server.close()
       await ingester.stop()
       await db.close()

@@ -2,7 +2,14 @@ import { type IncomingMessage, type ServerResponse, createServer } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { type Anvil, type DevnetLogger, startAnvil } from './anvil.js'
 import { type FlashblocksServer, createFlashblocksServer } from './flashblocks-server.js'
-import { type JsonRpcRequest, type JsonRpcResponse, type Sequencer, SEQUENCER_ANVIL_ARGS, createSequencer } from './sequencer.js'
+import {
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+  type Sequencer,
+  SEQUENCER_ANVIL_ARGS,
+  createSequencer,
+  ticksPerSlot,
+} from './sequencer.js'
 
 export const DEFAULT_DEVNET_RPC_PORT = 8546
 export const DEFAULT_FLASHBLOCKS_PORT = 8547
@@ -48,6 +55,7 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
     plain = false,
     logger,
   } = options
+  ticksPerSlot(blockTimeMs, flashblockIntervalMs) // refuse bad timing before anything starts
   let anvil: Anvil | undefined
   let feed: FlashblocksServer | undefined
   let sequencer: Sequencer | undefined

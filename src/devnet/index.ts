@@ -42,4 +42,4 @@ export {
   encodeFlashblock,
 } from './flashblock-message.js'
 export { type FlashblocksServer, type FlashblocksServerOptions, createFlashblocksServer } from './flashblocks-server.js'
-export { type Sequencer, type SequencerOptions, SEQUENCER_ANVIL_ARGS, createSequencer } from './sequencer.js'
+export { type Sequencer, type SequencerOptions, SEQUENCER_ANVIL_ARGS, createSequencer, ticksPerSlot } from './sequencer.js'

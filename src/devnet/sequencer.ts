@@ -79,12 +79,18 @@ type BuiltBlock = {
 
 type PrestateTrace = { result?: { post?: Record<Address, { balance?: Hex }> }; error?: string }
 
+/** Flashblocks per block; throws unless the block time is a whole number of flashblock intervals. */
+export function ticksPerSlot(blockTimeMs: number, flashblockIntervalMs: number): number {
+  const ticks = blockTimeMs / flashblockIntervalMs
+  if (!Number.isInteger(ticks) || ticks < 1 || flashblockIntervalMs <= 0) {
+    throw new Error(`block time (${blockTimeMs} ms) must be a positive multiple of the flashblock interval (${flashblockIntervalMs} ms)`)
+  }
+  return ticks
+}
+
 export function createSequencer(options: SequencerOptions): Sequencer {
   const { blockTimeMs, flashblockIntervalMs, onFlashblock, logger } = options
-  const ticksPerSlot = blockTimeMs / flashblockIntervalMs
-  if (!Number.isInteger(ticksPerSlot) || ticksPerSlot < 1) {
-    throw new Error(`blockTimeMs (${blockTimeMs}) must be a positive multiple of flashblockIntervalMs (${flashblockIntervalMs})`)
-  }
+  const ticks = ticksPerSlot(blockTimeMs, flashblockIntervalMs)
   // Whole seconds, as block timestamps are; sub-second blocks still need strictly increasing timestamps.
   const slotSeconds = BigInt(Math.max(1, Math.round(blockTimeMs / MS_PER_SECOND)))
   const anvil = createAnvilClient(options.anvilRpcUrl)
@@ -190,7 +196,7 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     }
     const current = (slot ??= await openSlot(parent))
     const index = current.nextIndex
-    const sealing = index === ticksPerSlot - 1
+    const sealing = index === ticks - 1
     const built = sealing ? await mine(current) : await speculate(current)
 
     onFlashblock(toMessage(current, index, built))

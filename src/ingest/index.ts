@@ -54,6 +54,8 @@ export type IngesterStatus = {
 export type IngesterEvents = {
   /** New canonical blocks were committed, up to `head`. */
   head: [head: StoredHead]
+  /** The blocks of that commit, in order, with their transaction hashes (for the pending view). */
+  blocks: [blocks: { number: number; hash: Hash; transactionHashes: Hash[] }[]]
   /** Blocks above `ancestor` were removed; `removedLogs` are the logs that went with them. */
   reorg: [event: { ancestor: number; removedLogs: LogRow[] }]
 }
@@ -216,6 +218,14 @@ export function createIngester(config: IngesterConfig) {
         status.head = committed.number
         next = committed.number + 1
         events.emit('head', committed)
+        events.emit(
+          'blocks',
+          accepted.map(({ block }) => ({
+            number: Number.parseInt(block.number, 16),
+            hash: block.hash,
+            transactionHashes: block.transactions.map((transaction) => transaction.hash),
+          })),
+        )
         const logs = rows.reduce((sum, block) => sum + block.logs.length, 0)
         logsWritten += logs
         progress.record(accepted.length, logs, committed.number, target)

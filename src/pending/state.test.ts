@@ -1,0 +1,140 @@
+import { pino } from 'pino'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { DEV_ACCOUNTS, flashblock, type ScriptedTransaction, signedTransfer } from '../../test/fixtures/flashblocks.js'
+import { flashblockMessage } from './message.js'
+import { createPendingState, FLASHBLOCK_STALE_MS } from './state.js'
+
+const logger = pino({ level: 'silent' })
+const parse = (message: Record<string, unknown>) => flashblockMessage.parse(message)
+const TOPIC = `0x${'ab'.repeat(32)}` as const
+
+let transactions: ScriptedTransaction[]
+
+beforeAll(async () => {
+  transactions = await Promise.all(Array.from({ length: 6 }, (_, nonce) => signedTransfer({ nonce })))
+  transactions[1] = { ...transactions[1]!, logs: [{ address: `0x${'5c'.repeat(20)}`, topics: [TOPIC], data: '0x01' }], gasUsed: 30_000n }
+})
+
+function createState() {
+  let clock = 1_000
+  const state = createPendingState({ logger, now: () => clock })
+  return { state, advance: (ms: number) => (clock += ms) }
+}
+
+describe('pending state: sequence rules', () => {
+  test('index 0 opens a block, the next index appends, and receipts get block-wide indexes', async () => {
+    const { state } = createState()
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))).toBe('started')
+    expect(
+      await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 3), cumulativeGasBefore: 21_000n }))),
+    ).toBe('appended')
+    const [block] = state.blocks(9)
+    expect(block?.transactions.map((transaction) => transaction.hash)).toEqual(transactions.slice(0, 3).map((transaction) => transaction.hash))
+    expect(block?.receipts.map((receipt) => [receipt?.transactionIndex, receipt?.gasUsed, receipt?.cumulativeGasUsed])).toEqual([
+      ['0x0', '0x5208', '0x5208'],
+      ['0x1', '0x7530', '0xc738'],
+      ['0x2', '0x5208', '0x11940'],
+    ])
+    expect(block?.receipts[1]?.logs).toEqual([
+      expect.objectContaining({ logIndex: '0x0', transactionIndex: '0x1', blockNumber: '0xa', topics: [TOPIC], removed: false }),
+    ])
+    expect(block?.transactions[0]?.from).toBe(DEV_ACCOUNTS[0]!.address.toLowerCase())
+  })
+
+  test('the older {"Eip1559": {…}} receipt form reads the same as the typed one', async () => {
+    const typed = createState()
+    const enumForm = createState()
+    await typed.state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2) })))
+    await enumForm.state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2), receiptForm: 'enum' })))
+    expect(enumForm.state.blocks(0)[0]?.receipts).toEqual(typed.state.blocks(0)[0]?.receipts)
+  })
+
+  test('a duplicate index is ignored', async () => {
+    const { state } = createState()
+    const first = parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) }))
+    await state.apply(first)
+    expect(await state.apply(first)).toBe('duplicate')
+    await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2) })))
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2) })))).toBe('duplicate')
+    expect(state.blocks(0)[0]?.transactions).toHaveLength(2)
+  })
+
+  test('a gap drops the pending state until the next index 0', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
+    expect(await state.apply(parse(flashblock({ index: 2, blockNumber: 10, transactions: transactions.slice(2, 3) })))).toBe('dropped')
+    expect(state.blocks(0)).toEqual([])
+    expect(await state.apply(parse(flashblock({ index: 3, blockNumber: 10, transactions: transactions.slice(3, 4) })))).toBe('ignored')
+    expect(state.blocks(0)).toEqual([])
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 11, transactions: transactions.slice(4, 5) })))).toBe('started')
+    expect(state.blocks(0).map((block) => block.number)).toEqual([11])
+  })
+
+  test('an index from another payload (out of order) drops the pending state', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10 })))
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 10, payloadId: '0x00000000000000ff' })))).toBe('dropped')
+    expect(state.blocks(0)).toEqual([])
+  })
+
+  test('a new block before the last one is sealed keeps both; sealing drops the older', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(2, 3) })))
+    expect(state.blocks(9).map((block) => block.number)).toEqual([10, 11])
+    state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: transactions.slice(0, 2).map((transaction) => transaction.hash) })
+    expect(state.blocks(9).map((block) => block.number)).toEqual([11])
+    // A late message for a sealed block is ignored.
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 10 })))).toBe('ignored')
+  })
+
+  test('a canonical block that contradicts its pre-confirmation drops everything built on it', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(2, 3) })))
+    state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: [transactions[1]!.hash, transactions[0]!.hash] })
+    expect(state.blocks(0)).toEqual([])
+  })
+
+  test('a canonical parent other than the one a pending block was built on drops it', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}` })))
+    state.confirm({ number: 10, hash: `0x${'0b'.repeat(32)}`, transactionHashes: [] })
+    expect(state.blocks(0)).toEqual([])
+  })
+
+  test(`a feed silent for ${FLASHBLOCK_STALE_MS} ms serves no pending data`, async () => {
+    const { state, advance } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
+    advance(FLASHBLOCK_STALE_MS - 1)
+    expect(state.blocks(0)).toHaveLength(1)
+    advance(2)
+    expect(state.blocks(0)).toEqual([])
+  })
+
+  test('balances: the latest reported value wins, and a feed without balances says so', async () => {
+    const { state } = createState()
+    const account = `0x${'5c'.repeat(20)}`
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, balances: { [account]: 5n } })))
+    await state.apply(parse(flashblock({ index: 1, blockNumber: 10, balances: { [account]: 7n } })))
+    expect(state.blocks(0)[0]?.balances.get(account as never)).toBe(7n)
+    expect(state.blocks(0)[0]?.reportsBalances).toBe(true)
+    const bare = createState()
+    await bare.state.apply(parse(flashblock({ index: 0, blockNumber: 10, withMetadata: false })))
+    expect(bare.state.blocks(0)[0]?.reportsBalances).toBe(false)
+  })
+
+  test('without receipts in the message, they are fetched from the upstream', async () => {
+    const asked: string[] = []
+    const state = createPendingState({
+      logger,
+      fetchReceipt: async (hash) => {
+        asked.push(hash)
+        return { transactionHash: hash, status: '0x1', cumulativeGasUsed: '0x5208', blockHash: `0x${'99'.repeat(32)}`, logs: [] }
+      },
+    })
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), receiptForm: 'none' })))
+    expect(asked).toEqual([transactions[0]!.hash])
+    expect(state.blocks(0)[0]?.receipts[0]).toMatchObject({ transactionHash: transactions[0]!.hash, blockHash: `0x${'00'.repeat(32)}` })
+  })
+})
