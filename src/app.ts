@@ -56,6 +56,8 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     logger: logger.child({ module: 'http' }),
     port: config.port,
     host: config.host,
+    chainEvents: ingester.events,
+    pending,
     async readiness() {
       const status = ingester.status()
       const view = await resolvers.chain.view().catch(() => null)

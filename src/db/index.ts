@@ -15,7 +15,7 @@ import { type CopyRows, encodeCopy } from './copy.js'
 import * as schema from './schema.js'
 
 export { schema }
-export { SYNC_KEYS } from './schema.js'
+export { type LogRow, SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
 export type { CopyRows } from './copy.js'
 

@@ -97,6 +97,8 @@ export const logs = pgTable(
   ],
 )
 
+export type LogRow = typeof logs.$inferSelect
+
 /**
  * Balance and nonce of an account after each block that changed them, with the values before that block,
  * so that a read at any indexed height is one index probe (see resolvers/accounts.ts).

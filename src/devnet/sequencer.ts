@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import {
   type Address,
   type Hash,
@@ -23,13 +24,13 @@ import type { FlashblockMessage, FlashblockReceipt } from './flashblock-message.
 
 /** anvil flags the sequencer relies on: arrival order decides block order, so a re-sent prefix re-mines identically. */
 export const SEQUENCER_ANVIL_ARGS = ['--order', 'fifo'] as const
-const PRESTATE_DIFF_TRACER = { tracer: 'prestateTracer', tracerConfig: { diffMode: true } } as const
 const PAYLOAD_ID_BYTES = 8
 const MS_PER_SECOND = 1_000
 /** anvil's code for "transaction already imported": the transaction is still in the pool. */
 const ALREADY_IMPORTED_CODE = -32003
 /** geth's code and wording for a nonce below the sender's next one. */
 const NONCE_TOO_LOW_CODE = -32000
+const HEADER_END = '\r\n\r\n'
 /** While anvil is down every tick fails; one log line per this interval is enough. */
 const ERROR_LOG_INTERVAL_MS = 5_000
 
@@ -74,10 +75,9 @@ type BuiltBlock = {
   newHashes: Hash[]
   raws: Hex[]
   receipts: RpcTransactionReceipt[]
-  traces: PrestateTrace[]
+  /** After the block, of the accounts the new transactions touched (sender, recipient, created, fee recipient). */
+  balances: Record<Address, Hex>
 }
-
-type PrestateTrace = { result?: { post?: Record<Address, { balance?: Hex }> }; error?: string }
 
 /** Flashblocks per block; throws unless the block time is a whole number of flashblock intervals. */
 export function ticksPerSlot(blockTimeMs: number, flashblockIntervalMs: number): number {
@@ -130,13 +130,18 @@ export function createSequencer(options: SequencerOptions): Sequencer {
       throw new Error(`block ${block.number} does not extend this slot's flashblocks (parent ${block.parentHash})`)
     }
     const newHashes = block.transactions.slice(current.emitted.length)
-    const [receipts, traces, raws] = await Promise.all([
-      anvil.request<RpcTransactionReceipt[]>('eth_getBlockReceipts', [block.hash]),
-      newHashes.length === 0 ? [] : anvil.request<PrestateTrace[]>('debug_traceBlockByHash', [block.hash, PRESTATE_DIFF_TRACER]),
+    const [receipts, raws] = await Promise.all([
+      Promise.all(newHashes.map((hash) => anvil.request<RpcTransactionReceipt>('eth_getTransactionReceipt', [hash]))),
       Promise.all(newHashes.map(rawTransaction)),
     ])
-    const from = current.emitted.length
-    return { block, newHashes, raws, receipts: receipts.slice(from), traces: traces.slice(from) }
+    // Read on the mined state, before a revert. Tracing would also find accounts paid by internal calls,
+    // but anvil re-executes the block's prefix for every traced transaction: ~1 s a tick at 200 transactions.
+    const touched = new Set<Address>(receipts.length === 0 ? [] : [block.miner])
+    for (const { from, to, contractAddress } of receipts) for (const address of [from, to, contractAddress]) if (address) touched.add(address)
+    const balances = await Promise.all(
+      [...touched].map(async (address) => [address.toLowerCase(), await anvil.request<Hex>('eth_getBalance', [address, block.number])] as const),
+    )
+    return { block, newHashes, raws, receipts, balances: Object.fromEntries(balances) }
   }
 
   /** A transaction sent straight to anvil is still known by hash while its block exists. */
@@ -161,17 +166,19 @@ export function createSequencer(options: SequencerOptions): Sequencer {
       await anvil.request('evm_revert', [snapshot])
       await anvil.request('anvil_setNextBlockBaseFeePerGas', [numberToHex(current.baseFeePerGas)])
       // Block order, so that FIFO rebuilds the same prefix; without a block, arrival order.
-      for (const hash of mined ?? [...rawByHash.keys()]) await resubmit(hash)
+      await resubmit(mined ?? [...rawByHash.keys()])
     }
   }
 
-  async function resubmit(hash: Hash): Promise<void> {
-    const raw = rawByHash.get(hash)
-    if (raw === undefined) return
-    const response = await anvil.forward({ jsonrpc: '2.0', id: 0, method: 'eth_sendRawTransaction', params: [raw] })
-    if (response.error && response.error.code !== ALREADY_IMPORTED_CODE) {
-      logger?.error?.({ hash, error: response.error }, 'a pre-confirmed transaction could not be re-sent after a revert')
-    }
+  async function resubmit(hashes: Hash[]): Promise<void> {
+    const known = hashes.filter((hash) => rawByHash.has(hash))
+    const requests = known.map((hash, i): JsonRpcRequest => ({ jsonrpc: '2.0', id: i, method: 'eth_sendRawTransaction', params: [rawByHash.get(hash)] }))
+    const responses = await anvil.forwardInOrder(requests)
+    responses.forEach(({ error }, i) => {
+      if (error && error.code !== ALREADY_IMPORTED_CODE) {
+        logger?.error?.({ hash: known[i], error }, 'a pre-confirmed transaction could not be re-sent after a revert')
+      }
+    })
   }
 
   /** Keeps only the transactions still in anvil's pool (the rest were sealed or dropped by anvil). */
@@ -296,15 +303,8 @@ export function createSequencer(options: SequencerOptions): Sequencer {
   }
 }
 
-function toMessage(slot: Slot, index: number, { block, raws, receipts, traces }: BuiltBlock): FlashblockMessage {
+function toMessage(slot: Slot, index: number, { block, raws, receipts, balances }: BuiltBlock): FlashblockMessage {
   const zeroHash: Hash = `0x${'0'.repeat(64)}`
-  const balances: Record<Address, Hex> = {}
-  // Later transactions overwrite earlier ones: the value left is the balance after this flashblock.
-  for (const trace of traces) {
-    for (const [address, account] of Object.entries(trace.result?.post ?? {})) {
-      if (account.balance !== undefined) balances[address.toLowerCase() as Address] = account.balance
-    }
-  }
   return {
     payload_id: slot.payloadId,
     index,
@@ -353,6 +353,8 @@ function toFlashblockReceipt(receipt: RpcTransactionReceipt): FlashblockReceipt 
 
 type AnvilClient = {
   forward: (request: JsonRpcRequest) => Promise<JsonRpcResponse>
+  /** Answers in request order, and anvil handles them in that order (which FIFO mining depends on). */
+  forwardInOrder: (requests: JsonRpcRequest[]) => Promise<JsonRpcResponse[]>
   request: <T = unknown>(method: string, params?: unknown[]) => Promise<T>
 }
 
@@ -361,17 +363,68 @@ function createAnvilClient(rpcUrl: string): AnvilClient {
   async function forward(request: JsonRpcRequest): Promise<JsonRpcResponse> {
     const response = await fetch(rpcUrl, {
       method: 'POST',
+      // anvil refuses a body without this header (-32600 "Invalid request").
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(request),
     })
     return (await response.json()) as JsonRpcResponse
+  }
+  async function forwardInOrder(requests: JsonRpcRequest[]): Promise<JsonRpcResponse[]> {
+    if (requests.length <= 1) return Promise.all(requests.map(forward))
+    const answered: string[] = []
+    try {
+      await pipeline(new URL(rpcUrl), requests.map((request) => JSON.stringify(request)), answered)
+    } catch {
+      // The rest one at a time; a request that did reach anvil is answered "already imported".
+    }
+    const rest = []
+    for (const request of requests.slice(answered.length)) rest.push(await forward(request))
+    return [...answered.map((body) => JSON.parse(body) as JsonRpcResponse), ...rest]
   }
   async function request<T>(method: string, params: unknown[] = []): Promise<T> {
     const response = await forward({ jsonrpc: '2.0', id: ++nextId, method, params })
     if (response.error) throw new Error(`anvil ${method}: ${response.error.message} (${response.error.code})`)
     return response.result as T
   }
-  return { forward, request }
+  return { forward, forwardInOrder, request }
+}
+
+/**
+ * HTTP/1.1 pipelining: every request written at once on one connection. anvil (hyper) handles a
+ * connection's requests one after another, so they reach its pool in order, at a fifth of the cost of
+ * awaiting each (0.2 ms against 0.85 ms a transaction, measured). A JSON-RPC batch is no substitute:
+ * anvil runs a batch's calls concurrently, and FIFO order then follows whichever finished first.
+ */
+function pipeline(url: URL, bodies: string[], answers: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let buffer = Buffer.alloc(0)
+    const socket = connect(Number(url.port), url.hostname)
+    socket.setNoDelay(true)
+    socket.on('error', reject)
+    socket.on('close', () => reject(new Error(`connection closed after ${answers.length} of ${bodies.length} answers`)))
+    socket.on('data', (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk])
+      for (let end = buffer.indexOf(HEADER_END); end >= 0; end = buffer.indexOf(HEADER_END)) {
+        const length = /\r\ncontent-length:\s*(\d+)/i.exec(buffer.subarray(0, end).toString('latin1'))?.[1]
+        if (length === undefined) return socket.destroy(new Error('anvil answered without content-length'))
+        const bodyStart = end + HEADER_END.length
+        if (buffer.length < bodyStart + Number(length)) return
+        const body = buffer.subarray(bodyStart, bodyStart + Number(length)).toString('utf8')
+        buffer = buffer.subarray(bodyStart + Number(length))
+        answers.push(body)
+        if (answers.length === bodies.length) {
+          resolve()
+          socket.end()
+        }
+      }
+    })
+    const host = `${url.hostname}:${url.port}`
+    socket.write(
+      bodies
+        .map((body) => `POST / HTTP/1.1\r\nhost: ${host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+        .join(''),
+    )
+  })
 }
 
 type ChainLock = {

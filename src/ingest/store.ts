@@ -1,6 +1,5 @@
 import { asc, desc, gt, type SQL, sql } from 'drizzle-orm'
-import { byteaToHex, type CopyRows, type Db, SYNC_KEYS, schema } from '../db/index.js'
-import type { LogRow } from '../resolvers/logs.js'
+import { byteaToHex, type CopyRows, type Db, type LogRow, SYNC_KEYS, schema } from '../db/index.js'
 import type { BlockRows } from './block-data.js'
 
 function upsertSyncState(key: string, value: unknown): SQL {

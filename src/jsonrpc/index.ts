@@ -37,6 +37,9 @@ export type JsonRpcHandlerConfig = {
 
 const idSchema = z.union([z.string(), z.number(), z.null()])
 
+/** Methods that only make sense on one connection, e.g. subscriptions on a WebSocket. */
+export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
+
 /**
  * JSON-RPC 2.0 over any transport: parses, validates, dispatches to the method table and maps errors.
  * https://www.jsonrpc.org/specification
@@ -52,7 +55,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   }
 
   /** Handles one request object; `null` for a notification (no `id`), which gets no answer. */
-  async function handleOne(request: unknown): Promise<{ response: JsonRpcResponse | null; status: number }> {
+  async function handleOne(request: unknown, local: LocalMethods): Promise<{ response: JsonRpcResponse | null; status: number }> {
     if (typeof request !== 'object' || request === null || Array.isArray(request))
       return { response: failure(null, new InvalidRequestError('invalid request')), status: 200 }
     const message = request as Record<string, unknown>
@@ -69,7 +72,9 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     let status = 200
     let response: JsonRpcResponse
     try {
-      response = { jsonrpc: '2.0', id, result: await call(message.method, message.params) }
+      const localMethod = Object.hasOwn(local, message.method) ? local[message.method] : undefined
+      const result = localMethod ? await localMethod(message.params) : await call(message.method, message.params)
+      response = { jsonrpc: '2.0', id, result }
     } catch (error) {
       if (isFlashgateError(error)) status = error.httpStatus
       response = failure(id, error)
@@ -88,7 +93,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return result === undefined ? null : result
   }
 
-  async function handleBatch(requests: unknown[]): Promise<JsonRpcReply> {
+  async function handleBatch(requests: unknown[], local: LocalMethods): Promise<JsonRpcReply> {
     if (requests.length === 0) return { status: 200, body: failure(null, new InvalidRequestError('empty batch')) }
     if (requests.length > maxBatchSize)
       return { status: 200, body: failure(null, new InvalidRequestError(`batch too large: at most ${maxBatchSize} requests`)) }
@@ -97,7 +102,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     async function worker() {
       while (next < requests.length) {
         const index = next++
-        responses[index] = (await handleOne(requests[index])).response
+        responses[index] = (await handleOne(requests[index], local)).response
       }
     }
     await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, requests.length) }, worker))
@@ -105,16 +110,16 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return { status: 200, body: answered.length === 0 ? null : answered }
   }
 
-  /** Handles a raw request body (text). */
-  async function handle(body: string): Promise<JsonRpcReply> {
+  /** Handles a raw request body (text); `local` adds methods of one connection (`eth_subscribe`). */
+  async function handle(body: string, local: LocalMethods = {}): Promise<JsonRpcReply> {
     let payload: unknown
     try {
       payload = JSON.parse(body)
     } catch {
       return { status: 200, body: failure(null, new ParseError()) }
     }
-    if (Array.isArray(payload)) return handleBatch(payload)
-    const { response, status } = await handleOne(payload)
+    if (Array.isArray(payload)) return handleBatch(payload, local)
+    const { response, status } = await handleOne(payload, local)
     return { status, body: response }
   }
 

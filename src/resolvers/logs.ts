@@ -1,7 +1,7 @@
 import { and, asc, between, eq, inArray, type SQL } from 'drizzle-orm'
 import type { Hash, RpcLog } from 'viem'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
+import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -24,7 +24,6 @@ export type LogLimits = {
 /** `eth_getLogs` adds `blockTimestamp`, as reth and anvil do. */
 export type Log = RpcLog & { blockTimestamp: `0x${string}` }
 
-export type LogRow = typeof schema.logs.$inferSelect
 
 const TOPIC_COLUMNS = [schema.logs.topic0, schema.logs.topic1, schema.logs.topic2, schema.logs.topic3] as const
 

@@ -5,7 +5,8 @@ import { type Db, hexToBytea, schema } from '../db/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 import { isPendingTag, type PendingView } from './pending.js'
-import { formatLog, type LogRow } from './logs.js'
+import type { LogRow } from '../db/index.js'
+import { formatLog } from './logs.js'
 
 const bytesOfReceipts = (receipts: RpcTransactionReceipt[]) =>
   receipts.reduce((sum, receipt) => sum + ANSWER_BYTES.receipt + receipt.logs.length * ANSWER_BYTES.log, 0)

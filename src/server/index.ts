@@ -1,13 +1,18 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
+import { WebSocketServer } from 'ws'
 import { createJsonRpcHandler } from '../jsonrpc/index.js'
+import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
+import type { PendingState } from '../pending/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 
 /** Largest request body accepted, in bytes: a batch of 1,000 filters fits comfortably. */
 const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
 /** Time a connection gets to drain on shutdown before it is cut. */
 const SHUTDOWN_GRACE_MS = 10_000
+/** Largest WebSocket message accepted, in bytes. */
+const MAX_WS_MESSAGE_BYTES = 1024 * 1024
 
 export type Readiness = () => Promise<{ ready: boolean; details: Record<string, unknown> }>
 
@@ -18,6 +23,9 @@ export type ServerConfig = {
   host?: string
   maxBodyBytes?: number
   readiness?: Readiness
+  /** Sources for `eth_subscribe` on the WebSocket endpoint. */
+  chainEvents?: ChainEvents | null
+  pending?: PendingState | null
 }
 
 class BodyTooLargeError extends Error {
@@ -95,6 +103,40 @@ export function createServer(config: ServerConfig) {
   })
   server.keepAliveTimeout = 65_000
 
+  // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
+  const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE_BYTES })
+  server.on('upgrade', (request, socket, head) => {
+    const path = (request.url ?? '/').split('?')[0]
+    if (path !== '/' && path !== '/rpc') {
+      socket.destroy()
+      return
+    }
+    sockets.handleUpgrade(request, socket, head, (ws) => {
+      const send = (message: unknown) => {
+        if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message))
+      }
+      const subscriptions = createSubscriptions({
+        resolvers: config.resolvers,
+        chainEvents: config.chainEvents ?? null,
+        pending: config.pending ?? null,
+        logger,
+        notify: (subscription, result) => send({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription, result } }),
+      })
+      const local = {
+        eth_subscribe: async (params: unknown) => subscriptions.subscribe(params),
+        eth_unsubscribe: async (params: unknown) => subscriptions.unsubscribe(Array.isArray(params) ? params[0] : undefined),
+      }
+      ws.on('message', (data) => {
+        jsonRpc.handle(data.toString(), local).then(
+          (reply) => reply.body !== null && send(reply.body),
+          (error: unknown) => logger.error({ err: error }, 'unhandled error on a WebSocket'),
+        )
+      })
+      ws.on('close', () => subscriptions.close())
+      ws.on('error', () => ws.terminate())
+    })
+  })
+
   return {
     server,
     async listen(): Promise<{ port: number; url: string }> {
@@ -110,6 +152,8 @@ export function createServer(config: ServerConfig) {
     },
     /** Stops accepting connections and waits for in-flight requests to finish. */
     async close(): Promise<void> {
+      for (const client of sockets.clients) client.close(1001, 'server shutting down')
+      sockets.close()
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()
       const timer = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS)

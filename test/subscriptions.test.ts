@@ -1,0 +1,119 @@
+import { type Address, createPublicClient, encodeFunctionData, type Log, webSocket } from 'viem'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import type { Gateway } from '../src/app.js'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { TOKEN_DEPLOY_BYTECODE, TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
+import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+
+const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
+const RECIPIENT = '0x70997970c51812dc3a010c7d01b50e0d17dc79c8'
+const GAS = '0x30000'
+
+let anvil: Anvil
+let database: TestDatabase
+let feed: Awaited<ReturnType<typeof startScriptedFeed>>
+let gateway: Gateway
+let client: ReturnType<typeof createPublicClient>
+let token: Address
+
+async function transfer(amount: number) {
+  const data = encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, BigInt(amount)] })
+  return anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, to: token, data, gas: GAS }])
+}
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  await anvilCall(anvil.rpcUrl, 'evm_setAutomine', [false])
+  const deployment = await anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }])
+  await anvilCall(anvil.rpcUrl, 'evm_mine')
+  token = (await anvilCall<{ contractAddress: Address }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [deployment])).contractAddress
+  feed = await startScriptedFeed()
+  database = await createTestDatabase()
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, upstreamWs: anvil.wsUrl, databaseUrl: database.databaseUrl, flashblocksWs: feed.url })
+  await waitForSameHead(gateway, anvil.rpcUrl)
+  client = createPublicClient({ transport: webSocket(gateway.url.replace('http', 'ws')) })
+})
+
+afterAll(async () => {
+  await client?.transport.getRpcClient?.().then((socket: { close(): void }) => socket.close()).catch(() => {})
+  await gateway?.stop()
+  await feed?.stop()
+  await anvil?.stop()
+  await database?.drop()
+})
+
+describe('eth_subscribe over WebSocket, through viem', () => {
+  test('watchBlocks sees every new head with its hash', async () => {
+    const seen: string[] = []
+    const unwatch = client.watchBlocks({ onBlock: (block) => void seen.push(block.hash!) })
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    await anvilCall(anvil.rpcUrl, 'evm_mine')
+    await anvilCall(anvil.rpcUrl, 'evm_mine')
+    const head = await waitForSameHead(gateway, anvil.rpcUrl)
+    const expected = await Promise.all(
+      [head - 1, head].map(async (number) => (await rpc(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${number.toString(16)}`, false])).result as { hash: string }),
+    )
+    await expect.poll(() => seen).toEqual(expected.map((block) => block.hash))
+    unwatch()
+  })
+
+  test('watchEvent gets the logs of new blocks, and a reorg sends them back with removed: true', async () => {
+    const logs: Log[] = []
+    const unwatch = client.watchEvent({ address: token, onLogs: (batch) => void logs.push(...batch) })
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    const snapshot = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
+    const hash = await transfer(7)
+    await anvilCall(anvil.rpcUrl, 'evm_mine')
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    await expect.poll(() => logs.map((log) => [log.transactionHash, log.removed])).toEqual([[hash, false]])
+    expect(logs[0]?.topics[0]).toBe(TRANSFER_TOPIC)
+
+    await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])
+    const replacement = await transfer(9)
+    await anvilCall(anvil.rpcUrl, 'evm_mine')
+    await anvilCall(anvil.rpcUrl, 'evm_mine')
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    await expect.poll(() => logs.map((log) => [log.transactionHash, log.removed])).toEqual([
+      [hash, false],
+      [hash, true],
+      [replacement, false],
+    ])
+    unwatch()
+  })
+
+  test('pendingLogs, newFlashblockTransactions and newFlashblocks stream pre-confirmations', async () => {
+    const pendingLogs: { transactionHash: string }[] = []
+    const transactions: string[] = []
+    const flashblocks: { number: string }[] = []
+    const socket = client.transport
+    const subscriptions = await Promise.all([
+      socket.subscribe({ params: ['pendingLogs', { address: `0x${'5c'.repeat(20)}` }], onData: ({ result }: { result: { transactionHash: string } }) => void pendingLogs.push(result), onError: () => {} }),
+      socket.subscribe({ params: ['newFlashblockTransactions'], onData: ({ result }: { result: string }) => void transactions.push(result), onError: () => {} }),
+      socket.subscribe({ params: ['newFlashblocks'], onData: ({ result }: { result: { number: string } }) => void flashblocks.push(result), onError: () => {} }),
+    ])
+    const head = Number((await rpc(gateway.url, 'eth_blockNumber')).result)
+    const [plain, logged] = await Promise.all([signedTransfer({ from: 2, nonce: 50 }), signedTransfer({ from: 2, nonce: 51 })])
+    await feed.connected()
+    feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [plain] }))
+    feed.send(
+      flashblock({
+        index: 1,
+        blockNumber: head + 1,
+        cumulativeGasBefore: 21_000n,
+        transactions: [{ ...logged, logs: [{ address: `0x${'5c'.repeat(20)}`, topics: [TRANSFER_TOPIC], data: '0x' }] }],
+      }),
+    )
+    await expect.poll(() => transactions).toEqual([plain.hash, logged.hash])
+    expect(pendingLogs.map((log) => log.transactionHash)).toEqual([logged.hash])
+    expect(flashblocks.map((block) => block.number)).toEqual([`0x${(head + 1).toString(16)}`, `0x${(head + 1).toString(16)}`])
+    for (const { unsubscribe } of subscriptions) await unsubscribe()
+  })
+
+  test('a bad subscription is a -32602 error and plain calls work on the socket', async () => {
+    await expect(client.transport.request({ method: 'eth_subscribe', params: ['nonsense'] })).rejects.toThrow()
+    expect(await client.getBlockNumber()).toBe(BigInt((await rpc(anvil.rpcUrl, 'eth_blockNumber')).result as string))
+  })
+})
