@@ -53,6 +53,18 @@ export const serveConfigSchema = z.object({
 
 export type ServeConfig = z.output<typeof serveConfigSchema>
 
+/** `flashgate devnet`: the local chain alone (DESIGN.md §6). */
+export const devnetConfigSchema = z.object({
+  port: port.default(8546),
+  flashblocksPort: port.default(8547),
+  blockTime: z.coerce.number({ error: 'must be a number of seconds' }).positive({ error: 'must be positive' }).default(2),
+  flashblockInterval: positiveInt.default(200),
+  plain: z.stringbool().default(false),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+})
+
+export type DevnetConfig = z.output<typeof devnetConfigSchema>
+
 /** Flag name, environment variable, and what it sets: the single table behind `--help` and the README. */
 export const OPTIONS = [
   { key: 'port', flag: 'port', env: 'PORT', help: 'gateway HTTP port (default 8545)' },
@@ -65,6 +77,10 @@ export const OPTIONS = [
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'largest eth_getLogs result (default 10000)' },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
+  { key: 'flashblocksPort', flag: 'flashblocks-port', env: 'FLASHBLOCKS_PORT', help: 'devnet: Flashblocks WebSocket port (default 8547)' },
+  { key: 'blockTime', flag: 'block-time', env: 'BLOCK_TIME', help: 'devnet: seconds per block (default 2)' },
+  { key: 'flashblockInterval', flag: 'flashblock-interval', env: 'FLASHBLOCK_INTERVAL', help: 'devnet: milliseconds per flashblock (default 200)' },
+  { key: 'plain', flag: 'plain', env: 'FLASHBLOCKS_PLAIN', help: 'devnet: send JSON text frames instead of Brotli (true/false)' },
   { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
 ] as const
 

@@ -1,15 +1,14 @@
 import { rmSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { startGateway } from '../app.js'
-import { ConfigError, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
+import { ConfigError, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { createDb } from '../db/index.js'
-import { createTrafficGenerator, startAnvil } from '../devnet/index.js'
+import { createTrafficGenerator, type Devnet, startDevnet } from '../devnet/index.js'
 import { createLogger } from '../logger.js'
 import { VERSION } from '../version.js'
 
 /** The devnet's PGlite is as ephemeral as its chain: wiped at every `flashgate dev`. */
 const DEV_DATABASE_DIR = './.flashgate/dev-pglite'
-const DEV_BLOCK_TIME_SECONDS = 2
 const DEV_LOG_LEVEL = 'warn'
 
 const USAGE = `flashgate ${VERSION}: a Flashblocks-aware query gateway for EVM chains
@@ -17,8 +16,9 @@ const USAGE = `flashgate ${VERSION}: a Flashblocks-aware query gateway for EVM c
 usage: flashgate <command> [options]
 
 commands:
-  dev       local devnet (anvil) + PGlite + ingest + serve; what \`npm start\` runs
+  dev       devnet + PGlite + ingest + serve + demo traffic; what \`npm start\` runs
   serve     ingest (when it holds the lock) and serve, against --upstream-rpc and --database-url
+  devnet    the local chain alone: JSON-RPC (--port, default 8546) and Flashblocks (--flashblocks-port, 8547)
   migrate   apply database migrations and exit
 
 options (flag, or environment variable):
@@ -32,11 +32,13 @@ function readFlags(argv: string[]) {
     strict: true,
     options: {
       ...Object.fromEntries(OPTIONS.map((option) => [option.flag, { type: 'string' as const }])),
+      plain: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
   })
-  return { flags: values as Record<string, string | undefined> & { help?: boolean; version?: boolean }, positionals }
+  const flags = { ...values, plain: values.plain === undefined ? undefined : String(values.plain) }
+  return { flags: flags as unknown as Record<string, string | undefined> & { help?: boolean; version?: boolean }, positionals }
 }
 
 function onShutdown(stop: () => Promise<void>) {
@@ -65,46 +67,79 @@ async function serve(flags: Record<string, string | undefined>) {
   onShutdown(gateway.stop)
 }
 
+async function devnet(flags: Record<string, string | undefined>) {
+  const config = parseConfig(devnetConfigSchema, flags, process.env)
+  const logger = createLogger(config.logLevel)
+  const chain = await startDevnet({
+    port: config.port,
+    flashblocksPort: config.flashblocksPort,
+    blockTimeMs: Math.round(config.blockTime * 1000),
+    flashblockIntervalMs: config.flashblockInterval,
+    plain: config.plain,
+    logger: logger.child({ module: 'devnet' }),
+  })
+  console.log(
+    [
+      `flashgate devnet (${config.blockTime}s blocks, a flashblock every ${config.flashblockInterval} ms)`,
+      `  JSON-RPC     ${chain.rpcUrl}`,
+      `  Flashblocks  ${chain.flashblocksUrl}${config.plain ? ' (text frames)' : ' (Brotli frames)'}`,
+    ].join('\n'),
+  )
+  onShutdown(chain.stop)
+}
+
 async function dev(flags: Record<string, string | undefined>) {
   const databaseUrl = flags['database-url'] ?? process.env.DATABASE_URL
   if (databaseUrl === undefined) rmSync(DEV_DATABASE_DIR, { recursive: true, force: true })
   // The console is for the URLs above all; warnings and errors only unless asked for more.
   const logLevel = flags['log-level'] ?? process.env.LOG_LEVEL ?? DEV_LOG_LEVEL
-  const preliminary = parseConfig(serveConfigSchema, { ...flags, 'log-level': logLevel, 'upstream-rpc': 'http://127.0.0.1:1' }, process.env)
-  const logger = createLogger(preliminary.logLevel)
-  const anvil = await startAnvil({ blockTime: DEV_BLOCK_TIME_SECONDS })
+  const devnetConfig = parseConfig(devnetConfigSchema, { ...flags, port: undefined, 'log-level': logLevel }, {})
+  const logger = createLogger(devnetConfig.logLevel)
+  let chain: Devnet | null = null
+  let stopGateway = async () => {}
+  let stopTraffic = async () => {}
+  onShutdown(async () => {
+    await stopTraffic()
+    await stopGateway()
+    await chain?.stop()
+  })
+  chain = await startDevnet({
+    flashblocksPort: devnetConfig.flashblocksPort,
+    blockTimeMs: Math.round(devnetConfig.blockTime * 1000),
+    flashblockIntervalMs: devnetConfig.flashblockInterval,
+    plain: devnetConfig.plain,
+    logger: logger.child({ module: 'devnet' }),
+  })
   const config = parseConfig(
     serveConfigSchema,
     {
       ...flags,
       'database-url': databaseUrl ?? DEV_DATABASE_DIR,
-      'upstream-rpc': anvil.rpcUrl,
-      'upstream-ws': anvil.wsUrl,
+      'upstream-rpc': chain.rpcUrl,
+      'flashblocks-ws': chain.flashblocksUrl,
       'start-block': '0',
       'log-level': logLevel,
     },
     process.env,
   )
   const gateway = await startGateway({ config, logger })
-  const traffic = createTrafficGenerator({ rpcUrl: anvil.rpcUrl, logger: logger.child({ module: 'traffic' }) })
+  stopGateway = gateway.stop
+  const traffic = createTrafficGenerator({ rpcUrl: chain.rpcUrl, logger: logger.child({ module: 'traffic' }) })
+  stopTraffic = traffic.stop
   await traffic.start()
   console.log(
     [
       `flashgate ${VERSION} (dev)`,
-      `  JSON-RPC   ${gateway.url}/`,
-      `  health     ${gateway.url}/healthz  ${gateway.url}/readyz`,
-      `  devnet     ${anvil.rpcUrl} (anvil, ${DEV_BLOCK_TIME_SECONDS}s blocks, demo traffic)`,
-      `  database   ${config.databaseUrl}`,
+      `  JSON-RPC     ${gateway.url}/   (WebSocket: ${gateway.url.replace('http', 'ws')}/)`,
+      `  health       ${gateway.url}/healthz  ${gateway.url}/readyz`,
+      `  devnet       ${chain.rpcUrl} (send transactions here; ${devnetConfig.blockTime}s blocks, demo traffic)`,
+      `  flashblocks  ${chain.flashblocksUrl}`,
+      `  database     ${config.databaseUrl}`,
       '',
       `  try: curl -s ${gateway.url} -H 'content-type: application/json' \\`,
-      `         -d '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"earliest"}]}'`,
+      `         -d '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"pending","toBlock":"pending"}]}'`,
     ].join('\n'),
   )
-  onShutdown(async () => {
-    await traffic.stop()
-    await gateway.stop()
-    await anvil.stop()
-  })
 }
 
 async function migrate(flags: Record<string, string | undefined>) {
@@ -124,6 +159,8 @@ async function main() {
       return dev(flags)
     case 'serve':
       return serve(flags)
+    case 'devnet':
+      return devnet(flags)
     case 'migrate':
       return migrate(flags)
     default:

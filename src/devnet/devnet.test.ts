@@ -104,6 +104,15 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
     expect(await rpc('eth_getTransactionReceipt', [keccak256(replacement)])).toBeNull()
   })
 
+  test('eth_sendRawTransactionSync answers with the sealed receipt (without stalling the sequencer)', async () => {
+    const account = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 8 })
+    const chainId = Number(await rpc<Hex>('eth_chainId'))
+    const nonce = Number(await rpc<Hex>('eth_getTransactionCount', [account.address, 'pending']))
+    const raw = await account.signTransaction({ chainId, nonce, to: accounts[9], value: 1n, gas: 21_000n, maxFeePerGas: parseGwei('10'), maxPriorityFeePerGas: 1n })
+    const receipt = await rpc<{ transactionHash: Hash; status: Hex }>('eth_sendRawTransactionSync', [raw])
+    expect(receipt).toMatchObject({ transactionHash: keccak256(raw), status: '0x1' })
+  })
+
   test('JSON-RPC: batches answer in order, bad JSON is a parse error, unknown calls reach anvil', async () => {
     const post = async (body: string) => (await fetch(devnet.rpcUrl, { method: 'POST', body })).json()
     expect(await post('{not json')).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'parse error' } })

@@ -6,6 +6,7 @@ import {
   type JsonRpcRequest,
   type JsonRpcResponse,
   type Sequencer,
+  type SequencerOptions,
   SEQUENCER_ANVIL_ARGS,
   createSequencer,
   ticksPerSlot,
@@ -31,7 +32,8 @@ export type StartDevnetOptions = {
   plain?: boolean
   chainId?: number
   logger?: DevnetLogger
-  onTick?: Parameters<typeof createSequencer>[0]['onTick']
+  /** Each tick's index, transaction count and duration (for benchmarks). */
+  onTick?: SequencerOptions['onTick']
 }
 
 export type Devnet = {

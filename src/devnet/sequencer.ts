@@ -31,6 +31,13 @@ const ALREADY_IMPORTED_CODE = -32003
 /** geth's code and wording for a nonce below the sender's next one. */
 const NONCE_TOO_LOW_CODE = -32000
 const HEADER_END = '\r\n\r\n'
+/** eth_sendRawTransactionSync waits this many block times for the receipt unless the caller says otherwise. */
+const SYNC_SEND_TIMEOUT_BLOCKS = 2
+/** EIP-7966's answer when the transaction is accepted but not included in time. */
+const SYNC_SEND_TIMEOUT_ERROR = {
+  code: 4,
+  message: "The transaction was added to the mempool but wasn't processed within the designated timeout interval.",
+}
 /** While anvil is down every tick fails; one log line per this interval is enough. */
 const ERROR_LOG_INTERVAL_MS = 5_000
 
@@ -253,8 +260,26 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     return response
   }
 
+  /**
+   * EIP-7966: the receipt once sealed. anvil would wait for the block itself, holding a read lock that the
+   * tick sealing that block waits for; here the wait is outside the lock.
+   */
+  async function sendRawTransactionSync(request: JsonRpcRequest): Promise<JsonRpcResponse> {
+    const [raw, timeoutMs] = Array.isArray(request.params) ? (request.params as unknown[]) : []
+    const sent = await lock.exclusive(() => sendRawTransaction({ ...request, method: 'eth_sendRawTransaction', params: [raw] }))
+    if (sent.error) return sent
+    const deadline = performance.now() + (typeof timeoutMs === 'number' ? timeoutMs : SYNC_SEND_TIMEOUT_BLOCKS * blockTimeMs)
+    while (performance.now() < deadline) {
+      const receipt = await lock.shared(() => anvil.forward({ ...request, method: 'eth_getTransactionReceipt', params: [sent.result] }))
+      if (receipt.result || receipt.error) return receipt
+      await new Promise((resolve) => setTimeout(resolve, flashblockIntervalMs))
+    }
+    return { jsonrpc: '2.0', id: request.id ?? null, error: { ...SYNC_SEND_TIMEOUT_ERROR, data: sent.result } }
+  }
+
   function forward(request: JsonRpcRequest): Promise<JsonRpcResponse> {
     if (request.method === 'eth_sendRawTransaction') return lock.exclusive(() => sendRawTransaction(request))
+    if (request.method === 'eth_sendRawTransactionSync') return sendRawTransactionSync(request)
     if (request.method === 'eth_sendTransaction') return lock.exclusive(() => sendTransaction(request))
     return lock.shared(() => anvil.forward(request))
   }

@@ -1,0 +1,144 @@
+import type { Logger } from 'pino'
+import { type Gateway, startGateway } from '../src/app.js'
+import { serveConfigSchema } from '../src/config.js'
+import { createDb } from '../src/db/index.js'
+import { type BlockRows, toRows } from '../src/ingest/block-data.js'
+import { createBlockFetcher } from '../src/ingest/fetch-block.js'
+import { createStore } from '../src/ingest/store.js'
+import { createUpstream } from '../src/upstream/index.js'
+
+/** Longest the gateway may take to index the whole generated chain. */
+const BACKFILL_TIMEOUT_MS = 20 * 60_000
+/** Blocks per `writeBlocks` call in the write-path measurement: the ingester's own batch size. */
+const WRITE_BATCH_BLOCKS = 100
+/** Blocks fetched at once while preparing a write batch (untimed). */
+const FETCH_CONCURRENCY = 8
+const PROGRESS_EVERY_BLOCKS = 1_000
+const BACKFILL_PROGRESS_MS = 10_000
+
+export type BackfillResult = {
+  blocks: number
+  logs: number
+  seconds: number
+  blocksPerSecond: number
+  logsPerSecond: number
+  /** How the index serves balances and nonces: `trace` (from prestateTracer diffs) or `read-through` (upstream). */
+  accountSource: string
+}
+
+/** Starts the gateway on an empty database and times it until it has indexed block `head`. */
+export async function measureBackfill({
+  rpcUrl,
+  databaseUrl,
+  head,
+  logs,
+  logger,
+  log,
+  onGateway,
+}: {
+  rpcUrl: string
+  databaseUrl: string
+  head: number
+  logs: number
+  logger: Logger
+  log: (line: string) => void
+  /** Gets the gateway as soon as it runs, so that the caller can stop it even if the backfill fails. */
+  onGateway: (gateway: Gateway) => void
+}): Promise<{ gateway: Gateway; result: BackfillResult }> {
+  const config = serveConfigSchema.parse({
+    port: 0,
+    databaseUrl,
+    upstreamRpc: rpcUrl,
+    startBlock: '0',
+    logLevel: 'silent',
+  })
+  const started = performance.now()
+  const gateway = await startGateway({ config, logger })
+  onGateway(gateway)
+  const progress = setInterval(() => {
+    const seconds = (performance.now() - started) / 1000
+    log(`  backfill: block ${gateway.ingester.status().head ?? '-'}/${head}, ${seconds.toFixed(0)} s`)
+  }, BACKFILL_PROGRESS_MS)
+  try {
+    await gateway.ingester.waitForBlock(head, BACKFILL_TIMEOUT_MS)
+  } finally {
+    clearInterval(progress)
+  }
+  const seconds = (performance.now() - started) / 1000
+  const view = await gateway.resolvers.chain.view()
+  const blocks = head + 1
+  return {
+    gateway,
+    result: { blocks, logs, seconds, blocksPerSecond: blocks / seconds, logsPerSecond: logs / seconds, accountSource: view.accountSource },
+  }
+}
+
+export type WritePathResult = {
+  blocks: number
+  logs: number
+  /** Time inside `store.writeBlocks` only. */
+  writeSeconds: number
+  logsPerSecond: number
+  blocksPerSecond: number
+  /** Untimed in the figure above, reported for context. */
+  fetchSeconds: number
+  toRowsSeconds: number
+}
+
+/**
+ * The ingester's write path alone: blocks are fetched from anvil and turned into rows outside the clock,
+ * then `createStore().writeBlocks` is timed, batch by batch, into its own empty database.
+ */
+export async function measureWritePath({
+  rpcUrl,
+  databaseUrl,
+  head,
+  log,
+}: {
+  rpcUrl: string
+  databaseUrl: string
+  head: number
+  log: (line: string) => void
+}): Promise<WritePathResult> {
+  const db = await createDb({ databaseUrl })
+  try {
+    const store = createStore({ db })
+    const fetcher = createBlockFetcher({ upstream: createUpstream({ rpcUrl }), capabilities: { blockReceipts: true, tracing: true } })
+    let writeSeconds = 0
+    let fetchSeconds = 0
+    let toRowsSeconds = 0
+    let logs = 0
+    for (let from = 0; from <= head; from += WRITE_BATCH_BLOCKS) {
+      const to = Math.min(from + WRITE_BATCH_BLOCKS - 1, head)
+      let mark = performance.now()
+      const blocks = await fetchRange(from, to, fetcher.fetchBlock)
+      fetchSeconds += (performance.now() - mark) / 1000
+      mark = performance.now()
+      const rows: BlockRows[] = blocks.map(toRows)
+      toRowsSeconds += (performance.now() - mark) / 1000
+      mark = performance.now()
+      await store.writeBlocks(rows)
+      writeSeconds += (performance.now() - mark) / 1000
+      logs += rows.reduce((sum, block) => sum + block.logs.length, 0)
+      if ((to + 1) % PROGRESS_EVERY_BLOCKS === 0 || to === head)
+        log(`  write path: ${to + 1}/${head + 1} blocks, ${logs.toLocaleString('en-US')} logs, ${writeSeconds.toFixed(1)} s writing`)
+    }
+    const blocks = head + 1
+    return { blocks, logs, writeSeconds, logsPerSecond: logs / writeSeconds, blocksPerSecond: blocks / writeSeconds, fetchSeconds, toRowsSeconds }
+  } finally {
+    await db.close()
+  }
+}
+
+async function fetchRange<block>(from: number, to: number, fetchBlock: (number: number) => Promise<block>): Promise<block[]> {
+  const results: block[] = new Array(to - from + 1)
+  let next = from
+  const worker = async () => {
+    while (next <= to) {
+      const number = next++
+      results[number - from] = await fetchBlock(number)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, to - from + 1) }, worker))
+  return results
+}

@@ -1,0 +1,136 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { pino } from 'pino'
+import type { Gateway } from '../src/app.js'
+import { startAnvil } from '../src/devnet/anvil.js'
+import { measureBackfill, measureWritePath } from './backfill.js'
+import { generateChain } from './chain.js'
+import { createCleanup } from './cleanup.js'
+import { createBenchDatabase, describePostgres } from './databases.js'
+import { killLoadWorkers } from './load.js'
+import { describeStorage, explainAddressTopicQuery } from './logs-plan.js'
+import { parseBenchOptions } from './options.js'
+import { type BenchResults, formatReport, writeResults } from './report.js'
+import { createRpcClient } from './rpc.js'
+import { measureServing } from './serving.js'
+
+/**
+ * anvil drops historical states beyond a few thousand blocks (old `eth_getBalance` and traces then fail);
+ * keep them all, on disk, so that both targets can answer for every block of the chain.
+ */
+const ANVIL_PERSISTED_STATES = 1_000_000
+/** A 1-minute load average above this at the start means other work shares the CPUs with the bench. */
+const BUSY_LOAD_AVERAGE = 0.5
+/** Full runs; a `--quick` smoke run writes beside it, so it never replaces the full figures. */
+const RESULTS_PATH = fileURLToPath(new URL('./results/latest.json', import.meta.url))
+const QUICK_RESULTS_PATH = fileURLToPath(new URL('./results/latest-quick.json', import.meta.url))
+
+const log = (line: string) => console.log(line)
+
+async function main(): Promise<number> {
+  const options = parseBenchOptions(process.argv.slice(2))
+  const startedAt = new Date()
+  const started = performance.now()
+  const stamp = (line: string) => log(`[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${line}`)
+  const cleanup = createCleanup(log)
+  let aborting = false
+  const abort = (reason: string, code: number) => {
+    if (aborting) return
+    aborting = true
+    log(`\n${reason}; cleaning up`)
+    void cleanup.run().finally(() => process.exit(code))
+  }
+  // `on`, not `once`: src/devnet/anvil.ts re-raises a signal that no one else listens to, killing us mid-cleanup.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => abort(`received ${signal}`, 130))
+  setTimeout(() => abort(`bench exceeded its ${options.deadlineMs / 60_000} min deadline`, 1), options.deadlineMs).unref()
+  const logger = pino({ level: process.env.BENCH_LOG_LEVEL ?? 'warn' }, pino.destination(2))
+  const loadAtStart = loadavg()[0]!
+  if (loadAtStart > BUSY_LOAD_AVERAGE) log(`note: load average ${loadAtStart.toFixed(2)} at start: other processes share the CPUs`)
+
+  try {
+    const workDir = mkdtempSync(join(tmpdir(), 'flashgate-bench-'))
+    cleanup.defer('work directory', () => rmSync(workDir, { recursive: true, force: true }))
+    cleanup.defer('load workers', killLoadWorkers)
+
+    stamp(`anvil: generating a chain of ${options.logs.toLocaleString('en-US')} logs`)
+    const anvil = await startAnvil({
+      noMining: true,
+      extraArgs: ['--order', 'fifo', '--max-persisted-states', String(ANVIL_PERSISTED_STATES), '--cache-path', join(workDir, 'anvil-states')],
+    })
+    cleanup.defer('anvil', anvil.stop)
+    const anvilVersion = await createRpcClient(anvil.rpcUrl).call<string>('web3_clientVersion')
+    const chain = await generateChain({ rpcUrl: anvil.rpcUrl, targetLogs: options.logs, seed: options.seed, log })
+    stamp(`chain: ${chain.head + 1} blocks, ${chain.logs.toLocaleString('en-US')} logs, ${chain.transactions} txs in ${chain.seconds.toFixed(1)} s`)
+
+    const gatewayDatabase = await createBenchDatabase(options)
+    cleanup.defer(`drop ${gatewayDatabase.label}`, gatewayDatabase.drop)
+    stamp(`backfill: gateway on ${gatewayDatabase.label}`)
+    let gateway: Gateway | undefined
+    const backfill = await measureBackfill({
+      rpcUrl: anvil.rpcUrl,
+      databaseUrl: gatewayDatabase.databaseUrl,
+      head: chain.head,
+      logs: chain.logs,
+      logger,
+      log,
+      onGateway: (running) => {
+        gateway = running
+        cleanup.defer('gateway', running.stop)
+      },
+    })
+    gateway = gateway!
+    stamp(`backfill: ${backfill.result.seconds.toFixed(1)} s, ${Math.round(backfill.result.logsPerSecond)} logs/s`)
+
+    // The gateway keeps following anvil, which mines nothing more: its ingester idles from here on.
+    const writeDatabase = await createBenchDatabase(options)
+    cleanup.defer(`drop ${writeDatabase.label}`, writeDatabase.drop)
+    stamp(`write path: writeBlocks into ${writeDatabase.label}`)
+    const writePath = await measureWritePath({ rpcUrl: anvil.rpcUrl, databaseUrl: writeDatabase.databaseUrl, head: chain.head, log })
+    await writeDatabase.drop()
+    stamp(`write path: ${Math.round(writePath.logsPerSecond)} logs/s`)
+
+    stamp('serving: flashgate vs anvil')
+    const serving = await measureServing({ gatewayUrl: gateway.url, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
+
+    const postgresSettings = options.pglite ? null : await describePostgres(options.adminDatabaseUrl)
+    const storage = await describeStorage(gateway.db)
+    const headlinePlan = await explainAddressTopicQuery(gateway.db, serving.headlineSample)
+    const results: BenchResults = {
+      startedAt: startedAt.toISOString(),
+      totalSeconds: (performance.now() - started) / 1000,
+      options,
+      environment: {
+        node: `node ${process.version}`,
+        cpus: cpus().length,
+        loadAverage: { atStart: loadAtStart, atEnd: loadavg()[0]! },
+        anvil: anvilVersion,
+        database: postgresSettings === null ? 'PGlite' : `Postgres ${postgresSettings.server_version}`,
+        postgresSettings,
+      },
+      chain: { ...chain, tokens: chain.tokens.length, accounts: chain.senders.length + chain.users.length },
+      backfill: backfill.result,
+      writePath,
+      verification: serving.verification,
+      throughput: serving.throughput,
+      headline: serving.headline,
+      storage: { ...storage, headlinePlan },
+    }
+    log('')
+    log(formatReport(results))
+    log(`\nquery plan of one headline query:\n  ${headlinePlan.join('\n  ')}`)
+    const resultsPath = options.quick ? QUICK_RESULTS_PATH : RESULTS_PATH
+    writeResults(resultsPath, results)
+    log(`\nwrote ${resultsPath}`)
+    return 0
+  } catch (error) {
+    // Once aborting, failures are the cleanup pulling things from under the run: not worth a stack trace.
+    if (!aborting) log(`\nbench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`)
+    return 1
+  } finally {
+    await cleanup.run()
+  }
+}
+
+process.exit(await main())

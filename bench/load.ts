@@ -1,0 +1,71 @@
+import { type ChildProcess, fork } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+/** Time a worker gets beyond its job's own duration (start-up, tsx, draining) before it is killed. */
+const WORKER_GRACE_MS = 60_000
+const WORKER_PATH = fileURLToPath(new URL('./load-worker.ts', import.meta.url))
+
+export type LoadJob = {
+  mode: 'throughput' | 'sequential'
+  url: string
+  /** Request bodies, one per line (see `writeBodies`); sent in order, wrapping around. */
+  bodiesFile: string
+  /** throughput: autocannon's duration; sequential: a cap on the time spent on `bodies`. */
+  durationS: number
+  connections: number
+}
+
+export type LoadReport = {
+  requests: number
+  seconds: number
+  requestsPerSecond: number
+  p50Ms: number
+  p90Ms: number
+  p99Ms: number
+  meanMs: number
+  /** Connection errors, timeouts, non-2xx and JSON-RPC error answers: must be 0 for a valid figure. */
+  failures: number
+}
+
+const liveWorkers = new Set<ChildProcess>()
+
+/** Writes JSON-RPC bodies for a load job, one per line (JSON never contains a raw newline). */
+export function writeBodies(directory: string, name: string, bodies: string[]): string {
+  const path = join(directory, `${name}.jsonl`)
+  writeFileSync(path, bodies.join('\n'))
+  return path
+}
+
+/** Kills any load worker still running (on abort). */
+export function killLoadWorkers() {
+  for (const child of liveWorkers) child.kill('SIGKILL')
+  liveWorkers.clear()
+}
+
+/** Runs one load job in a child process (autocannon, or a one-in-flight loop) and returns its figures. */
+export function runLoad(job: LoadJob): Promise<LoadReport> {
+  return new Promise((resolve, reject) => {
+    const child = fork(WORKER_PATH, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+    liveWorkers.add(child)
+    let settled = false
+    const settle = (fn: () => void) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      liveWorkers.delete(child)
+      fn()
+    }
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      settle(() => reject(new Error(`load worker did not finish within ${job.durationS} s + ${WORKER_GRACE_MS} ms`)))
+    }, job.durationS * 1000 + WORKER_GRACE_MS)
+    child.once('message', (message: LoadReport | { error: string }) =>
+      settle(() => ('error' in message ? reject(new Error(`load worker: ${message.error}`)) : resolve(message))),
+    )
+    child.once('error', (error) => settle(() => reject(error)))
+    child.once('exit', (code) => settle(() => reject(new Error(`load worker exited with code ${code} before reporting`))))
+    child.send(job)
+  })
+}

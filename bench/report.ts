@@ -1,0 +1,106 @@
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
+import type { BackfillResult, WritePathResult } from './backfill.js'
+import type { BenchChain } from './chain.js'
+import type { BenchOptions } from './options.js'
+import type { HeadlineFigures, ServingFigures } from './serving.js'
+
+/** The issue's targets (issue 2, "Checked by"). */
+export const TARGETS = { headlineP50Ms: 5, writeLogsPerSecond: 50_000, requestsPerSecondRatio: 1 } as const
+
+export type BenchResults = {
+  startedAt: string
+  totalSeconds: number
+  options: BenchOptions
+  environment: Record<string, unknown>
+  chain: Omit<BenchChain, 'tokens' | 'senders' | 'users'> & { tokens: number; accounts: number }
+  backfill: BackfillResult
+  writePath: WritePathResult
+  verification: ServingFigures['verification']
+  throughput: ServingFigures['throughput']
+  headline: HeadlineFigures
+  storage: { tables: Record<string, string>; logsAnalyzed: boolean; headlinePlan: string[] }
+}
+
+const integer = (value: number) => Math.round(value).toLocaleString('en-US')
+const ms = (value: number) => (value < 10 ? value.toFixed(2) : value.toFixed(1))
+const ratio = (value: number) => `${value.toFixed(2)}×`
+const verdict = (met: boolean) => (met ? 'met' : 'MISSED')
+
+function table(rows: string[][], rightAligned: (column: number) => boolean): string {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)))
+  return rows
+    .map((row) => row.map((cell, column) => (rightAligned(column) ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!))).join('  '))
+    .join('\n')
+}
+
+export function formatReport(results: BenchResults): string {
+  const { chain, backfill, writePath, headline } = results
+  const lines: string[] = []
+  lines.push(`flashgate bench: ${integer(chain.logs)} logs in ${integer(chain.head + 1)} blocks on ${results.environment.database}`)
+  const load = results.environment.loadAverage as { atStart: number; atEnd: number }
+  lines.push(
+    `  ${results.environment.node}, ${results.environment.cpus} CPUs (load average ${load.atStart.toFixed(2)} at start), ${results.environment.anvil}; total run ${results.totalSeconds.toFixed(0)} s`,
+  )
+  lines.push('')
+  lines.push(
+    table(
+      [
+        ['phase', 'blocks', 'logs', 'seconds', 'blocks/s', 'logs/s', 'target'],
+        ['chain generation (anvil)', integer(chain.head + 1), integer(chain.logs), chain.seconds.toFixed(1), integer((chain.head + 1) / chain.seconds), integer(chain.logs / chain.seconds), ''],
+        ['backfill, end to end', integer(backfill.blocks), integer(backfill.logs), backfill.seconds.toFixed(1), integer(backfill.blocksPerSecond), integer(backfill.logsPerSecond), ''],
+        ['write path (writeBlocks)', integer(writePath.blocks), integer(writePath.logs), writePath.writeSeconds.toFixed(1), integer(writePath.blocksPerSecond), integer(writePath.logsPerSecond),
+          `≥ ${integer(TARGETS.writeLogsPerSecond)} logs/s: ${verdict(writePath.logsPerSecond >= TARGETS.writeLogsPerSecond)}`],
+      ],
+      (column) => column > 0 && column < 6,
+    ),
+  )
+  lines.push(`  (write path excludes fetching, ${writePath.fetchSeconds.toFixed(1)} s, and toRows, ${writePath.toRowsSeconds.toFixed(1)} s; accounts served from: ${backfill.accountSource})`)
+  lines.push('')
+  const rows = [['method', 'flashgate req/s', 'p50 ms', 'p99 ms', 'anvil req/s', 'p50 ms', 'p99 ms', 'req/s fg/anvil', 'p50 fg/anvil', 'fg cached req/s', 'failures']]
+  for (const [method, { flashgate, anvil, flashgateCached }] of Object.entries(results.throughput)) {
+    rows.push([
+      method, integer(flashgate.requestsPerSecond), ms(flashgate.p50Ms), ms(flashgate.p99Ms),
+      integer(anvil.requestsPerSecond), ms(anvil.p50Ms), ms(anvil.p99Ms),
+      ratio(flashgate.requestsPerSecond / anvil.requestsPerSecond), ratio(flashgate.p50Ms / anvil.p50Ms),
+      integer(flashgateCached.requestsPerSecond),
+      `${flashgate.failures}/${anvil.failures}/${flashgateCached.failures}`,
+    ])
+  }
+  lines.push(
+    `throughput: autocannon, ${results.options.connections} connections, ${results.options.loadDurationS} s per method and target, distinct requests (target: req/s ratio ≥ 1);`,
+  )
+  lines.push(`  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass`)
+  lines.push(table(rows, (column) => column > 0))
+  lines.push('')
+  lines.push(
+    `headline: eth_getLogs address + topic0 over ${integer(headline.rangeBlocks)} blocks, one in flight, ${headline.flashgate.requests} distinct queries (uncached), ${headline.averageLogs.toFixed(0)} logs per answer on average`,
+  )
+  lines.push(
+    table(
+      [
+        ['target', 'p50 ms', 'p90 ms', 'p99 ms', 'mean ms', 'queries/s'],
+        ...(['flashgate', 'anvil'] as const).map((name) => {
+          const report = headline[name]
+          return [name, ms(report.p50Ms), ms(report.p90Ms), ms(report.p99Ms), ms(report.meanMs), integer(report.requestsPerSecond)]
+        }),
+        ['flashgate/anvil', ratio(headline.flashgate.p50Ms / headline.anvil.p50Ms), ratio(headline.flashgate.p90Ms / headline.anvil.p90Ms), ratio(headline.flashgate.p99Ms / headline.anvil.p99Ms), ratio(headline.flashgate.meanMs / headline.anvil.meanMs), ''],
+      ],
+      (column) => column > 0,
+    ),
+  )
+  lines.push(`  target p50 < ${TARGETS.headlineP50Ms} ms with ${integer(chain.logs)} logs stored: ${verdict(headline.flashgate.p50Ms < TARGETS.headlineP50Ms)}`)
+  const differences = Object.entries(results.verification).filter(([, outcome]) => outcome.differenceCount > 0)
+  lines.push('')
+  lines.push(
+    differences.length === 0
+      ? `verification: ${Object.values(results.verification).reduce((sum, outcome) => sum + outcome.compared, 0)} sampled answers equal between flashgate and anvil`
+      : `verification: DIFFERENCES ${differences.map(([name, outcome]) => `${name} ${outcome.differenceCount}/${outcome.compared}`).join(', ')} (see latest.json)`,
+  )
+  return lines.join('\n')
+}
+
+export function writeResults(path: string, results: BenchResults) {
+  mkdirSync(dirname(path), { recursive: true })
+  writeFileSync(path, `${JSON.stringify(results, null, 2)}\n`)
+}

@@ -1,0 +1,96 @@
+import { createRandom } from '../test/fixtures/random.js'
+import type { BenchChain } from './chain.js'
+import { type LoadReport, runLoad, writeBodies } from './load.js'
+import { GET_LOGS_RANGE_BLOCKS, type BenchOptions } from './options.js'
+import { addressTopicQuery, BENCH_METHODS, type BenchMethod, buildPools, COLD_POOL_SIZE, HOT_POOL_SIZE, toBodies } from './queries.js'
+import type { RpcCall } from './rpc.js'
+import { type VerifyResult, verifySample } from './verify.js'
+
+/** Answers per method compared between flashgate and anvil before anything is timed. */
+const VERIFY_SAMPLE = 50
+/** Cap on the time one target may spend on the sequential headline queries. */
+const HEADLINE_MAX_S = 120
+/** Must match the worker's untimed warm-up (SEQUENTIAL_WARMUP in load-worker.ts). */
+const HEADLINE_WARMUP = 20
+
+export type MethodFigures = {
+  flashgate: LoadReport
+  anvil: LoadReport
+  /** flashgate on a small pool of repeated bodies: its answer cache serves them. */
+  flashgateCached: LoadReport
+}
+
+export type HeadlineFigures = { rangeBlocks: number; queries: number; averageLogs: number; flashgate: LoadReport; anvil: LoadReport }
+
+export type ServingFigures = {
+  verification: Record<string, VerifyResult>
+  throughput: Partial<Record<BenchMethod, MethodFigures>>
+  headline: HeadlineFigures
+  /** One headline query, for the query plan in the report. */
+  headlineSample: RpcCall
+}
+
+/**
+ * The read side, flashgate against anvil on the same chain: first a sample of answers must agree, then
+ * autocannon per method (same pool, connections and duration for both), then the sequential headline.
+ */
+export async function measureServing({
+  gatewayUrl,
+  anvilUrl,
+  chain,
+  options,
+  workDir,
+  log,
+}: {
+  gatewayUrl: string
+  anvilUrl: string
+  chain: BenchChain
+  options: BenchOptions
+  workDir: string
+  log: (line: string) => void
+}): Promise<ServingFigures> {
+  const random = createRandom(options.seed + 1)
+  const rangeBlocks = Math.min(GET_LOGS_RANGE_BLOCKS, chain.head - chain.firstTrafficBlock + 1)
+  const pools = buildPools(random, chain, rangeBlocks, COLD_POOL_SIZE)
+  const hotPools = buildPools(random, chain, rangeBlocks, HOT_POOL_SIZE)
+  const headlineQuery = () => addressTopicQuery(random, chain, rangeBlocks)
+  const headlineCalls = Array.from({ length: options.headlineQueries + HEADLINE_WARMUP }, headlineQuery)
+  // Verified on queries of the same shape but not the timed ones, which must reach the database.
+  const headlineVerifyCalls = Array.from({ length: VERIFY_SAMPLE }, headlineQuery)
+
+  log(`  verifying ${VERIFY_SAMPLE} answers per method against anvil`)
+  const verification: Record<string, VerifyResult> = {}
+  for (const method of BENCH_METHODS) verification[method] = await verifySample(gatewayUrl, anvilUrl, pools[method].slice(0, VERIFY_SAMPLE))
+  verification.headline = await verifySample(gatewayUrl, anvilUrl, headlineVerifyCalls)
+  for (const [name, outcome] of Object.entries(verification)) {
+    log(`  ${name}: ${outcome.compared} compared, ${outcome.nonEmpty} non-empty, ${outcome.differenceCount} different`)
+    for (const difference of outcome.differences) log(`    differs: ${JSON.stringify(difference).slice(0, 600)}`)
+  }
+
+  const throughput: ServingFigures['throughput'] = {}
+  for (const method of BENCH_METHODS) {
+    // The verified bodies come first in the pool: skip them, or flashgate would start with cached answers.
+    const cold = writeBodies(workDir, method, toBodies(pools[method].slice(VERIFY_SAMPLE)))
+    const hot = writeBodies(workDir, `${method}-hot`, toBodies(hotPools[method]))
+    const job = { mode: 'throughput', durationS: options.loadDurationS, connections: options.connections } as const
+    const flashgate = await runLoad({ ...job, url: gatewayUrl, bodiesFile: cold })
+    const anvil = await runLoad({ ...job, url: anvilUrl, bodiesFile: cold })
+    const flashgateCached = await runLoad({ ...job, url: gatewayUrl, bodiesFile: hot })
+    throughput[method] = { flashgate, anvil, flashgateCached }
+    log(
+      `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}), anvil ${Math.round(anvil.requestsPerSecond)} req/s`,
+    )
+  }
+
+  const headlineFile = writeBodies(workDir, 'headline', toBodies(headlineCalls))
+  const sequential = { mode: 'sequential', bodiesFile: headlineFile, durationS: HEADLINE_MAX_S, connections: 1 } as const
+  const flashgate = await runLoad({ ...sequential, url: gatewayUrl })
+  const anvil = await runLoad({ ...sequential, url: anvilUrl })
+  log(`  headline: flashgate p50 ${flashgate.p50Ms.toFixed(2)} ms, anvil p50 ${anvil.p50Ms.toFixed(2)} ms`)
+  return {
+    verification,
+    throughput,
+    headline: { rangeBlocks, queries: flashgate.requests, averageLogs: verification.headline!.items / verification.headline!.compared, flashgate, anvil },
+    headlineSample: headlineCalls[0]!,
+  }
+}
