@@ -14,6 +14,7 @@ import { describeStorage, explainAddressTopicQuery } from './logs-plan.js'
 import { parseBenchOptions } from './options.js'
 import { type BenchResults, formatReport, writeResults } from './report.js'
 import { createRpcClient } from './rpc.js'
+import { measurePending } from './pending.js'
 import { measureServing } from './serving.js'
 
 /**
@@ -94,6 +95,9 @@ async function main(): Promise<number> {
     stamp('serving: flashgate vs anvil')
     const serving = await measureServing({ gatewayUrl: gateway.url, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
 
+    stamp('pending: flashblocks feed and devnet')
+    const pending = await measurePending(log)
+
     const postgresSettings = options.pglite ? null : await describePostgres(options.adminDatabaseUrl)
     const storage = await describeStorage(gateway.db)
     const headlinePlan = await explainAddressTopicQuery(gateway.db, serving.headlineSample)
@@ -116,6 +120,7 @@ async function main(): Promise<number> {
       throughput: serving.throughput,
       headline: serving.headline,
       storage: { ...storage, headlinePlan },
+      pending,
     }
     log('')
     log(formatReport(results))

@@ -3,10 +3,17 @@ import { dirname } from 'node:path'
 import type { BackfillResult, WritePathResult } from './backfill.js'
 import type { BenchChain } from './chain.js'
 import type { BenchOptions } from './options.js'
+import type { PendingFigures } from './pending.js'
 import type { HeadlineFigures, ServingFigures } from './serving.js'
 
-/** The issue's targets (issue 2, "Checked by"). */
-export const TARGETS = { headlineP50Ms: 5, writeLogsPerSecond: 50_000, requestsPerSecondRatio: 1 } as const
+/** The issues' targets (issue 2 and issue 3, "Checked by"). */
+export const TARGETS = {
+  headlineP50Ms: 5,
+  writeLogsPerSecond: 50_000,
+  requestsPerSecondRatio: 1,
+  flashblockToVisibleP99Ms: 10,
+  sendToVisibleP99Ms: 250,
+} as const
 
 export type BenchResults = {
   startedAt: string
@@ -20,6 +27,7 @@ export type BenchResults = {
   throughput: ServingFigures['throughput']
   headline: HeadlineFigures
   storage: { tables: Record<string, string>; logsAnalyzed: boolean; headlinePlan: string[] }
+  pending: PendingFigures
 }
 
 const integer = (value: number) => Math.round(value).toLocaleString('en-US')
@@ -90,6 +98,14 @@ export function formatReport(results: BenchResults): string {
     ),
   )
   lines.push(`  target p50 < ${TARGETS.headlineP50Ms} ms with ${integer(chain.logs)} logs stored: ${verdict(headline.flashgate.p50Ms < TARGETS.headlineP50Ms)}`)
+  const { feedToVisible, sendToVisible, transactionsPerFlashblock } = results.pending
+  lines.push('')
+  lines.push(
+    `pending: flashblock frame → pending view (${transactionsPerFlashblock} tx per flashblock): p50 ${ms(feedToVisible.p50Ms)} ms, p99 ${ms(feedToVisible.p99Ms)} ms, target p99 < ${TARGETS.flashblockToVisibleP99Ms} ms: ${verdict(feedToVisible.p99Ms < TARGETS.flashblockToVisibleP99Ms)}`,
+  )
+  lines.push(
+    `pending: eth_sendRawTransaction on the devnet → visible through flashgate: p50 ${ms(sendToVisible.p50Ms)} ms, p99 ${ms(sendToVisible.p99Ms)} ms, target p99 < ${TARGETS.sendToVisibleP99Ms} ms: ${verdict(sendToVisible.p99Ms < TARGETS.sendToVisibleP99Ms)}`,
+  )
   const differences = Object.entries(results.verification).filter(([, outcome]) => outcome.differenceCount > 0)
   lines.push('')
   lines.push(

@@ -1,4 +1,15 @@
-import { type Address, type Hash, type Hex, keccak256, recoverTransactionAddress, type TransactionSerialized } from 'viem'
+import { recover } from 'tiny-secp256k1'
+import {
+  type Address,
+  type Hash,
+  type Hex,
+  hexToBytes,
+  keccak256,
+  recoverTransactionAddress,
+  serializeTransaction,
+  type TransactionSerializable,
+  type TransactionSerialized,
+} from 'viem'
 import { parseTransaction } from 'viem/op-stack'
 
 /** A pre-confirmed transaction, decoded from its EIP-2718 bytes, with its sender recovered. */
@@ -16,12 +27,34 @@ export type PendingTransaction = {
 const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
 const TYPE_BY_NAME: Record<string, number> = { legacy: 0, eip2930: 1, eip1559: 2, eip4844: 3, eip7702: 4, deposit: 0x7e }
 
+/**
+ * The sender of a signed transaction. libsecp256k1 (WebAssembly, through tiny-secp256k1) recovers the key
+ * about four times faster than the pure-JS curve viem uses, which matters at tens of transactions per
+ * flashblock; viem's recovery stays as the fallback for anything unusual.
+ */
+async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise<Address> {
+  try {
+    const { r, s, v, yParity, ...unsigned } = parsed as Record<string, unknown> & { r: Hex; s: Hex; v?: bigint; yParity?: number }
+    const legacyV = v === undefined ? undefined : Number(v)
+    const recoveryId = yParity ?? (legacyV === undefined ? undefined : legacyV <= 28 ? legacyV - 27 : (legacyV - 35) % 2)
+    if (recoveryId !== 0 && recoveryId !== 1) throw new Error('no recovery id')
+    const signature = new Uint8Array(64)
+    signature.set(hexToBytes(r, { size: 32 }), 0)
+    signature.set(hexToBytes(s, { size: 32 }), 32)
+    const digest = hexToBytes(keccak256(serializeTransaction(unsigned as TransactionSerializable)))
+    const publicKey = recover(digest, signature, recoveryId, false)
+    if (publicKey === null) throw new Error('no key')
+    return `0x${keccak256(publicKey.subarray(1)).slice(26)}`
+  } catch {
+    return recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized })
+  }
+}
+
 /** Decodes a raw transaction and recovers its sender (OP deposits carry `from` in the envelope). */
 export async function decodePendingTransaction(raw: Hex): Promise<PendingTransaction> {
   const parsed = parseTransaction(raw) as Record<string, unknown> & { type: string }
   const type = TYPE_BY_NAME[parsed.type] ?? 0
-  const from =
-    type === 0x7e ? (parsed.from as Address) : await recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized })
+  const from = type === 0x7e ? (parsed.from as Address) : await recoverSender(raw, parsed)
   const fields: Record<string, unknown> = { type: hex(type) }
   if (parsed.chainId !== undefined) fields.chainId = hex(parsed.chainId as number)
   fields.nonce = hex((parsed.nonce as number | undefined) ?? 0)

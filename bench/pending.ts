@@ -1,0 +1,121 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { type Hex, parseGwei } from 'viem'
+import { mnemonicToAccount } from 'viem/accounts'
+import { pino } from 'pino'
+import { startGateway } from '../src/app.js'
+import { serveConfigSchema } from '../src/config.js'
+import { startDevnet } from '../src/devnet/devnet.js'
+import { createFlashblocksFeed, createPendingState } from '../src/pending/index.js'
+import { encodeFrame, flashblock, signedTransfer, startScriptedFeed } from '../test/fixtures/flashblocks.js'
+
+/** Flashblocks sent through the feed path; transactions in each (Base carries tens per flashblock). */
+const FEED_MESSAGES = 300
+const TRANSACTIONS_PER_FLASHBLOCK = 10
+/** Transactions sent to the devnet, one at a time, timed until flashgate shows them as pending. */
+const SEND_SAMPLES = 100
+const VISIBILITY_POLL_MS = 1
+const MNEMONIC = 'test test test test test test test test test test test junk'
+
+export type LatencySummary = { samples: number; p50Ms: number; p90Ms: number; p99Ms: number; maxMs: number }
+
+function summarise(samples: number[]): LatencySummary {
+  const sorted = samples.slice().sort((a, b) => a - b)
+  const at = (quantile: number) => sorted[Math.min(sorted.length - 1, Math.floor(quantile * sorted.length))]!
+  return { samples: sorted.length, p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99), maxMs: sorted.at(-1)! }
+}
+
+/**
+ * From a flashblock frame leaving a loopback WebSocket server to its transactions being in the pending
+ * view (decode, validation, sender recovery, receipts): target p99 under 10 ms.
+ */
+export async function measureFeedToVisible(): Promise<LatencySummary> {
+  const feed = await startScriptedFeed()
+  const state = createPendingState({ logger: pino({ level: 'silent' }) })
+  const client = createFlashblocksFeed({ url: feed.url, state, logger: pino({ level: 'silent' }) })
+  client.start()
+  await feed.connected()
+  const samples: number[] = []
+  try {
+    let nonce = 0
+    for (let message = 0; message < FEED_MESSAGES; message++) {
+      const index = message % 10
+      const blockNumber = 1_000 + Math.floor(message / 10)
+      const transactions = await Promise.all(
+        Array.from({ length: TRANSACTIONS_PER_FLASHBLOCK }, () => signedTransfer({ from: nonce % 5, nonce: nonce++ })),
+      )
+      const frame = flashblock({ index, blockNumber, transactions, cumulativeGasBefore: BigInt(index * TRANSACTIONS_PER_FLASHBLOCK * 21_000) })
+      // Compressed beforehand, as the sequencer does: the clock starts when the frame leaves.
+      const encoded = encodeFrame(frame, 'brotli')
+      const visible = new Promise<void>((resolve) => state.events.once('update', () => resolve()))
+      const sentAt = performance.now()
+      feed.sendRaw(encoded)
+      await visible
+      samples.push(performance.now() - sentAt)
+    }
+  } finally {
+    await client.stop()
+    await feed.stop()
+  }
+  return summarise(samples)
+}
+
+/** From `eth_sendRawTransaction` on the devnet to the transaction in flashgate's pending view: target p99 under 250 ms. */
+export async function measureSendToVisible(): Promise<LatencySummary> {
+  const devnet = await startDevnet({ port: 0, flashblocksPort: 0 })
+  const config = serveConfigSchema.parse({
+    port: 0,
+    databaseUrl: 'memory://',
+    upstreamRpc: devnet.rpcUrl,
+    flashblocksWs: devnet.flashblocksUrl,
+    startBlock: '0',
+    logLevel: 'silent',
+  })
+  const gateway = await startGateway({ config, logger: pino({ level: 'silent' }) })
+  const account = mnemonicToAccount(MNEMONIC, { addressIndex: 7 })
+  const call = async <value>(url: string, method: string, params: unknown[]): Promise<value> => {
+    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
+    const body = (await response.json()) as { result?: value; error?: { message: string } }
+    if (body.error) throw new Error(`${method}: ${body.error.message}`)
+    return body.result as value
+  }
+  const samples: number[] = []
+  try {
+    await sleep(500)
+    let nonce = Number(await call<Hex>(devnet.rpcUrl, 'eth_getTransactionCount', [account.address, 'pending']))
+    for (let sample = 0; sample < SEND_SAMPLES; sample++) {
+      const raw = await account.signTransaction({
+        type: 'eip1559', chainId: 31337, nonce, to: `0x${'42'.repeat(20)}`, value: 1n, gas: 21_000n,
+        maxFeePerGas: parseGwei('20'), maxPriorityFeePerGas: parseGwei('1'),
+      })
+      const sentAt = performance.now()
+      const hash = await call<Hex>(devnet.rpcUrl, 'eth_sendRawTransaction', [raw])
+      while ((await call<unknown>(gateway.url, 'eth_getTransactionByHash', [hash])) === null) await sleep(VISIBILITY_POLL_MS)
+      samples.push(performance.now() - sentAt)
+      nonce++
+      // Spread the sends over the flashblock interval, as independent clients would.
+      await sleep(Math.random() * 200)
+    }
+  } finally {
+    await gateway.stop()
+    await devnet.stop()
+  }
+  return summarise(samples)
+}
+
+export type PendingFigures = Awaited<ReturnType<typeof measurePending>>
+
+export async function measurePending(log: (line: string) => void) {
+  log('pending: flashblock frame → pending view')
+  const feedToVisible = await measureFeedToVisible()
+  log(`pending: frame → visible p50 ${feedToVisible.p50Ms.toFixed(2)} ms, p99 ${feedToVisible.p99Ms.toFixed(2)} ms (target p99 < 10 ms)`)
+  log('pending: eth_sendRawTransaction on the devnet → visible through flashgate')
+  const sendToVisible = await measureSendToVisible()
+  log(`pending: send → visible p50 ${sendToVisible.p50Ms.toFixed(1)} ms, p99 ${sendToVisible.p99Ms.toFixed(1)} ms (target p99 < 250 ms)`)
+  return { feedToVisible, sendToVisible, transactionsPerFlashblock: TRANSACTIONS_PER_FLASHBLOCK }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const results = await measurePending((line) => console.log(line))
+  console.log(JSON.stringify(results, null, 2))
+  process.exit(0)
+}
