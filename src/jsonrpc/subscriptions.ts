@@ -3,13 +3,13 @@ import type { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
 import type { Hash } from 'viem'
 import { z } from 'zod'
-import { describeParamsError, logFilter, toQuantity } from '../codecs/index.js'
+import { describeParamsError, logFilter } from '../codecs/index.js'
 import type { LogRow } from '../db/index.js'
-import { byteaToHex } from '../db/index.js'
 import { InvalidParamsError } from '../errors.js'
 import type { IngesterEvents } from '../ingest/index.js'
 import type { PendingBlock, PendingState, PendingTransaction } from '../pending/index.js'
 import type { Resolvers } from '../resolvers/index.js'
+import { formatLog } from '../resolvers/logs.js'
 import { formatPendingBlock, formatPendingTransaction, matchesFilter } from '../resolvers/pending.js'
 
 /**
@@ -39,22 +39,7 @@ type Subscription =
   | { kind: 'newFlashblocks' }
   | { kind: 'newFlashblockTransactions'; full: boolean }
 
-function removedLog(row: LogRow) {
-  const topics: Hash[] = []
-  for (const topic of [row.topic0, row.topic1, row.topic2, row.topic3]) if (topic !== null) topics.push(byteaToHex(topic))
-  return {
-    address: byteaToHex(row.address),
-    topics,
-    data: byteaToHex(row.data),
-    blockHash: byteaToHex(row.blockHash),
-    blockNumber: toQuantity(row.blockNumber),
-    blockTimestamp: toQuantity(row.blockTimestamp),
-    transactionHash: byteaToHex(row.transactionHash),
-    transactionIndex: toQuantity(row.transactionIndex),
-    logIndex: toQuantity(row.logIndex),
-    removed: true,
-  }
-}
+const removedLog = (row: LogRow) => ({ ...formatLog(row), removed: true })
 
 /** Subscriptions of one WebSocket connection; `close` when the socket goes. */
 export function createSubscriptions(options: {
