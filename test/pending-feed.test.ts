@@ -108,4 +108,18 @@ describe('pending view from a Flashblocks feed', () => {
     expect(await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).toEqual(latest)
     expect(await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).toEqual(await rpc(gateway.url, 'eth_getBlockReceipts', ['latest']))
   })
+
+  // Last: it mines a block, which moves the head the tests above build on.
+  test('a flashblock without receipts gets them from the upstream', async () => {
+    const hash = await anvilCall<`0x${string}`>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, to: RECIPIENT, value: '0x1' }])
+    const raw = await anvilCall<`0x${string}`>(anvil.rpcUrl, 'eth_getRawTransactionByHash', [hash])
+    const upstreamReceipt = await anvilCall<Record<string, unknown>>(anvil.rpcUrl, 'eth_getTransactionReceipt', [hash])
+    // Once indexed, so that confirming that block does not void the pre-confirmation below.
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    const blockNumber = Number(upstreamReceipt.blockNumber) + 100
+    feed.send(flashblock({ payloadId: `0x${(++payloadCounter).toString(16).padStart(16, '0')}`, index: 0, blockNumber, transactions: [{ raw, hash }], receiptForm: 'none' }))
+    await expect
+      .poll(async () => (await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).result)
+      .toEqual([{ ...upstreamReceipt, blockHash: `0x${'00'.repeat(32)}`, logs: [] }])
+  })
 })
