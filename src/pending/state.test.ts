@@ -103,6 +103,14 @@ describe('pending state: sequence rules', () => {
     expect(state.blocks(0)).toEqual([])
   })
 
+  test('blocks at or below the indexed head are served no more, and only the newest 32 are kept', async () => {
+    const { state } = createState()
+    for (let number = 10; number < 50; number++) await state.apply(parse(flashblock({ index: 0, blockNumber: number })))
+    expect(state.blocks(0).map((block) => block.number)).toEqual(Array.from({ length: 32 }, (_, offset) => 18 + offset))
+    expect(state.blocks(47).map((block) => block.number)).toEqual([48, 49])
+    expect(state.blocks(0).map((block) => block.number)).toEqual([48, 49])
+  })
+
   test(`a feed silent for ${FLASHBLOCK_STALE_MS} ms serves no pending data`, async () => {
     const { state, advance } = createState()
     await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))

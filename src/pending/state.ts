@@ -7,6 +7,11 @@ import { decodePendingTransaction, type PendingTransaction } from './transaction
 
 /** A feed silent for this long is stale: `pending` then answers as `latest` (DESIGN.md §5). */
 export const FLASHBLOCK_STALE_MS = 2_000
+/**
+ * Pre-confirmed blocks kept at most: if the index stops advancing (upstream down) while the feed goes on,
+ * the oldest go first; 32 blocks is a minute of Base.
+ */
+const MAX_PENDING_BLOCKS = 32
 
 export type PendingBlock = {
   number: number
@@ -152,6 +157,7 @@ export function createPendingState(config: PendingStateConfig) {
       }
       const added = await appendTransactions(block, message)
       blocks.push(block)
+      if (blocks.length > MAX_PENDING_BLOCKS) blocks = blocks.slice(-MAX_PENDING_BLOCKS)
       awaitingStart = false
       events.emit('update')
       events.emit('transactions', block, added)
@@ -201,8 +207,11 @@ export function createPendingState(config: PendingStateConfig) {
     },
     /** The pending blocks above the indexed head, oldest first; empty when the feed is stale. */
     blocks(headNumber: number): PendingBlock[] {
+      // Blocks the index already holds are gone for good (a process without the ingester learns of
+      // canonical blocks only through the head it reads).
+      if (blocks.length > 0 && blocks[0]!.number <= headNumber) blocks = blocks.filter((block) => block.number > headNumber)
       if (now() - lastMessageAt > staleAfterMs) return []
-      return blocks.filter((block) => block.number > headNumber)
+      return blocks
     },
     /** Forgets everything (the feed connection was lost). */
     reset(reason: string) {
