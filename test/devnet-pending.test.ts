@@ -47,7 +47,9 @@ beforeAll(async () => {
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl })
   const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [{ from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }])
-  token = (await waitForReceipt(devnet.rpcUrl, deployment)).contractAddress as Address
+  const deployed = await waitForReceipt(devnet.rpcUrl, deployment)
+  token = deployed.contractAddress as Address
+  await gateway.ingester.waitForBlock(Number(deployed.blockNumber), 10_000)
 })
 
 afterAll(async () => {
