@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { pino } from 'pino'
 import type { Gateway } from '../src/app.js'
 import { startAnvil } from '../src/devnet/anvil.js'
+import { runAttributionBench } from './attribution.js'
 import { measureBackfill, measureWritePath } from './backfill.js'
 import { generateChain } from './chain.js'
 import { createCleanup } from './cleanup.js'
@@ -128,6 +129,8 @@ async function main(): Promise<number> {
     const resultsPath = options.quick ? QUICK_RESULTS_PATH : RESULTS_PATH
     writeResults(resultsPath, results)
     log(`\nwrote ${resultsPath}`)
+    stamp('attribution: registration throughput and indexing cost (bench/attribution.ts)')
+    await runAttributionBench(options)
     return 0
   } catch (error) {
     // Once aborting, failures are the cleanup pulling things from under the run: not worth a stack trace.

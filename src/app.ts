@@ -58,6 +58,7 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     host: config.host,
     chainEvents: ingester.events,
     pending,
+    registrationRateLimit: config.registrationRateLimit,
     async readiness() {
       const status = ingester.status()
       const view = await resolvers.chain.view().catch(() => null)

@@ -48,6 +48,7 @@ export const serveConfigSchema = z.object({
   maxBlockRange: positiveInt.default(10_000),
   maxLogs: positiveInt.default(10_000),
   ingestBatchSize: positiveInt.default(100),
+  registrationRateLimit: z.coerce.number({ error: 'must be a number' }).min(0, { error: 'must not be negative' }).default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 
@@ -77,6 +78,7 @@ export const OPTIONS = [
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'largest eth_getLogs result (default 10000)' },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
+  { key: 'registrationRateLimit', flag: 'registration-rate-limit', env: 'REGISTRATION_RATE_LIMIT', help: 'builder-code registrations per second per client address, 0 for no limit (default 20)' },
   { key: 'flashblocksPort', flag: 'flashblocks-port', env: 'FLASHBLOCKS_PORT', help: 'devnet: Flashblocks WebSocket port (default 8547)' },
   { key: 'blockTime', flag: 'block-time', env: 'BLOCK_TIME', help: 'devnet: seconds per block (default 2)' },
   { key: 'flashblockInterval', flag: 'flashblock-interval', env: 'FLASHBLOCK_INTERVAL', help: 'devnet: milliseconds per flashblock (default 200)' },

@@ -3,6 +3,8 @@
  * literal `name` and an EIP-1474 code; `toJsonRpcError` maps anything else to a masked `-32603`.
  * https://eips.ethereum.org/EIPS/eip-1474#error-codes
  */
+import { GraphQLError } from 'graphql'
+
 export type JsonRpcErrorObject = { code: number; message: string; data?: unknown }
 
 export abstract class FlashgateError extends Error {
@@ -134,4 +136,134 @@ export function toJsonRpcError(error: unknown): JsonRpcErrorObject {
       : { code: error.code, message: error.message, data: error.data }
   }
   return { code: -32603, message: 'internal error' }
+}
+
+/**
+ * `extensions.code` of the expected errors in GraphQL answers, in the style of graphql-yoga and Apollo
+ * (`BAD_USER_INPUT` for arguments the client can fix).
+ */
+const GRAPHQL_CODES: Record<string, string> = {
+  InvalidParamsError: 'BAD_USER_INPUT',
+  InvalidBlockRangeError: 'BAD_USER_INPUT',
+  BlockRangeBeyondHeadError: 'BLOCK_RANGE_BEYOND_HEAD',
+  LimitExceededError: 'LIMIT_EXCEEDED',
+  HeaderNotFoundError: 'HEADER_NOT_FOUND',
+  UnknownBlockError: 'UNKNOWN_BLOCK',
+  HistoryUnavailableError: 'HISTORY_UNAVAILABLE',
+  UpstreamError: 'UPSTREAM_UNAVAILABLE',
+}
+
+/**
+ * Maps a thrown value to a GraphQL error with `extensions.code` (and the JSON-RPC code the same failure
+ * has on `/rpc`), or `null` for an unexpected error, which the GraphQL server masks.
+ */
+export function toGraphQLError(error: unknown): GraphQLError | null {
+  if (!isFlashgateError(error)) return null
+  const code = GRAPHQL_CODES[error.name]
+  if (code === undefined) return null
+  return new GraphQLError(error.message, { extensions: { code, jsonRpcCode: error.code } })
+}
+
+/**
+ * Errors of the REST API (`/v1/…`), answered as `{"error":{"code","message"}}` with their HTTP status.
+ * `code` is a stable snake_case string for clients to branch on; `message` is for people.
+ */
+export abstract class ApiError extends Error {
+  abstract override readonly name: string
+  abstract readonly status: number
+  abstract readonly code: string
+  /** Extra response headers (`allow`, `retry-after`). */
+  readonly headers: Record<string, string> = {}
+}
+
+export class InvalidJsonError extends ApiError {
+  override readonly name = 'InvalidJsonError'
+  readonly status = 400
+  readonly code = 'invalid_json'
+  constructor(message = 'the request body is not valid JSON') {
+    super(message)
+  }
+}
+
+/** A well-formed request whose fields do not validate; the message names the field. */
+export class InvalidRequestBodyError extends ApiError {
+  override readonly name = 'InvalidRequestBodyError'
+  readonly status = 400
+  readonly code = 'invalid_request'
+}
+
+export class InvalidAddressError extends ApiError {
+  override readonly name = 'InvalidAddressError'
+  readonly status = 400
+  readonly code = 'invalid_address'
+}
+
+export class InvalidBuilderCodeError extends ApiError {
+  override readonly name = 'InvalidBuilderCodeError'
+  readonly status = 400
+  readonly code = 'invalid_builder_code'
+}
+
+export class InvalidQueryError extends ApiError {
+  override readonly name = 'InvalidQueryError'
+  readonly status = 400
+  readonly code = 'invalid_query'
+}
+
+export class NotFoundError extends ApiError {
+  override readonly name = 'NotFoundError'
+  readonly status = 404
+  readonly code = 'not_found'
+}
+
+export class HttpMethodNotAllowedError extends ApiError {
+  override readonly name = 'HttpMethodNotAllowedError'
+  readonly status = 405
+  readonly code = 'method_not_allowed'
+  constructor(method: string, allowed: string[]) {
+    super(`${method} is not allowed here; use ${allowed.join(' or ')}`)
+    this.headers.allow = allowed.join(', ')
+  }
+}
+
+export class PayloadTooLargeError extends ApiError {
+  override readonly name = 'PayloadTooLargeError'
+  readonly status = 413
+  readonly code = 'payload_too_large'
+  constructor(limitBytes: number) {
+    super(`the request body exceeds ${limitBytes} bytes`)
+  }
+}
+
+export class UnsupportedMediaTypeError extends ApiError {
+  override readonly name = 'UnsupportedMediaTypeError'
+  readonly status = 415
+  readonly code = 'unsupported_media_type'
+  constructor(contentType: string | undefined) {
+    super(`expected content-type application/json, got ${contentType === undefined ? 'none' : JSON.stringify(contentType)}`)
+  }
+}
+
+export class TooManyRequestsError extends ApiError {
+  override readonly name = 'TooManyRequestsError'
+  readonly status = 429
+  readonly code = 'rate_limited'
+  constructor(retryAfterSeconds: number) {
+    super(`too many requests from this address; retry in ${retryAfterSeconds} s`)
+    this.headers['retry-after'] = String(retryAfterSeconds)
+  }
+}
+
+export function isApiError(error: unknown): error is ApiError {
+  return error instanceof ApiError
+}
+
+export type HttpErrorAnswer = { status: number; headers: Record<string, string>; body: { error: { code: string; message: string } } }
+
+/** Maps any thrown value to a REST answer; unexpected errors are masked as a 500 (details only in the log). */
+export function toHttpError(error: unknown): HttpErrorAnswer {
+  if (isApiError(error)) return { status: error.status, headers: error.headers, body: { error: { code: error.code, message: error.message } } }
+  if (isFlashgateError(error) && error.code !== -32603)
+    return { status: error.httpStatus === 200 ? 400 : error.httpStatus, headers: {}, body: { error: { code: 'invalid_request', message: error.message } } }
+  return { status: 500, headers: {}, body: { error: { code: 'internal_error', message: 'internal error' } } }
 }

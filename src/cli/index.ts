@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { startGateway } from '../app.js'
+import { attributionSuffix, decodeAttribution } from '../attribution/index.js'
 import { ConfigError, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { createDb } from '../db/index.js'
 import { createTrafficGenerator, type Devnet, startDevnet } from '../devnet/index.js'
@@ -10,6 +11,8 @@ import { VERSION } from '../version.js'
 /** The devnet's PGlite is as ephemeral as its chain: wiped at every `flashgate dev`. */
 const DEV_DATABASE_DIR = './.flashgate/dev-pglite'
 const DEV_LOG_LEVEL = 'warn'
+/** Where `flashgate attribution` asks for the transaction, unless --url or FLASHGATE_URL says otherwise. */
+const DEFAULT_GATEWAY_URL = 'http://127.0.0.1:8545'
 
 const USAGE = `flashgate ${VERSION}: a Flashblocks-aware query gateway for EVM chains
 
@@ -20,6 +23,9 @@ commands:
   serve     ingest (when it holds the lock) and serve, against --upstream-rpc and --database-url
   devnet    the local chain alone: JSON-RPC (--port, default 8546) and Flashblocks (--flashblocks-port, 8547)
   migrate   apply database migrations and exit
+  suffix <code…>          print the ERC-8021 data suffix (hex) that attributes a transaction to the codes
+  attribution <txHash>    fetch a transaction through the gateway (--url, default ${DEFAULT_GATEWAY_URL})
+                          and print the builder codes in its calldata, one a line
 
 options (flag, or environment variable):
 ${OPTIONS.map((option) => `  --${option.flag.padEnd(16)} ${option.env.padEnd(17)} ${option.help}`).join('\n')}
@@ -33,6 +39,7 @@ function readFlags(argv: string[]) {
     options: {
       ...Object.fromEntries(OPTIONS.map((option) => [option.flag, { type: 'string' as const }])),
       plain: { type: 'boolean' },
+      url: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
     },
@@ -124,7 +131,7 @@ async function dev(flags: Record<string, string | undefined>) {
   )
   const gateway = await startGateway({ config, logger })
   stopGateway = gateway.stop
-  const traffic = createTrafficGenerator({ rpcUrl: chain.rpcUrl, logger: logger.child({ module: 'traffic' }) })
+  const traffic = createTrafficGenerator({ rpcUrl: chain.rpcUrl, gatewayUrl: gateway.url, logger: logger.child({ module: 'traffic' }) })
   stopTraffic = traffic.stop
   await traffic.start()
   console.log(
@@ -132,6 +139,7 @@ async function dev(flags: Record<string, string | undefined>) {
       `flashgate ${VERSION} (dev)`,
       `  JSON-RPC     ${gateway.url}/   (WebSocket: ${gateway.url.replace('http', 'ws')}/)`,
       `  health       ${gateway.url}/healthz  ${gateway.url}/readyz`,
+      `  dashboard    ${gateway.url}/dashboard (builder-code analytics; the demo agents send with their codes)`,
       `  devnet       ${chain.rpcUrl} (send transactions here; ${devnetConfig.blockTime}s blocks, demo traffic)`,
       `  flashblocks  ${chain.flashblocksUrl}`,
       `  database     ${config.databaseUrl}`,
@@ -149,6 +157,38 @@ async function migrate(flags: Record<string, string | undefined>) {
   console.log(`migrations applied to ${databaseUrl}`)
 }
 
+/** `flashgate suffix <code…>`: the hex to pass as viem's `dataSuffix` (schema 0, canonical registry). */
+function suffix(codes: string[]) {
+  if (codes.length === 0) throw new UsageError('usage: flashgate suffix <code…>')
+  try {
+    console.log(attributionSuffix(codes))
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+}
+
+/** `flashgate attribution <txHash>`: the client-side check of the spec's §4.3, through the gateway. */
+async function attribution(hash: string | undefined, flags: Record<string, string | undefined>) {
+  if (hash === undefined || !/^0x[0-9a-fA-F]{64}$/.test(hash)) throw new UsageError('usage: flashgate attribution <txHash> [--url URL]')
+  const url = flags.url ?? process.env.FLASHGATE_URL ?? DEFAULT_GATEWAY_URL
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getTransactionByHash', params: [hash] }),
+  })
+  const answer = (await response.json()) as { result?: { input?: string } | null; error?: { message: string } }
+  if (answer.error) throw new UsageError(`the gateway answered: ${answer.error.message}`)
+  if (answer.result === null || answer.result === undefined) throw new UsageError(`transaction ${hash} is not known to ${url}`)
+  const decoded = decodeAttribution(answer.result.input)
+  if (decoded === null || decoded.codes.length === 0) throw new UsageError(`transaction ${hash} carries no ERC-8021 attribution`)
+  for (const code of decoded.codes) console.log(code)
+}
+
+/** A failure to report in one line, exit code 1 (2 is for bad usage of the config). */
+class UsageError extends Error {
+  override readonly name = 'UsageError'
+}
+
 async function main() {
   const { flags, positionals } = readFlags(process.argv.slice(2))
   if (flags.version) return console.log(VERSION)
@@ -163,6 +203,10 @@ async function main() {
       return devnet(flags)
     case 'migrate':
       return migrate(flags)
+    case 'suffix':
+      return suffix(positionals.slice(1))
+    case 'attribution':
+      return attribution(positionals[1], flags)
     default:
       console.error(`unknown command: ${command}\n\n${USAGE}`)
       process.exitCode = 2
@@ -173,6 +217,10 @@ main().catch((error: unknown) => {
   if (error instanceof ConfigError || (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
     console.error(`flashgate: ${(error as Error).message}`)
     process.exit(2)
+  }
+  if (error instanceof UsageError) {
+    console.error(`flashgate: ${error.message}`)
+    process.exit(1)
   }
   console.error(error)
   process.exit(1)

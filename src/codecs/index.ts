@@ -2,8 +2,9 @@
  * Wire codecs, defined once as zod schemas and used by JSON-RPC, GraphQL and REST alike (STYLE.md §3).
  * Hex on the wire, bigint inside: https://ethereum.org/en/developers/docs/apis/json-rpc/#hex-encoding
  */
-import type { Address, Hash, Hex } from 'viem'
+import { type Address, type Hash, type Hex, checksumAddress } from 'viem'
 import { z } from 'zod'
+import { isAttributionCode } from '../attribution/index.js'
 
 const MAX_UINT64 = 2n ** 64n - 1n
 const MAX_UINT256 = 2n ** 256n - 1n
@@ -165,3 +166,29 @@ export function describeParamsError(error: z.ZodError): string {
   if (typeof position === 'number') return `invalid argument ${position}${where}: ${issue.message}`
   return `invalid params: ${issue.message}`
 }
+
+/**
+ * A wallet address for builder-code registration: all lower-case, all upper-case, or EIP-55 checksummed;
+ * a mixed-case address with a wrong checksum is refused (it is likely mistyped). Normalised to lower case.
+ * https://eips.ethereum.org/EIPS/eip-55
+ */
+export const walletAddress = z
+  .string({ error: 'walletAddress must be a string' })
+  .regex(/^0x[0-9a-fA-F]{40}$/, { error: 'walletAddress must be a 0x-prefixed 20-byte hex address' })
+  .refine(
+    (value) => {
+      const body = value.slice(2)
+      return body === body.toLowerCase() || body === body.toUpperCase() || checksumAddress(value as Address) === value
+    },
+    { error: 'walletAddress has mixed case but an invalid EIP-55 checksum' },
+  )
+  .transform((value) => value.toLowerCase() as Address)
+
+/** An attribution code as recorded from calldata: 1–32 printable ASCII characters without a comma. */
+export const attributionCode = z
+  .string({ error: 'expected a builder code' })
+  .refine(isAttributionCode, { error: 'a builder code is 1 to 32 printable ASCII characters without commas' })
+
+export const SERIES_INTERVALS = ['minute', 'hour', 'day'] as const
+export type SeriesInterval = (typeof SERIES_INTERVALS)[number]
+export const seriesInterval = z.enum(SERIES_INTERVALS, { error: `interval must be one of ${SERIES_INTERVALS.join(', ')}` })

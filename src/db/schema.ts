@@ -147,3 +147,48 @@ export const syncState = pgTable('sync_state', {
     .notNull()
     .default(sql`(extract(epoch from now()) * 1000)::bigint`),
 })
+
+/**
+ * One builder code per wallet, forever (DESIGN.md §7). The wallet is stored as bytes, which is the
+ * lower-cased address: its unique index is what makes concurrent first registrations agree on one code.
+ */
+export const builderCodes = pgTable(
+  'builder_codes',
+  {
+    code: text('code').primaryKey(),
+    wallet: bytea('wallet').notNull(),
+    createdAt: bigint('created_at', { mode: 'number' })
+      .notNull()
+      .default(sql`(extract(epoch from now()) * 1000)::bigint`),
+  },
+  (t) => [uniqueIndex('builder_codes_wallet_idx').on(t.wallet)],
+)
+
+/**
+ * One row per (code, confirmed transaction) whose calldata ends in an ERC-8021 suffix, written by the
+ * ingester in the batch's transaction and deleted with its block on a reorg. Codes nobody registered here
+ * are kept too: `builder_codes` tells registered from unregistered at read time.
+ */
+export const attributions = pgTable(
+  'attributions',
+  {
+    code: text('code').notNull(),
+    transactionHash: bytea('transaction_hash').notNull(),
+    blockNumber: blockNumber('block_number').notNull(),
+    blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
+    transactionIndex: integer('transaction_index').notNull(),
+    sender: bytea('sender').notNull(),
+    /** `null` for a contract creation. */
+    target: bytea('target'),
+    gasUsed: bigint('gas_used', { mode: 'number' }).notNull(),
+    /** Calldata gas of the suffix bytes: 16 per non-zero byte, 4 per zero byte. */
+    suffixGas: integer('suffix_gas').notNull(),
+    value: numeric('value', { precision: 78, scale: 0 }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.code, t.transactionHash] }),
+    // Per-code figures and the time series read a code's rows by time; a reorg deletes by block.
+    index('attributions_code_time_idx').on(t.code, t.blockTimestamp),
+    index('attributions_block_idx').on(t.blockNumber),
+  ],
+)

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { Attribution } from 'ox/erc8021'
 import {
   type Address,
   type Hex,
@@ -8,8 +9,10 @@ import {
   encodeFunctionData,
   getAddress,
   http,
+  concat,
   parseGwei,
 } from 'viem'
+import { attributionSuffix } from '../attribution/index.js'
 import type { DevnetLogger } from './anvil.js'
 import { deployToken, tokenAbi } from './contracts.js'
 
@@ -29,9 +32,16 @@ const MAX_MULTI_LOGS = 5
 const MAX_VALUE_WEI = parseGwei('1000000') // 0.001 ETH
 /** viem's default (4 s) would hold start() for two blocks while waiting for the token's receipt. */
 const RECEIPT_POLLING_INTERVAL_MS = 250
+/** Share of an agent's transactions that carry its builder code as an ERC-8021 suffix. */
+const ATTRIBUTED_SHARE = 0.6
+/** Share of those that also carry a wallet's code, stacked after the agent's, which nobody registered. */
+const STACKED_SHARE = 0.15
+const DEMO_WALLET_CODE = 'demo_wallet'
 
 export type TrafficGeneratorOptions = {
   rpcUrl: string
+  /** The gateway whose REST API registers each sender as an agent, whose builder code it then sends. */
+  gatewayUrl?: string
   logger: DevnetLogger
   ratePerSecond?: number
 }
@@ -45,9 +55,22 @@ export type TrafficGenerator = {
 
 type Tx = { to: Address; data?: Hex; value?: bigint; gas: bigint }
 
+/** Registers `wallet` as an agent through the gateway's public API and returns its builder code. */
+async function registerAgent(gatewayUrl: string, wallet: Address): Promise<string> {
+  const response = await fetch(`${gatewayUrl}/v1/agents/builder-codes`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ walletAddress: wallet }),
+  })
+  const body = (await response.json()) as { builderCode?: string; error?: { message: string } }
+  if (body.builderCode === undefined) throw new Error(`registration refused: ${body.error?.message ?? response.status}`)
+  return body.builderCode
+}
+
 /** Demo traffic for `flashgate dev`: token transfers, logs with 0..4 topics and ETH transfers. */
 export function createTrafficGenerator({
   rpcUrl,
+  gatewayUrl,
   logger,
   ratePerSecond = DEFAULT_TRAFFIC_RATE_PER_SECOND,
 }: TrafficGeneratorOptions): TrafficGenerator {
@@ -61,6 +84,7 @@ export function createTrafficGenerator({
   let senders: Address[] = []
   let recipients: Address[] = []
   let token: Address | undefined
+  const agentCodes = new Map<Address, string>()
   let lastErrorLogAt = 0
   let suppressedErrors = 0
 
@@ -99,6 +123,14 @@ export function createTrafficGenerator({
     return { to: recipient, value, gas: VALUE_GAS }
   }
 
+  /** The agent's builder code on most of its transactions, now and then with a wallet's code stacked after. */
+  function planSuffix(sender: Address): Hex | undefined {
+    const code = agentCodes.get(sender)
+    if (code === undefined || Math.random() >= ATTRIBUTED_SHARE) return undefined
+    const suffix = attributionSuffix([code])
+    return Math.random() < STACKED_SHARE ? concat([suffix, Attribution.toDataSuffix({ walletCode: DEMO_WALLET_CODE })]) : suffix
+  }
+
   function tick() {
     const idle = senders.filter((sender) => !busySenders.has(sender))
     if (idle.length === 0) return
@@ -106,7 +138,7 @@ export function createTrafficGenerator({
     const tx = planTx()
     busySenders.add(sender)
     const send = walletClient
-      .sendTransaction({ account: sender, chain: null, ...tx })
+      .sendTransaction({ account: sender, chain: null, ...tx, dataSuffix: planSuffix(sender) })
       .then(
         () => undefined,
         (error: unknown) => logError(error, 'traffic: send failed'),
@@ -138,6 +170,14 @@ export function createTrafficGenerator({
     } catch (error) {
       // Value transfers still make blocks; token traffic needs the contract.
       logError(error, 'traffic: token deployment failed; sending ETH transfers only')
+    }
+    if (gatewayUrl !== undefined) {
+      try {
+        for (const sender of senders) agentCodes.set(sender, await registerAgent(gatewayUrl, sender))
+        logger.info({ agents: Object.fromEntries(agentCodes) }, 'traffic: agents registered')
+      } catch (error) {
+        logError(error, 'traffic: agent registration failed; sending without builder codes')
+      }
     }
     if (stopped) return
     timer = setInterval(() => {

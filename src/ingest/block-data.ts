@@ -1,4 +1,5 @@
 import type { Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
+import { decodeAttribution } from '../attribution/index.js'
 import { hexToBytea, type schema } from '../db/index.js'
 import { type AccountChange, foldPrestateDiffs, type PrestateDiff } from './account-diffs.js'
 
@@ -19,6 +20,8 @@ export type BlockRows = {
   receipts: (typeof schema.receipts.$inferInsert)[]
   logs: (typeof schema.logs.$inferInsert)[]
   accountChanges: (typeof schema.accountChanges.$inferInsert)[]
+  /** One row per (code, transaction) for calldata that ends in an ERC-8021 suffix (DESIGN.md §7). */
+  attributions: (typeof schema.attributions.$inferInsert)[]
 }
 
 export class InconsistentBlockError extends Error {
@@ -63,6 +66,18 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
       })
     }
   }
+  const attributions: BlockRows['attributions'] = []
+  block.transactions.forEach((transaction, index) => {
+    const decoded = decodeAttribution(transaction.input)
+    if (decoded === null || decoded.codes.length === 0) return
+    const transactionHash = hexToBytea(transaction.hash)
+    const sender = hexToBytea(transaction.from)
+    const target = transaction.to ? hexToBytea(transaction.to) : null
+    const gasUsed = toNumber(receipts[index]!.gasUsed)
+    const value = BigInt(transaction.value ?? '0x0').toString()
+    for (const code of decoded.codes)
+      attributions.push({ code, transactionHash, blockNumber: number, blockTimestamp: timestamp, transactionIndex: index, sender, target, gasUsed, suffixGas: decoded.suffixGas, value })
+  })
   return {
     block: {
       number,
@@ -94,5 +109,6 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
       balance: change.after.balance.toString(),
       nonce: Number(change.after.nonce),
     })),
+    attributions,
   }
 }

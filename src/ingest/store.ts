@@ -44,6 +44,7 @@ export function createStore({ db }: { db: Db }) {
         { table: schema.receipts, rows: batch.flatMap((rows) => rows.receipts) },
         { table: schema.logs, rows: batch.flatMap((rows) => rows.logs) },
         { table: schema.accountChanges, rows: batch.flatMap((rows) => rows.accountChanges) },
+        { table: schema.attributions, rows: batch.flatMap((rows) => rows.attributions) },
       ] as CopyRows[],
       Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
     )
@@ -65,6 +66,7 @@ export function createStore({ db }: { db: Db }) {
       await tx.delete(schema.transactions).where(gt(schema.transactions.blockNumber, ancestor))
       await tx.delete(schema.accountChanges).where(gt(schema.accountChanges.blockNumber, ancestor))
       await tx.delete(schema.accountReads).where(gt(schema.accountReads.blockNumber, ancestor))
+      await tx.delete(schema.attributions).where(gt(schema.attributions.blockNumber, ancestor))
       await tx.delete(schema.blocks).where(gt(schema.blocks.number, ancestor))
       await tx
         .insert(schema.syncState)
@@ -77,7 +79,7 @@ export function createStore({ db }: { db: Db }) {
   return {
     /** Refreshes the planner statistics of the tables a backfill grows. */
     async analyze() {
-      await db.query(sql`analyze ${schema.logs}, ${schema.transactions}, ${schema.receipts}, ${schema.blocks}, ${schema.accountChanges}`)
+      await db.query(sql`analyze ${schema.logs}, ${schema.transactions}, ${schema.receipts}, ${schema.blocks}, ${schema.accountChanges}, ${schema.attributions}`)
     },
     head,
     hashesFrom,

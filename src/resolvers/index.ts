@@ -4,17 +4,25 @@ import type { Db } from '../db/index.js'
 import { HeaderNotFoundError } from '../errors.js'
 import type { PendingState } from '../pending/index.js'
 import type { Upstream } from '../upstream/index.js'
+import { createAccountHistoryResolvers } from './account-history.js'
 import { createAccountResolvers } from './accounts.js'
+import { createAttributionResolvers } from './attribution.js'
+import { createBatchResolvers } from './batches.js'
 import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
+import { createBuilderCodeResolvers } from './builder-codes.js'
 import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
 import { createLogResolvers, type LogLimits } from './logs.js'
 import { createPendingView } from './pending.js'
 import { createReceiptResolvers } from './receipts.js'
 
+export type { TransactionCursor, TransactionsPage } from './account-history.js'
 export type { AccountParameters, AccountState } from './accounts.js'
+export type { BlockWithHashes } from './batches.js'
+export type { AttributionFigures, BuilderCodeStats, LeaderboardEntry, SeriesPoint } from './attribution.js'
+export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder-codes.js'
 export type { BlockRef, ChainState, ChainView } from './chain.js'
-export type { Log, LogLimits } from './logs.js'
+export type { Log, LogCursor, LogLimits, LogsPage } from './logs.js'
 
 export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000 }
 
@@ -36,6 +44,7 @@ export function createResolvers(config: ResolversConfig) {
   const chain: ChainState = createChainState({ db, onReorg: () => cache.clear() })
   const limits = { ...DEFAULT_LOG_LIMITS, ...config.limits }
   const pendingView = createPendingView({ chain, pending: config.pending ?? null })
+  const logResolvers = createLogResolvers({ db, chain, limits, cache, pendingView })
 
   async function chainId(): Promise<Hex> {
     const view = await chain.view()
@@ -59,11 +68,16 @@ export function createResolvers(config: ResolversConfig) {
     chainId,
     blockNumber,
     pendingView,
-    ...createLogResolvers({ db, chain, limits, cache, pendingView }),
+    ...logResolvers,
     ...createBlockResolvers({ db, chain, cache, pendingView }),
     ...createTransactionResolvers({ db, cache, pendingView }),
     ...createReceiptResolvers({ db, chain, cache, pendingView }),
     ...createAccountResolvers({ db, chain, upstream, cache, pendingView }),
+    // Look-ups by many keys and paged histories, for the GraphQL schema's dataloaders and connections.
+    ...createBatchResolvers({ db, chain, pendingView }),
+    ...createAccountHistoryResolvers({ db, chain, limits, pendingView, resolveLogRange: logResolvers.resolveLogRange }),
+    ...createBuilderCodeResolvers({ db }),
+    ...createAttributionResolvers({ db, chain, pending: config.pending ?? null }),
   }
 }
 

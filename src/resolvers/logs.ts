@@ -1,6 +1,6 @@
-import { and, asc, between, eq, inArray, type SQL } from 'drizzle-orm'
+import { and, asc, between, eq, inArray, type SQL, sql } from 'drizzle-orm'
 import type { Hash, RpcLog } from 'viem'
-import { type LogFilter, toQuantity } from '../codecs/index.js'
+import { type BlockSelector, type LogFilter, toQuantity } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
 import {
   BlockRangeBeyondHeadError,
@@ -63,7 +63,8 @@ function matchConditions(filter: LogFilter): SQL[] {
   return conditions
 }
 
-function rangeEnd(resolved: ResolvedBlock): number {
+/** The block number a range end stands for, or the `eth_getLogs` error for an end the index does not hold. */
+export function rangeEnd(resolved: ResolvedBlock): number {
   switch (resolved.status) {
     case 'known':
       return resolved.number
@@ -81,6 +82,18 @@ function rangeEnd(resolved: ResolvedBlock): number {
 }
 
 export type GetLogsParameters = { filter: LogFilter }
+
+/** Position of a log in the chain: a page of logs continues after it. */
+export type LogCursor = { blockNumber: number; logIndex: number }
+export type GetLogsPageParameters = { filter: LogFilter; first: number; after: LogCursor | null }
+export type LogsPage = { logs: Log[]; hasNextPage: boolean }
+
+const LATEST: BlockSelector = { kind: 'tag', tag: 'latest' }
+
+function isAfter(log: Pick<Log, 'blockNumber' | 'logIndex'>, cursor: LogCursor): boolean {
+  const blockNumber = Number(log.blockNumber)
+  return blockNumber > cursor.blockNumber || (blockNumber === cursor.blockNumber && Number(log.logIndex) > cursor.logIndex)
+}
 
 /** The address and topic part of a filter as a cache key (the codecs already lower-cased everything). */
 function matchKey(filter: LogFilter): string {
@@ -121,11 +134,12 @@ export function createLogResolvers({
     return confirmedLogs(filter)
   }
 
-  async function confirmedLogs(filter: LogFilter): Promise<Log[]> {
+  /** The block numbers a filter spans, with the same checks and limits as `eth_getLogs`. */
+  async function resolveLogRange(filter: LogFilter): Promise<{ fromNumber: number; toNumber: number }> {
     if (filter.blockHash !== undefined) {
       const block = await chain.blockByHash(filter.blockHash)
       if (block === null) throw new UnknownBlockError()
-      return cache.remember(`logs:${block.number}-${block.number}:${matchKey(filter)}`, () => logsInRange(filter, block.number, block.number), bytesOfLogs)
+      return { fromNumber: block.number, toNumber: block.number }
     }
 
     const [from, to] = await Promise.all([chain.resolve(filter.fromBlock), chain.resolve(filter.toBlock)])
@@ -140,7 +154,32 @@ export function createLogResolvers({
         `block range too large: at most ${limits.maxBlockRange} blocks per query; retry with the range ${toQuantity(fromNumber)}-${toQuantity(fits)}`,
       )
     }
+    return { fromNumber, toNumber }
+  }
+
+  async function confirmedLogs(filter: LogFilter): Promise<Log[]> {
+    const { fromNumber, toNumber } = await resolveLogRange(filter)
     return cache.remember(`logs:${fromNumber}-${toNumber}:${matchKey(filter)}`, () => logsInRange(filter, fromNumber, toNumber), bytesOfLogs)
+  }
+
+  /**
+   * `eth_getLogs` in pages: the same filter, range checks and pending rules, but instead of refusing more
+   * than `maxLogs` results it returns `first` of them after `after`, so that a client can walk any number
+   * of logs (GraphQL `logs`). Keyset pagination on the primary key `(block_number, log_index)`.
+   */
+  async function getLogsPage({ filter, first, after }: GetLogsPageParameters): Promise<LogsPage> {
+    const withPending = filter.blockHash === undefined && isPendingTag(filter.toBlock) && (await pendingView.blocks()).length > 0
+    let confirmed: Log[] = []
+    if (!(withPending && isPendingTag(filter.fromBlock))) {
+      const { fromNumber, toNumber } = await resolveLogRange(withPending ? { ...filter, toBlock: LATEST } : filter)
+      const position = after === null ? undefined : sql`(${schema.logs.blockNumber}, ${schema.logs.logIndex}) > (${after.blockNumber}, ${after.logIndex})`
+      const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)), first + 1)
+      confirmed = rows.map(formatLog)
+    }
+    const logs = withPending && confirmed.length <= first
+      ? [...confirmed, ...((await pendingView.logs(filter)) as Log[]).filter((log) => after === null || isAfter(log, after))]
+      : confirmed
+    return { logs: logs.slice(0, first), hasNextPage: logs.length > first }
   }
 
   async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number): Promise<Log[]> {
@@ -162,5 +201,5 @@ export function createLogResolvers({
   }
 
 
-  return { getLogs }
+  return { getLogs, getLogsPage, resolveLogRange }
 }

@@ -11,10 +11,10 @@ import { formatLog } from './logs.js'
 const bytesOfReceipts = (receipts: RpcTransactionReceipt[]) =>
   receipts.reduce((sum, receipt) => sum + ANSWER_BYTES.receipt + receipt.logs.length * ANSWER_BYTES.log, 0)
 
-type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
+export type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
 
 /** Puts each log back into its receipt, at the `logs` key the upstream's receipt had. */
-function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
+export function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
   return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
 }
 

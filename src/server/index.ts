@@ -6,6 +6,8 @@ import { createJsonRpcHandler } from '../jsonrpc/index.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
 import type { PendingState } from '../pending/index.js'
 import type { Resolvers } from '../resolvers/index.js'
+import { createGraphqlServer, GRAPHQL_PATH } from '../schema/index.js'
+import { createRestHandler } from '../rest/index.js'
 
 /** Largest request body accepted, in bytes: a batch of 1,000 filters fits comfortably. */
 const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
@@ -26,6 +28,8 @@ export type ServerConfig = {
   /** Sources for `eth_subscribe` on the WebSocket endpoint. */
   chainEvents?: ChainEvents | null
   pending?: PendingState | null
+  /** Builder-code registrations per second per client address (src/rest); 0 turns the limit off. */
+  registrationRateLimit?: number
 }
 
 class BodyTooLargeError extends Error {
@@ -61,6 +65,8 @@ export function createServer(config: ServerConfig) {
   const { logger } = config
   const maxBodyBytes = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
   const jsonRpc = createJsonRpcHandler({ resolvers: config.resolvers, logger })
+  const graphql = createGraphqlServer({ resolvers: config.resolvers, logger, chainEvents: config.chainEvents, pending: config.pending })
+  const rest = createRestHandler({ resolvers: config.resolvers, logger, registrationRateLimit: config.registrationRateLimit })
 
   async function handleJsonRpc(request: IncomingMessage, response: ServerResponse) {
     let body: string
@@ -86,6 +92,8 @@ export function createServer(config: ServerConfig) {
       response.setHeader('allow', 'POST')
       return sendJson(response, 405, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'use POST for JSON-RPC' } })
     }
+    if (await rest(request, response)) return
+    if (path === GRAPHQL_PATH) return graphql(request, response)
     if (path === '/healthz') return sendJson(response, 200, { status: 'ok' })
     if (path === '/readyz') {
       const readiness = (await config.readiness?.()) ?? { ready: true, details: {} }

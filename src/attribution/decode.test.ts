@@ -1,0 +1,139 @@
+import { randomBytes } from 'node:crypto'
+import { Attribution } from 'ox/erc8021'
+import { concat, type Hex } from 'viem'
+import { describe, expect, test } from 'vitest'
+import { attributionSuffix, decodeAttribution } from './decode.js'
+import { BUILDER_CODE_PATTERN, generateBuilderCode } from './builder-code.js'
+
+const MARKER = '80218021802180218021802180218021'
+const CALL = '0xdddddddd'
+
+describe('ERC-8021 vectors', () => {
+  test('schema 0: one code', () => {
+    expect(decodeAttribution('0xdddddddd62617365617070070080218021802180218021802180218021')).toMatchObject({ codes: ['baseapp'], schemas: [0], suffixBytes: 25 })
+  })
+
+  test('schema 0: two codes, comma-separated', () => {
+    expect(decodeAttribution(`${CALL}626173656170702c6d6f7270686f0e00${MARKER}`)?.codes).toEqual(['baseapp', 'morpho'])
+  })
+
+  test('schema 1: codes with a custom registry (address, chain id 8453)', () => {
+    const data = `${CALL}${'cc'.repeat(20)}210502626173656170702C6D6F7270686F0E01${MARKER}`
+    expect(decodeAttribution(data)).toMatchObject({ codes: ['baseapp', 'morpho'], schemas: [1], suffixBytes: 20 + 2 + 1 + 14 + 1 + 1 + 16 })
+  })
+
+  test('schema 2: CBOR map with an app code', () => {
+    expect(decodeAttribution(`${CALL}a161616762617365617070000b02${MARKER}`)).toMatchObject({ codes: ['baseapp'], schemas: [2] })
+  })
+
+  test('schema 2: app, wallet and service codes all count', () => {
+    const suffix = Attribution.toDataSuffix({ appCode: 'bc_app00001', walletCode: 'privy', serviceCodes: ['relay', 'solver'], metadata: { source: 'x' } })
+    expect(decodeAttribution(concat([CALL, suffix]))?.codes).toEqual(['bc_app00001', 'privy', 'relay', 'solver'])
+  })
+
+  test('an unknown schema id is ignored', () => {
+    expect(decodeAttribution(`${CALL}62617365617070070380218021802180218021802180218021`)).toBeNull()
+    expect(decodeAttribution(`${CALL}626173656170700707ff${MARKER}`)).toBeNull()
+  })
+
+  test('suffix gas: 16 per non-zero byte, 4 per zero byte', () => {
+    // 'baseapp' (7) + length (1) + marker (16) are non-zero; the schema id byte is zero.
+    expect(decodeAttribution(`${CALL}62617365617070070080218021802180218021802180218021`)?.suffixGas).toBe(24 * 16 + 4)
+  })
+
+  test('upper-case hex reads the same', () => {
+    expect(decodeAttribution(`${CALL}62617365617070070080218021802180218021802180218021`.toUpperCase().replace('0X', '0x'))?.codes).toEqual(['baseapp'])
+  })
+})
+
+describe('hostile calldata: no attribution, and nothing throws', () => {
+  const cases: [string, string][] = [
+    ['empty', '0x'],
+    ['no marker', `${CALL}${'ab'.repeat(40)}`],
+    ['the marker alone (shorter than any suffix)', `0x${MARKER}`],
+    ['marker and a schema id, no length', `0x00${MARKER}`],
+    ['a codes length of zero', `${CALL}0000${MARKER}`],
+    ['a codes length past the data', `0x6261ff00${MARKER}`],
+    ['a schema-1 chain id length of zero', `${CALL}${'cc'.repeat(20)}00626173656170700701${MARKER}`],
+    ['a schema-1 chain id length past the data', `0x${'cc'.repeat(4)}40626173656170700701${MARKER}`],
+    ['a schema-1 registry shorter than an address', `0x${'cc'.repeat(5)}210502626173656170700701${MARKER}`],
+    ['a CBOR length of zero', `${CALL}000002${MARKER}`],
+    ['a CBOR length past the data', `${CALL}a1616161ffff02${MARKER}`],
+    ['invalid CBOR', `${CALL}ffffffff000402${MARKER}`],
+    ['CBOR that is not a map', `${CALL}f6000102${MARKER}`],
+    ['a truncated CBOR string', `${CALL}a161616762000602${MARKER}`],
+    ['not hex at all', `0xzz${'zz'.repeat(20)}${MARKER}`],
+  ]
+  for (const [name, data] of cases)
+    test(name, () => {
+      expect(() => decodeAttribution(data)).not.toThrow()
+      const decoded = decodeAttribution(data)
+      expect(decoded === null || decoded.codes.length === 0).toBe(true)
+    })
+
+  test('non-ASCII codes are dropped, ASCII ones beside them kept', () => {
+    const codes = Buffer.from('caf\u00e9,bc_ok123456', 'utf8').toString('hex')
+    const length = (codes.length / 2).toString(16).padStart(2, '0')
+    expect(decodeAttribution(`${CALL}${codes}${length}00${MARKER}`)?.codes).toEqual(['bc_ok123456'])
+  })
+
+  test('codes longer than 32 characters or with control characters are dropped', () => {
+    const suffix = Attribution.toDataSuffix({ codes: ['a'.repeat(33), 'tab\there', 'fine'] })
+    expect(decodeAttribution(concat([CALL, suffix]))?.codes).toEqual(['fine'])
+  })
+
+  test('null, undefined and non-strings read as no attribution', () => {
+    expect(decodeAttribution(undefined)).toBeNull()
+    expect(decodeAttribution(null)).toBeNull()
+    expect(decodeAttribution(42 as unknown as string)).toBeNull()
+  })
+
+  test('5,000 random tails behind the marker never throw', () => {
+    for (let round = 0; round < 5_000; round++) {
+      const tail = randomBytes(round % 64).toString('hex')
+      const schema = (round % 4).toString(16).padStart(2, '0')
+      expect(() => decodeAttribution(`0x${tail}${schema}${MARKER}`)).not.toThrow()
+    }
+  })
+})
+
+describe('stacked suffixes', () => {
+  test('an app suffix then a wallet suffix: both codes, outermost first, gas of both', () => {
+    const app = attributionSuffix(['bc_app00001'])
+    const wallet = Attribution.toDataSuffix({ walletCode: 'bc_wal00002' })
+    const decoded = decodeAttribution(concat([CALL, app, wallet]))
+    expect(decoded?.codes).toEqual(['bc_wal00002', 'bc_app00001'])
+    expect(decoded?.schemas).toEqual([2, 0])
+    expect(decoded?.suffixBytes).toBe((app.length - 2) / 2 + (wallet.length - 2) / 2)
+  })
+
+  test('a code repeated across suffixes counts once', () => {
+    const suffix = attributionSuffix(['bc_same0001'])
+    expect(decodeAttribution(concat([CALL, suffix, suffix]))?.codes).toEqual(['bc_same0001'])
+  })
+
+  test('a valid suffix stacked on a broken one keeps the valid codes', () => {
+    expect(decodeAttribution(concat([`0x6261ff00${MARKER}`, attributionSuffix(['bc_outer001'])]))?.codes).toEqual(['bc_outer001'])
+  })
+
+  test('at most four suffixes are peeled off', () => {
+    const suffixes = Array.from({ length: 6 }, (_, index) => attributionSuffix([`code${index}`]))
+    expect(decodeAttribution(concat([CALL, ...suffixes]))?.codes).toEqual(['code5', 'code4', 'code3', 'code2'])
+  })
+})
+
+describe('builder codes and suffixes', () => {
+  test('generated codes are bc_ and 8 of [a-z0-9], and differ', () => {
+    const codes = new Set(Array.from({ length: 1_000 }, generateBuilderCode))
+    expect(codes.size).toBe(1_000)
+    for (const code of codes) expect(code).toMatch(BUILDER_CODE_PATTERN)
+  })
+
+  test('attributionSuffix encodes schema 0 and refuses what no one could decode', () => {
+    const suffix: Hex = attributionSuffix(['bc_abcd1234', 'bc_efgh5678'])
+    expect(suffix.endsWith(MARKER)).toBe(true)
+    expect(decodeAttribution(concat([CALL, suffix]))?.codes).toEqual(['bc_abcd1234', 'bc_efgh5678'])
+    expect(() => attributionSuffix(['a,b'])).toThrow(TypeError)
+    expect(() => attributionSuffix([''])).toThrow(TypeError)
+  })
+})

@@ -1,0 +1,93 @@
+import { and, asc, between, eq, or, sql } from 'drizzle-orm'
+import type { Address, RpcTransaction } from 'viem'
+import type { BlockSelector } from '../codecs/index.js'
+import { type Db, hexToBytea, schema } from '../db/index.js'
+import type { ChainState } from './chain.js'
+import type { LogLimits } from './logs.js'
+import { formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
+
+/** Position of a transaction in the chain: a page of transactions continues after it. */
+export type TransactionCursor = { blockNumber: number; transactionIndex: number }
+
+export type GetAccountTransactionsParameters = {
+  address: Address
+  fromBlock: BlockSelector
+  toBlock: BlockSelector
+  first: number
+  after: TransactionCursor | null
+}
+
+export type TransactionsPage = { transactions: RpcTransaction[]; hasNextPage: boolean }
+
+type ResolveLogRange = (filter: { addresses: null; topics: []; fromBlock: BlockSelector; toBlock: BlockSelector }) => Promise<{
+  fromNumber: number
+  toNumber: number
+}>
+
+/**
+ * An account's history: the transactions it sent or received. The `transactions` table has no index on
+ * `from`/`to`, so every read is bounded by a block range with the `eth_getLogs` limits (the block-number
+ * index narrows it, the address is a filter), and paged like `getLogsPage`.
+ */
+export function createAccountHistoryResolvers({
+  db,
+  chain,
+  limits,
+  pendingView,
+  resolveLogRange,
+}: { db: Db; chain: ChainState; limits: LogLimits; pendingView: PendingView; resolveLogRange: ResolveLogRange }) {
+  async function getAccountTransactions({ address, fromBlock, toBlock, first, after }: GetAccountTransactionsParameters): Promise<TransactionsPage> {
+    const pendingBlocks = isPendingTag(toBlock) ? await pendingView.blocks() : []
+    let confirmed: RpcTransaction[] = []
+    if (!(pendingBlocks.length > 0 && isPendingTag(fromBlock))) {
+      const latest: BlockSelector = { kind: 'tag', tag: 'latest' }
+      const { fromNumber, toNumber } = await resolveLogRange({
+        addresses: null,
+        topics: [],
+        fromBlock,
+        toBlock: pendingBlocks.length > 0 ? latest : toBlock,
+      })
+      const key = hexToBytea(address)
+      const position =
+        after === null
+          ? undefined
+          : sql`(${schema.transactions.blockNumber}, ${schema.transactions.transactionIndex}) > (${after.blockNumber}, ${after.transactionIndex})`
+      const rows = await db.drizzle
+        .select({ body: schema.transactions.body })
+        .from(schema.transactions)
+        .where(
+          and(
+            between(schema.transactions.blockNumber, fromNumber, toNumber),
+            or(eq(schema.transactions.from, key), eq(schema.transactions.to, key)),
+            position,
+          ),
+        )
+        .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex))
+        .limit(first + 1)
+      confirmed = rows.map((row) => row.body as unknown as RpcTransaction)
+    }
+    const transactions = [...confirmed]
+    if (confirmed.length <= first)
+      for (const block of pendingBlocks)
+        block.transactions.forEach((transaction, index) => {
+          const involved = transaction.from === address || transaction.to?.toLowerCase() === address
+          const later = after === null || block.number > after.blockNumber || (block.number === after.blockNumber && index > after.transactionIndex)
+          if (involved && later) transactions.push(formatPendingTransaction(block, index) as unknown as RpcTransaction)
+        })
+    return { transactions: transactions.slice(0, first), hasNextPage: transactions.length > first }
+  }
+
+  /**
+   * The default start of an account's history: the newest `maxBlockRange` blocks up to `toBlock`, so that a
+   * query without `fromBlock` is never refused for its range.
+   */
+  async function recentBlocksStart(toBlock: BlockSelector): Promise<BlockSelector> {
+    const view = await chain.view()
+    const resolved = await chain.resolve(toBlock)
+    const end = resolved.status === 'known' && !isPendingTag(toBlock) ? resolved.number : (view.head?.number ?? 0)
+    const start = Math.max(view.firstBlock ?? 0, end - limits.maxBlockRange + 1)
+    return { kind: 'number', number: BigInt(start) }
+  }
+
+  return { getAccountTransactions, recentBlocksStart }
+}

@@ -1,0 +1,247 @@
+import { sql } from 'drizzle-orm'
+import { type Address, getAddress, type Hex } from 'viem'
+import { type DecodedAttribution, decodeAttribution } from '../attribution/index.js'
+import type { SeriesInterval } from '../codecs/index.js'
+import { byteaToHex, type Db, schema } from '../db/index.js'
+import type { PendingBlock, PendingState, PendingTransaction } from '../pending/index.js'
+import type { ChainState } from './chain.js'
+
+/** Bucket width of each time-series interval, in seconds of chain time. */
+export const SERIES_BUCKET_SECONDS: Record<SeriesInterval, number> = { minute: 60, hour: 3_600, day: 86_400 }
+export const DEFAULT_SERIES_POINTS = 60
+export const MAX_SERIES_POINTS = 1_000
+export const DEFAULT_LEADERBOARD_SIZE = 20
+export const MAX_LEADERBOARD_SIZE = 100
+
+/** Figures of one code over a set of transactions. Gas and wei are decimal strings (they outgrow 2^53). */
+export type AttributionFigures = {
+  transactions: number
+  /** Distinct senders. */
+  reach: number
+  /** Distinct call targets (`to`); contract creations have none. */
+  contracts: number
+  gasUsed: string
+  suffixGas: string
+  value: string
+  /** Block timestamps (unix seconds) of the first and last attributed transaction, `null` without any. */
+  firstSeen: number | null
+  lastSeen: number | null
+}
+
+export type SeriesPoint = { timestamp: number; transactions: number; reach: number; gasUsed: string }
+
+export type BuilderCodeStats = {
+  builderCode: string
+  registered: boolean
+  /** The wallet that registered the code here; `null` for a code seen only on chain. */
+  walletAddress: Address | null
+  /** The indexed head the figures are consistent with: confirmed up to it, pending above it. */
+  head: number | null
+  confirmed: AttributionFigures
+  pending: AttributionFigures
+  series: { interval: SeriesInterval; bucketSeconds: number; points: SeriesPoint[] }
+}
+
+export type LeaderboardEntry = {
+  builderCode: string
+  registered: boolean
+  transactions: number
+  pendingTransactions: number
+  reach: number
+  gasUsed: string
+  lastSeen: number | null
+}
+
+const EMPTY_FIGURES: AttributionFigures = { transactions: 0, reach: 0, contracts: 0, gasUsed: '0', suffixGas: '0', value: '0', firstSeen: null, lastSeen: null }
+
+type PendingAttribution = { block: PendingBlock; transaction: PendingTransaction; index: number; decoded: DecodedAttribution }
+
+/**
+ * Attribution analytics (DESIGN.md §7), shared by REST and GraphQL. Confirmed figures come from the
+ * `attributions` rows the ingester writes; pending ones are counted from the pre-confirmed blocks in memory
+ * (never stored). Both are taken against one head, so that a transaction is counted in exactly one of them
+ * while its block moves from pending to confirmed.
+ */
+export function createAttributionResolvers({ db, chain, pending }: { db: Db; chain: ChainState; pending: PendingState | null }) {
+  // Pre-confirmed transactions are immutable objects; decode each one once, however often it is read.
+  const decodedTransactions = new WeakMap<PendingTransaction, DecodedAttribution | null>()
+
+  function decodePending(transaction: PendingTransaction): DecodedAttribution | null {
+    let decoded = decodedTransactions.get(transaction)
+    if (decoded === undefined) {
+      decoded = decodeAttribution(transaction.fields.input as Hex | undefined)
+      decodedTransactions.set(transaction, decoded)
+    }
+    return decoded
+  }
+
+  function pendingAttributions(head: number): PendingAttribution[] {
+    const found: PendingAttribution[] = []
+    for (const block of pending?.blocks(head) ?? [])
+      block.transactions.forEach((transaction, index) => {
+        const decoded = decodePending(transaction)
+        if (decoded !== null && decoded.codes.length > 0) found.push({ block, transaction, index, decoded })
+      })
+    return found
+  }
+
+  function pendingFigures(attributed: PendingAttribution[]): AttributionFigures {
+    if (attributed.length === 0) return EMPTY_FIGURES
+    const senders = new Set<string>()
+    const targets = new Set<string>()
+    let gasUsed = 0n
+    let suffixGas = 0n
+    let value = 0n
+    let firstSeen = Number.POSITIVE_INFINITY
+    let lastSeen = 0
+    for (const { block, transaction, index, decoded } of attributed) {
+      senders.add(transaction.from)
+      if (transaction.to !== null) targets.add(transaction.to.toLowerCase())
+      gasUsed += BigInt((block.receipts[index]?.gasUsed as Hex | undefined) ?? 0)
+      suffixGas += BigInt(decoded.suffixGas)
+      value += BigInt((transaction.fields.value as Hex | undefined) ?? 0)
+      const timestamp = Number(block.timestamp)
+      firstSeen = Math.min(firstSeen, timestamp)
+      lastSeen = Math.max(lastSeen, timestamp)
+    }
+    return {
+      transactions: attributed.length,
+      reach: senders.size,
+      contracts: targets.size,
+      gasUsed: gasUsed.toString(),
+      suffixGas: suffixGas.toString(),
+      value: value.toString(),
+      firstSeen,
+      lastSeen,
+    }
+  }
+
+  async function confirmedFigures(code: string, head: number): Promise<AttributionFigures> {
+    const [row] = await db.query<{
+      transactions: number
+      reach: number
+      contracts: number
+      gas_used: string
+      suffix_gas: string
+      value: string
+      first_seen: string | number | null
+      last_seen: string | number | null
+    }>(sql`
+      select count(*)::int as transactions, count(distinct ${schema.attributions.sender})::int as reach,
+        count(distinct ${schema.attributions.target})::int as contracts,
+        coalesce(sum(${schema.attributions.gasUsed}), 0)::text as gas_used,
+        coalesce(sum(${schema.attributions.suffixGas}), 0)::text as suffix_gas,
+        coalesce(sum(${schema.attributions.value}), 0)::text as value,
+        min(${schema.attributions.blockTimestamp}) as first_seen, max(${schema.attributions.blockTimestamp}) as last_seen
+      from ${schema.attributions}
+      where ${schema.attributions.code} = ${code} and ${schema.attributions.blockNumber} <= ${head}`)
+    if (row === undefined) return EMPTY_FIGURES
+    return {
+      transactions: row.transactions,
+      reach: row.reach,
+      contracts: row.contracts,
+      gasUsed: row.gas_used,
+      suffixGas: row.suffix_gas,
+      value: row.value,
+      firstSeen: row.first_seen === null ? null : Number(row.first_seen),
+      lastSeen: row.last_seen === null ? null : Number(row.last_seen),
+    }
+  }
+
+  /** A dense series of `points` buckets of chain time, ending with the bucket of `endTimestamp`. */
+  async function series(code: string, head: number, endTimestamp: number, interval: SeriesInterval, points: number): Promise<SeriesPoint[]> {
+    const bucket = SERIES_BUCKET_SECONDS[interval]
+    const last = Math.floor(endTimestamp / bucket) * bucket
+    const first = last - (points - 1) * bucket
+    const rows = await db.query<{ bucket: string | number; transactions: number; reach: number; gas_used: string }>(sql`
+      select (${schema.attributions.blockTimestamp} / ${bucket}) * ${bucket} as bucket, count(*)::int as transactions,
+        count(distinct ${schema.attributions.sender})::int as reach, sum(${schema.attributions.gasUsed})::text as gas_used
+      from ${schema.attributions}
+      where ${schema.attributions.code} = ${code} and ${schema.attributions.blockNumber} <= ${head}
+        and ${schema.attributions.blockTimestamp} >= ${first}
+      group by 1`)
+    const byBucket = new Map(rows.map((row) => [Number(row.bucket), row]))
+    return Array.from({ length: points }, (_, index) => {
+      const timestamp = first + index * bucket
+      const row = byBucket.get(timestamp)
+      return { timestamp, transactions: row?.transactions ?? 0, reach: row?.reach ?? 0, gasUsed: row?.gas_used ?? '0' }
+    })
+  }
+
+  async function walletOf(code: string): Promise<Address | null> {
+    const rows = await db.query<{ wallet: Uint8Array }>(
+      sql`select ${schema.builderCodes.wallet} as wallet from ${schema.builderCodes} where ${schema.builderCodes.code} = ${code} limit 1`,
+    )
+    const row = rows[0]
+    return row ? getAddress(byteaToHex(row.wallet)) : null
+  }
+
+  /**
+   * Everything the dashboard shows for one code, or `null` when the code is neither registered here nor
+   * seen on chain (confirmed or pending).
+   */
+  async function builderCodeStats(
+    code: string,
+    options: { interval?: SeriesInterval; points?: number } = {},
+  ): Promise<BuilderCodeStats | null> {
+    const interval = options.interval ?? 'hour'
+    const points = Math.min(Math.max(1, options.points ?? DEFAULT_SERIES_POINTS), MAX_SERIES_POINTS)
+    const view = await chain.view()
+    const head = view.head?.number ?? -1
+    const pendingFor = pendingAttributions(head).filter((attributed) => attributed.decoded.codes.includes(code))
+    const endTimestamp = Math.max(view.head?.timestamp ?? 0, ...pendingFor.map(({ block }) => Number(block.timestamp)))
+    const [wallet, confirmed, seriesPoints] = await Promise.all([
+      walletOf(code),
+      confirmedFigures(code, head),
+      series(code, head, endTimestamp, interval, points),
+    ])
+    if (wallet === null && confirmed.transactions === 0 && pendingFor.length === 0) return null
+    return {
+      builderCode: code,
+      registered: wallet !== null,
+      walletAddress: wallet,
+      head: view.head?.number ?? null,
+      confirmed,
+      pending: pendingFigures(pendingFor),
+      series: { interval, bucketSeconds: SERIES_BUCKET_SECONDS[interval], points: seriesPoints },
+    }
+  }
+
+  /** Codes ranked by transactions (confirmed plus pending), registered here or not. */
+  async function builderCodeLeaderboard(options: { limit?: number } = {}): Promise<LeaderboardEntry[]> {
+    const limit = Math.min(Math.max(1, options.limit ?? DEFAULT_LEADERBOARD_SIZE), MAX_LEADERBOARD_SIZE)
+    const view = await chain.view()
+    const head = view.head?.number ?? -1
+    const rows = await db.query<{ code: string; registered: boolean; transactions: number; reach: number; gas_used: string; last_seen: string | number }>(sql`
+      select ${schema.attributions.code} as code, count(*)::int as transactions,
+        count(distinct ${schema.attributions.sender})::int as reach, sum(${schema.attributions.gasUsed})::text as gas_used,
+        max(${schema.attributions.blockTimestamp}) as last_seen,
+        exists (select 1 from ${schema.builderCodes} where ${schema.builderCodes.code} = ${schema.attributions.code}) as registered
+      from ${schema.attributions}
+      where ${schema.attributions.blockNumber} <= ${head}
+      group by ${schema.attributions.code}
+      order by transactions desc, code
+      limit ${limit}`)
+    const pendingByCode = new Map<string, number>()
+    for (const { decoded } of pendingAttributions(head))
+      for (const code of decoded.codes) pendingByCode.set(code, (pendingByCode.get(code) ?? 0) + 1)
+    const entries: LeaderboardEntry[] = rows.map((row) => ({
+      builderCode: row.code,
+      registered: row.registered,
+      transactions: row.transactions,
+      pendingTransactions: pendingByCode.get(row.code) ?? 0,
+      reach: row.reach,
+      gasUsed: row.gas_used,
+      lastSeen: Number(row.last_seen),
+    }))
+    const listed = new Set(entries.map((entry) => entry.builderCode))
+    for (const [code, count] of pendingByCode) {
+      if (listed.has(code)) continue
+      entries.push({ builderCode: code, registered: (await walletOf(code)) !== null, transactions: 0, pendingTransactions: count, reach: 0, gasUsed: '0', lastSeen: null })
+    }
+    const total = (entry: LeaderboardEntry) => entry.transactions + entry.pendingTransactions
+    return entries.sort((a, b) => total(b) - total(a) || a.builderCode.localeCompare(b.builderCode)).slice(0, limit)
+  }
+
+  return { builderCodeStats, builderCodeLeaderboard }
+}

@@ -1,0 +1,133 @@
+import { asc, inArray, sql } from 'drizzle-orm'
+import type { Hash, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
+import { type BlockSelector, toQuantity } from '../codecs/index.js'
+import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
+import { InvalidBlockRangeError, LimitExceededError } from '../errors.js'
+import type { ChainState } from './chain.js'
+import { rangeEnd } from './logs.js'
+import { formatPendingBlock, formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
+import { assemble } from './receipts.js'
+
+/** Largest `blocks(from, to)` range: whole blocks are large objects. */
+export const MAX_BLOCKS_PER_QUERY = 100
+
+/** A block as `eth_getBlockByNumber(n, false)` answers it: the header with its transaction hashes. */
+export type BlockWithHashes = RpcBlock<'latest', false>
+
+/**
+ * Look-ups by many keys at once, one SQL statement per table whatever the number of keys, for the
+ * per-request dataloaders of the GraphQL schema. Each answer is the object the single look-up
+ * (`getBlock`, `getTransaction`, `getTransactionReceipt`) returns, aligned with the keys, `null` where
+ * unknown; keys above the indexed head are looked up in the pre-confirmed blocks.
+ */
+export function createBatchResolvers({ db, chain, pendingView }: { db: Db; chain: ChainState; pendingView: PendingView }) {
+  async function blocksByNumbers(numbers: readonly number[]): Promise<(BlockWithHashes | null)[]> {
+    if (numbers.length === 0) return []
+    const [headerRows, hashRows] = await Promise.all([
+      db.drizzle
+        .select({ number: schema.blocks.number, header: schema.blocks.header })
+        .from(schema.blocks)
+        .where(inArray(schema.blocks.number, [...numbers])),
+      db.drizzle
+        .select({ blockNumber: schema.transactions.blockNumber, hash: schema.transactions.hash })
+        .from(schema.transactions)
+        .where(inArray(schema.transactions.blockNumber, [...numbers]))
+        .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex)),
+    ])
+    const hashesByBlock = new Map<number, Hash[]>()
+    for (const row of hashRows) {
+      const list = hashesByBlock.get(row.blockNumber)
+      if (list) list.push(byteaToHex(row.hash))
+      else hashesByBlock.set(row.blockNumber, [byteaToHex(row.hash)])
+    }
+    const byNumber = new Map(
+      headerRows.map((row) => [row.number, { ...row.header, transactions: hashesByBlock.get(row.number) ?? [] } as unknown as BlockWithHashes]),
+    )
+    const pending = byNumber.size < numbers.length ? await pendingView.blocks() : []
+    return numbers.map((number) => {
+      const confirmed = byNumber.get(number)
+      if (confirmed !== undefined) return confirmed
+      const block = pending.find((candidate) => candidate.number === number)
+      return block === undefined ? null : (formatPendingBlock(block, false) as unknown as BlockWithHashes)
+    })
+  }
+
+  async function transactionsByHashes(hashes: readonly Hash[]): Promise<(RpcTransaction | null)[]> {
+    if (hashes.length === 0) return []
+    const rows = await db.drizzle
+      .select({ hash: schema.transactions.hash, body: schema.transactions.body })
+      .from(schema.transactions)
+      .where(inArray(schema.transactions.hash, hashes.map(hexToBytea)))
+    const byHash = new Map(rows.map((row) => [byteaToHex(row.hash), row.body as unknown as RpcTransaction]))
+    return Promise.all(
+      hashes.map(async (hash) => {
+        const confirmed = byHash.get(hash)
+        if (confirmed !== undefined) return confirmed
+        const pending = await pendingView.transaction(hash)
+        return pending === null ? null : (formatPendingTransaction(pending.block, pending.index) as unknown as RpcTransaction)
+      }),
+    )
+  }
+
+  async function receiptsByHashes(hashes: readonly Hash[]): Promise<(RpcTransactionReceipt | null)[]> {
+    if (hashes.length === 0) return []
+    const receiptRows = await db.drizzle
+      .select({
+        transactionHash: schema.receipts.transactionHash,
+        blockNumber: schema.receipts.blockNumber,
+        transactionIndex: schema.receipts.transactionIndex,
+        body: schema.receipts.body,
+      })
+      .from(schema.receipts)
+      .where(inArray(schema.receipts.transactionHash, hashes.map(hexToBytea)))
+    const logRows: LogRow[] =
+      receiptRows.length === 0
+        ? []
+        : await db.drizzle
+            .select()
+            .from(schema.logs)
+            .where(
+              sql`(${schema.logs.blockNumber}, ${schema.logs.transactionIndex}) in (${sql.join(
+                receiptRows.map((row) => sql`(${row.blockNumber}, ${row.transactionIndex})`),
+                sql`, `,
+              )})`,
+            )
+            .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
+    const logsByTransaction = new Map<string, LogRow[]>()
+    for (const log of logRows) {
+      const key = `${log.blockNumber}:${log.transactionIndex}`
+      const list = logsByTransaction.get(key)
+      if (list) list.push(log)
+      else logsByTransaction.set(key, [log])
+    }
+    const byHash = new Map(
+      receiptRows.map((row) => [byteaToHex(row.transactionHash), assemble(row, logsByTransaction.get(`${row.blockNumber}:${row.transactionIndex}`) ?? [])]),
+    )
+    return Promise.all(
+      hashes.map(async (hash) => byHash.get(hash) ?? ((await pendingView.receipt(hash)) as unknown as RpcTransactionReceipt | null)),
+    )
+  }
+
+  /**
+   * The numbers of the blocks from `from` to `to` that exist, at most `MAX_BLOCKS_PER_QUERY`; `to: pending`
+   * ends with the pre-confirmed blocks when there are any.
+   */
+  async function blockNumbersInRange({ from, to }: { from: BlockSelector; to: BlockSelector }): Promise<number[]> {
+    const pendingNumbers = isPendingTag(to) ? (await pendingView.blocks()).map((block) => block.number) : []
+    if (isPendingTag(from) && pendingNumbers.length > 0) return pendingNumbers.slice(0, MAX_BLOCKS_PER_QUERY)
+    const [start, end] = await Promise.all([chain.resolve(from), chain.resolve(to)])
+    const fromNumber = rangeEnd(start)
+    const toNumber = rangeEnd(end)
+    if (fromNumber > toNumber) throw new InvalidBlockRangeError()
+    if (toNumber - fromNumber + 1 + pendingNumbers.length > MAX_BLOCKS_PER_QUERY)
+      throw new LimitExceededError(
+        `block range too large: at most ${MAX_BLOCKS_PER_QUERY} blocks per query; retry with the range ${toQuantity(fromNumber)}-${toQuantity(fromNumber + MAX_BLOCKS_PER_QUERY - 1)}`,
+      )
+    const numbers = Array.from({ length: toNumber - fromNumber + 1 }, (_, offset) => fromNumber + offset)
+    return [...numbers, ...pendingNumbers]
+  }
+
+  return { blocksByNumbers, transactionsByHashes, receiptsByHashes, blockNumbersInRange }
+}
+
+export type BatchResolvers = ReturnType<typeof createBatchResolvers>

@@ -1,0 +1,187 @@
+import { readFileSync } from 'node:fs'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Logger } from 'pino'
+import { attributionCode, seriesInterval, walletAddress } from '../codecs/index.js'
+import {
+  HttpMethodNotAllowedError,
+  InvalidAddressError,
+  InvalidBuilderCodeError,
+  InvalidJsonError,
+  InvalidQueryError,
+  InvalidRequestBodyError,
+  NotFoundError,
+  PayloadTooLargeError,
+  toHttpError,
+  TooManyRequestsError,
+  UnsupportedMediaTypeError,
+} from '../errors.js'
+import type { Resolvers } from '../resolvers/index.js'
+import { createRateLimiter } from './rate-limit.js'
+
+/** A registration body is one address: anything near this size is not one. */
+const MAX_REGISTRATION_BODY_BYTES = 4 * 1024
+/** Registrations per second per client address, by default (bursts of five seconds' worth). */
+export const DEFAULT_REGISTRATION_RATE_LIMIT = 20
+const REGISTRATION_PATH = '/v1/agents/builder-codes'
+const DASHBOARD_HTML = readFileSync(new URL('./dashboard.html', import.meta.url))
+
+export type RestHandler = (request: IncomingMessage, response: ServerResponse) => Promise<boolean>
+
+export type RestConfig = {
+  resolvers: Resolvers
+  logger: Logger
+  /** Registrations per second per client address; 0 turns the limit off. */
+  registrationRateLimit?: number
+}
+
+function send(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  const text = JSON.stringify(body)
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store', ...headers })
+  response.end(text)
+}
+
+function readBody(request: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(request.headers['content-length'])
+    if (declared > limit) return reject(new PayloadTooLargeError(limit))
+    const chunks: Buffer[] = []
+    let size = 0
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        // Stop reading, but let the answer go out before the connection closes.
+        request.removeAllListeners('data')
+        request.resume()
+        reject(new PayloadTooLargeError(limit))
+        return
+      }
+      chunks.push(chunk)
+    })
+    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    request.on('error', reject)
+  })
+}
+
+function isJsonContentType(header: string | undefined): boolean {
+  if (header === undefined) return false
+  const mediaType = header.split(';')[0]!.trim().toLowerCase()
+  return mediaType === 'application/json' || (mediaType.startsWith('application/') && mediaType.endsWith('+json'))
+}
+
+function parseWallet(value: unknown) {
+  const parsed = walletAddress.safeParse(value)
+  if (!parsed.success) throw new InvalidAddressError(parsed.error.issues[0]!.message)
+  return parsed.data
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    throw new InvalidQueryError('the path is not valid percent-encoding')
+  }
+}
+
+function parsePositiveInt(name: string, value: string | null, max: number): number | undefined {
+  if (value === null) return undefined
+  const number = Number(value)
+  if (!Number.isInteger(number) || number < 1 || number > max) throw new InvalidQueryError(`${name} must be a whole number from 1 to ${max}`)
+  return number
+}
+
+/**
+ * The REST API (builder codes and their analytics) and the dashboard page: `/v1/…` and `/dashboard`. Returns
+ * `false` for any other path, so that the server's other routes get it. Thin over `resolvers`, like JSON-RPC.
+ */
+export function createRestHandler(config: RestConfig): RestHandler {
+  const { resolvers, logger } = config
+  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT })
+
+  async function register(request: IncomingMessage, response: ServerResponse) {
+    const wait = limiter.take(request.socket.remoteAddress ?? 'unknown')
+    if (wait > 0) throw new TooManyRequestsError(wait)
+    if (!isJsonContentType(request.headers['content-type'])) throw new UnsupportedMediaTypeError(request.headers['content-type'])
+    const text = await readBody(request, MAX_REGISTRATION_BODY_BYTES)
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      throw new InvalidJsonError()
+    }
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidRequestBodyError('the body must be a JSON object with walletAddress')
+    const fields = body as Record<string, unknown>
+    const given = fields.walletAddress ?? fields.wallet_address
+    if (given === undefined) throw new InvalidRequestBodyError('walletAddress is required')
+    const registered = await resolvers.registerBuilderCode(parseWallet(given))
+    send(response, registered.created ? 201 : 200, { builderCode: registered.builderCode, walletAddress: registered.walletAddress })
+  }
+
+  async function lookup(response: ServerResponse, wallet: string) {
+    const record = await resolvers.builderCodeOfWallet(parseWallet(wallet))
+    if (record === null) throw new NotFoundError(`no builder code is registered for ${wallet}`)
+    send(response, 200, record)
+  }
+
+  async function stats(response: ServerResponse, code: string, query: URLSearchParams) {
+    if (!attributionCode.safeParse(code).success) throw new InvalidBuilderCodeError(`${JSON.stringify(code)} is not a builder code`)
+    const intervalText = query.get('interval')
+    const interval = intervalText === null ? undefined : seriesInterval.safeParse(intervalText)
+    if (interval !== undefined && !interval.success) throw new InvalidQueryError(interval.error.issues[0]!.message)
+    const result = await resolvers.builderCodeStats(code, { interval: interval?.data, points: parsePositiveInt('points', query.get('points'), 1_000) })
+    if (result === null) throw new NotFoundError(`builder code ${code} is neither registered nor seen on chain`)
+    send(response, 200, result)
+  }
+
+  async function leaderboard(response: ServerResponse, query: URLSearchParams) {
+    const builderCodes = await resolvers.builderCodeLeaderboard({ limit: parsePositiveInt('limit', query.get('limit'), 100) })
+    send(response, 200, { builderCodes })
+  }
+
+  function only(request: IncomingMessage, methods: string[]) {
+    if (!methods.includes(request.method ?? 'GET')) throw new HttpMethodNotAllowedError(request.method ?? 'GET', methods)
+  }
+
+  async function route(request: IncomingMessage, response: ServerResponse, url: URL) {
+    const path = url.pathname
+    if (path === REGISTRATION_PATH) {
+      only(request, ['POST'])
+      return register(request, response)
+    }
+    const segments = path.split('/').slice(1)
+    if (path.startsWith(`${REGISTRATION_PATH}/`) && segments.length === 4) {
+      only(request, ['GET'])
+      return lookup(response, decodeSegment(segments[3]!))
+    }
+    if (path === '/v1/builder-codes') {
+      only(request, ['GET'])
+      return leaderboard(response, url.searchParams)
+    }
+    if (segments.length === 4 && segments[1] === 'builder-codes' && segments[3] === 'stats') {
+      only(request, ['GET'])
+      return stats(response, decodeSegment(segments[2]!), url.searchParams)
+    }
+    throw new NotFoundError(`no route for ${request.method} ${path}`)
+  }
+
+  return async function handle(request, response) {
+    const url = new URL(request.url ?? '/', 'http://localhost')
+    if (url.pathname === '/dashboard' || url.pathname === '/dashboard/') {
+      if (request.method !== 'GET' && request.method !== 'HEAD') {
+        send(response, 405, toHttpError(new HttpMethodNotAllowedError(request.method ?? '', ['GET'])).body, { allow: 'GET' })
+        return true
+      }
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': DASHBOARD_HTML.length })
+      response.end(request.method === 'HEAD' ? undefined : DASHBOARD_HTML)
+      return true
+    }
+    if (!url.pathname.startsWith('/v1/')) return false
+    try {
+      await route(request, response, url)
+    } catch (error) {
+      const answer = toHttpError(error)
+      if (answer.status === 500) logger.error({ err: error, path: url.pathname }, 'REST request failed')
+      send(response, answer.status, answer.body, answer.headers)
+    }
+    return true
+  }
+}

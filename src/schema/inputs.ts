@@ -1,0 +1,129 @@
+import { z } from 'zod'
+import { InvalidParamsError } from '../errors.js'
+import { BLOCK_TAGS, blockArgument, type LogFilter, logFilter, toQuantity } from '../codecs/index.js'
+import { builder } from './builder.js'
+
+/** Page size of `logs` and `transactions` connections when `first` is not given, and its ceiling. */
+export const DEFAULT_PAGE_SIZE = 100
+export const MAX_PAGE_SIZE = 10_000
+
+export const BlockTag = builder.enumType('BlockTag', {
+  description: '`PENDING` is the pre-confirmed (Flashblocks) view, and answers as `LATEST` when there is none.',
+  values: Object.fromEntries(BLOCK_TAGS.map((tag) => [tag.toUpperCase(), { value: tag }])) as {
+    [tag in (typeof BLOCK_TAGS)[number] as Uppercase<tag>]: { value: tag }
+  },
+})
+
+export type BlockInputShape = { number?: bigint | null; hash?: `0x${string}` | null; tag?: (typeof BLOCK_TAGS)[number] | null }
+
+export const BlockInput = builder.inputRef<BlockInputShape>('BlockInput').implement({
+  description: 'A block by number, hash or tag: exactly one of them.',
+  isOneOf: true,
+  fields: (t) => ({
+    number: t.field({ type: 'BigInt' }),
+    hash: t.field({ type: 'Hash' }),
+    tag: t.field({ type: BlockTag }),
+  }),
+})
+
+/** The JSON-RPC form of a block input (hex number, tag or EIP-1898 object), for the shared codecs. */
+function toRpcBlock(value: BlockInputShape): z.input<typeof blockArgument> {
+  if (value.number !== undefined && value.number !== null) return toQuantity(value.number)
+  if (value.hash !== undefined && value.hash !== null) return { blockHash: value.hash }
+  return value.tag ?? 'latest'
+}
+
+/** A `BlockInput` to the resolvers' block selector, through the JSON-RPC block-argument codec. */
+export const blockSelector = z.custom<BlockInputShape>().transform(toRpcBlock).pipe(blockArgument)
+
+type LogFilterShape = {
+  fromBlock?: BlockInputShape | null
+  toBlock?: BlockInputShape | null
+  blockHash?: `0x${string}` | null
+  addresses?: `0x${string}`[] | null
+  topics?: (`0x${string}`[] | null)[] | null
+}
+
+export const LogFilterInput = builder.inputRef<LogFilterShape>('LogFilter').implement({
+  description:
+    'The filter of `eth_getLogs`: a block range (default `LATEST` to `LATEST`) or one block by hash, any of the addresses, ' +
+    'and per topic position any of the listed topics (`null` matches anything).',
+  fields: (t) => ({
+    fromBlock: t.field({ type: BlockInput }),
+    toBlock: t.field({ type: BlockInput }),
+    blockHash: t.field({ type: 'Hash' }),
+    addresses: t.field({ type: ['Address'] }),
+    topics: t.field({ type: t.listRef(t.listRef('Hash'), { required: false }) }),
+  }),
+})
+
+/** A `LogFilter` input to the resolvers' filter, through the `eth_getLogs` filter codec. */
+export const logFilterSchema = z
+  .custom<LogFilterShape>()
+  .superRefine((filter, context) => {
+    for (const end of ['fromBlock', 'toBlock'] as const)
+      if (filter[end]?.hash !== undefined && filter[end]?.hash !== null)
+        context.addIssue({ code: 'custom', path: [end], message: 'takes a number or a tag; filter one block by hash with blockHash' })
+  })
+  .transform((filter): z.input<typeof logFilter> => ({
+    // A hash here was refused above.
+    ...(filter.fromBlock ? { fromBlock: toRpcBlock(filter.fromBlock) as string } : {}),
+    ...(filter.toBlock ? { toBlock: toRpcBlock(filter.toBlock) as string } : {}),
+    ...(filter.blockHash ? { blockHash: filter.blockHash } : {}),
+    address: filter.addresses ?? null,
+    topics: filter.topics ?? null,
+  }))
+  .pipe(logFilter)
+
+export type LogMatch = Pick<LogFilter, 'addresses' | 'topics'>
+
+export const LogMatchInput = builder.inputRef<Pick<LogFilterShape, 'addresses' | 'topics'>>('LogMatch').implement({
+  description: 'The address and topic part of a log filter, for subscriptions.',
+  fields: (t) => ({
+    addresses: t.field({ type: ['Address'] }),
+    topics: t.field({ type: t.listRef(t.listRef('Hash'), { required: false }) }),
+  }),
+})
+
+export const logMatchSchema = z
+  .custom<Pick<LogFilterShape, 'addresses' | 'topics'> | null | undefined>()
+  .transform((match): z.input<typeof logFilter> => ({ address: match?.addresses ?? null, topics: match?.topics ?? null }))
+  .pipe(logFilter)
+  .transform(({ addresses, topics }): LogMatch => ({ addresses, topics }))
+
+/** Opaque page cursors: the position of the last item of a page, `block:index`. */
+export function encodeCursor(blockNumber: number | bigint | string, index: number | bigint | string): string {
+  return Buffer.from(`${BigInt(blockNumber)}:${BigInt(index)}`).toString('base64url')
+}
+
+export const cursorSchema = z
+  .string()
+  .transform((value, context) => {
+    const match = /^(\d{1,16}):(\d{1,10})$/.exec(Buffer.from(value, 'base64url').toString())
+    if (match === null) {
+      context.addIssue({ code: 'custom', message: 'not a cursor from this API' })
+      return z.NEVER
+    }
+    return { blockNumber: Number(match[1]), index: Number(match[2]) }
+  })
+  .nullish()
+
+export type Cursor = { blockNumber: number; index: number }
+
+export const PageInfo = builder.objectRef<{ endCursor: string | null; hasNextPage: boolean }>('PageInfo').implement({
+  fields: (t) => ({
+    endCursor: t.exposeString('endCursor', { nullable: true, description: 'Pass as `after` for the next page.' }),
+    hasNextPage: t.exposeBoolean('hasNextPage'),
+  }),
+})
+
+/**
+ * Parses a value the schema assembled itself (not a single argument, which the zod plugin validates) with
+ * the same wording as the plugin's errors.
+ */
+export function parseArgument<output>(schema: z.ZodType<output>, value: unknown, name: string): output {
+  const parsed = schema.safeParse(value)
+  if (parsed.success) return parsed.data
+  const issue = parsed.error.issues[0]
+  throw new InvalidParamsError(`invalid argument ${[name, ...(issue?.path ?? [])].join('.')}: ${issue?.message ?? 'invalid value'}`)
+}

@@ -1,0 +1,50 @@
+import { GraphQLError } from 'graphql'
+import { z } from 'zod'
+import { address, hash, hexData } from '../codecs/index.js'
+import { builder } from './builder.js'
+
+/** Unsigned integers up to 256 bits, as decimal strings (JSON numbers lose precision past 2^53). */
+const MAX_UINT256 = 2n ** 256n - 1n
+
+const unsignedInteger = z
+  .union([z.string().regex(/^\d{1,78}$/, { error: 'expected a decimal integer string' }), z.number().int().nonnegative()], {
+    error: 'expected a non-negative integer as a decimal string',
+  })
+  .transform((value) => BigInt(value))
+  .refine((value) => value <= MAX_UINT256, { error: 'integer exceeds 256 bits' })
+
+/** A scalar's input goes through the same zod codec as the JSON-RPC parameter of that kind. */
+function parseWith<output>(codec: z.ZodType<output>, scalar: string) {
+  return (value: unknown): output => {
+    const parsed = codec.safeParse(value)
+    if (parsed.success) return parsed.data
+    throw new GraphQLError(`invalid ${scalar}: ${parsed.error.issues[0]?.message ?? 'invalid value'}`, {
+      extensions: { code: 'BAD_USER_INPUT' },
+    })
+  }
+}
+
+builder.scalarType('Address', {
+  description: 'A 20-byte address, 0x-prefixed hex (any case on input, as the node reports it on output).',
+  serialize: (value) => value,
+  parseValue: parseWith(address, 'Address'),
+})
+
+builder.scalarType('Hash', {
+  description: 'A 32-byte hash or topic, 0x-prefixed hex.',
+  serialize: (value) => value,
+  parseValue: parseWith(hash, 'Hash'),
+})
+
+builder.scalarType('HexData', {
+  description: 'Bytes as 0x-prefixed hex.',
+  serialize: (value) => value,
+  parseValue: parseWith(hexData, 'HexData'),
+})
+
+builder.scalarType('BigInt', {
+  description: 'A non-negative integer as a decimal string (input also takes an Int literal).',
+  // Answers carry hex quantities from the node; GraphQL shows them in decimal.
+  serialize: (value) => BigInt(value).toString(),
+  parseValue: parseWith(unsignedInteger, 'BigInt'),
+})

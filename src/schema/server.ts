@@ -1,0 +1,112 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { format } from 'node:util'
+import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases'
+import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens'
+import { renderGraphiQL } from '@graphql-yoga/render-graphiql'
+import { GraphQLError } from 'graphql'
+import { createYoga, maskError } from 'graphql-yoga'
+import type { Logger } from 'pino'
+import { toGraphQLError } from '../errors.js'
+import type { ChainEvents } from '../jsonrpc/subscriptions.js'
+import type { PendingState } from '../pending/index.js'
+import type { Resolvers } from '../resolvers/index.js'
+import type { GraphqlContext } from './builder.js'
+import { createLoaders } from './loaders.js'
+import { schema } from './schema.js'
+
+export const GRAPHQL_PATH = '/graphql'
+/** Aliases per operation: each alias is another resolver run, so they are counted apart from depth. */
+const MAX_ALIASES = 15
+/** Tokens per document, checked while parsing, before any other work (GraphiQL's introspection fits). */
+const MAX_TOKENS = 5_000
+
+/** What GraphiQL opens with: the newest block with its transactions, and the newest logs. */
+export const DEFAULT_GRAPHIQL_QUERY = `# flashgate: blocks, transactions, receipts, logs and accounts from the index.
+# Every block argument takes a number, a hash or a tag; tag PENDING is the pre-confirmed (Flashblocks) view.
+query Latest {
+  block(tag: LATEST) {
+    number
+    hash
+    timestamp
+    transactionCount
+    transactions {
+      hash
+      from
+      to
+      value
+      receipt {
+        status
+        gasUsed
+      }
+    }
+  }
+  logs(filter: { fromBlock: { tag: LATEST } }, first: 5) {
+    nodes {
+      address
+      topics
+      blockNumber
+      transactionHash
+    }
+    pageInfo {
+      endCursor
+      hasNextPage
+    }
+  }
+}
+`
+
+function isGraphQLError(error: unknown): error is GraphQLError {
+  return error instanceof Error && error.name === 'GraphQLError'
+}
+
+export type GraphqlServerConfig = {
+  resolvers: Resolvers
+  logger: Logger
+  chainEvents?: ChainEvents | null
+  pending?: PendingState | null
+}
+
+/**
+ * graphql-yoga on `/graphql`: queries over GET and POST, subscriptions over server-sent events, GraphiQL
+ * (bundled, no CDN) for browsers. Expected errors carry `extensions.code`; anything else is masked and
+ * logged. https://the-guild.dev/graphql/yoga-server/docs
+ */
+export function createGraphqlServer(config: GraphqlServerConfig) {
+  const { resolvers, logger } = config
+  const log =
+    (level: 'debug' | 'info' | 'warn' | 'error') =>
+    (...args: unknown[]) =>
+      logger[level](format(...args))
+  return createYoga<{ req: IncomingMessage; res: ServerResponse }, GraphqlContext>({
+    schema,
+    graphqlEndpoint: GRAPHQL_PATH,
+    landingPage: false,
+    context: () => ({
+      resolvers,
+      loaders: createLoaders(resolvers),
+      chainEvents: config.chainEvents ?? null,
+      pending: config.pending ?? null,
+    }),
+    graphiql: { title: 'flashgate GraphiQL', defaultQuery: DEFAULT_GRAPHIQL_QUERY },
+    renderGraphiQL,
+    // yoga reports every error it answers with; the unexpected ones are logged at `error` by `maskError`.
+    logging: { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('debug') },
+    maskedErrors: {
+      maskError(error, message, isDev) {
+        // Duck-typed, not `instanceof`: graphql's CommonJS and ES builds can both be loaded (vitest does).
+        const located = isGraphQLError(error) ? error : null
+        const original = located?.originalError ?? error
+        // Raised as a GraphQL error on purpose (scalar parsing, query limits): already has its code.
+        if (located !== null && isGraphQLError(original)) return original === located ? located : new GraphQLError(original.message, { nodes: located.nodes, path: located.path, extensions: original.extensions })
+        const expected = toGraphQLError(original)
+        if (expected !== null)
+          return new GraphQLError(expected.message, { nodes: located?.nodes, path: located?.path, extensions: expected.extensions })
+        if (!isGraphQLError(original)) logger.error({ err: original }, 'unexpected error while serving GraphQL')
+        return maskError(error, message, isDev)
+      },
+    },
+    plugins: [maxAliasesPlugin({ n: MAX_ALIASES }), maxTokensPlugin({ n: MAX_TOKENS })],
+  })
+}
+
+export type GraphqlServer = ReturnType<typeof createGraphqlServer>

@@ -1,0 +1,74 @@
+import { existsSync, mkdirSync } from 'node:fs'
+import { type Browser, chromium } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import type { Gateway } from '../src/app.js'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { generateChain } from './fixtures/chain.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { startTestGateway } from './fixtures/gateway.js'
+
+/** The distribution's Chromium (`apt-get install chromium`; .ci/run installs it). */
+const CHROMIUM_PATH = '/usr/bin/chromium'
+const ARTIFACTS_DIR = 'test-artifacts'
+const SCREENSHOT_PATH = `${ARTIFACTS_DIR}/graphiql.png`
+const hasChromium = existsSync(CHROMIUM_PATH)
+
+if (!hasChromium) console.warn(`GraphiQL browser test skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`)
+
+describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : ` (skipped: no ${CHROMIUM_PATH})`}`, () => {
+  let anvil: Anvil
+  let database: TestDatabase
+  let gateway: Gateway
+  let browser: Browser
+  let head: bigint
+
+  beforeAll(async () => {
+    anvil = await startAnvil()
+    head = (await generateChain(anvil.rpcUrl, { seed: 21, blocks: 4, txPerBlock: [3, 5] })).headNumber
+    database = await createTestDatabase()
+    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+    await gateway.ingester.waitForBlock(Number(head))
+    browser = await chromium.launch({
+      executablePath: CHROMIUM_PATH,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    })
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    await gateway?.stop()
+    await anvil?.stop()
+    await database?.drop()
+  })
+
+  test('/graphql opens GraphiQL with the default query, which runs and shows the newest block, with no request leaving the gateway', async () => {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
+    // No network but the gateway: GraphiQL's scripts, styles and workers must all be served by it.
+    const foreign: string[] = []
+    await page.route('**/*', (route) => {
+      const url = route.request().url()
+      if (url.startsWith(gateway.url) || url.startsWith('blob:') || url.startsWith('data:')) return route.continue()
+      foreign.push(url)
+      return route.abort()
+    })
+    const errors: string[] = []
+    page.on('pageerror', (error) => errors.push(error.message))
+    await page.goto(`${gateway.url}/graphql`)
+    await page.waitForSelector('.graphiql-execute-button', { timeout: 20_000 })
+    // The default query is in the editor.
+    // Monaco renders spaces as no-break spaces.
+    const text = (selector: string) => page.evaluate((css) => (document.querySelector(css)?.textContent ?? '').replaceAll('\u00a0', ' '), selector)
+    await expect.poll(() => text('.graphiql-query-editor'), { timeout: 10_000 }).toContain('query Latest')
+    await page.click('.graphiql-execute-button')
+    await expect.poll(() => text('.graphiql-response'), { timeout: 15_000 }).toContain('"transactionCount"')
+    const response = await text('.graphiql-response')
+    expect(response).toContain(`"number": "${head}"`)
+    // Monaco renders only the lines in view: the top of the answer, where errors would come first.
+    expect(response).toMatch(/^\{\s*"data"/)
+    expect(response).not.toContain('"errors"')
+    mkdirSync(ARTIFACTS_DIR, { recursive: true })
+    await page.screenshot({ path: SCREENSHOT_PATH, fullPage: true })
+    expect(foreign).toEqual([])
+    expect(errors).toEqual([])
+  })
+})
