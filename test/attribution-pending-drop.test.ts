@@ -1,0 +1,66 @@
+import { keccak256, parseGwei } from 'viem'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import type { Gateway } from '../src/app.js'
+import { attributionSuffix } from '../src/attribution/index.js'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { DEV_ACCOUNTS, flashblock, startScriptedFeed } from './fixtures/flashblocks.js'
+import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { waitForSameHead } from './fixtures/sync.js'
+
+let anvil: Anvil
+let database: TestDatabase
+let feed: Awaited<ReturnType<typeof startScriptedFeed>>
+let gateway: Gateway
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  feed = await startScriptedFeed()
+  database = await createTestDatabase()
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, flashblocksWs: feed.url })
+  await waitForSameHead(gateway, anvil.rpcUrl)
+  await feed.connected()
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await feed?.stop()
+  await anvil?.stop()
+  await database?.drop()
+})
+
+async function pendingCount(code: string): Promise<number> {
+  const response = await fetch(`${gateway.url}/v1/builder-codes/${code}/stats`)
+  if (response.status === 404) return 0
+  return ((await response.json()) as { pending: { transactions: number } }).pending.transactions
+}
+
+test('a pre-confirmation the feed drops takes its attribution with it; nothing was stored for it', async () => {
+  const agent = DEV_ACCOUNTS[1]!
+  const registration = await fetch(`${gateway.url}/v1/agents/builder-codes`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ walletAddress: agent.address }),
+  })
+  const { builderCode } = (await registration.json()) as { builderCode: string }
+  const raw = await agent.signTransaction({
+    type: 'eip1559',
+    chainId: 31337,
+    nonce: 0,
+    to: `0x${'77'.repeat(20)}`,
+    value: 1n,
+    gas: 50_000n,
+    maxFeePerGas: parseGwei('2'),
+    maxPriorityFeePerGas: parseGwei('1'),
+    data: attributionSuffix([builderCode]),
+  })
+  const head = Number((await rpc(gateway.url, 'eth_blockNumber')).result)
+  feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [{ raw, hash: keccak256(raw), gasUsed: 21_500n }] }))
+  await expect.poll(() => pendingCount(builderCode)).toBe(1)
+
+  // A gap in the sequence drops the pre-confirmed state, and with it the pending attribution.
+  feed.send(flashblock({ index: 3, blockNumber: head + 1 }))
+  await expect.poll(() => pendingCount(builderCode)).toBe(0)
+  const stats = (await (await fetch(`${gateway.url}/v1/builder-codes/${builderCode}/stats`)).json()) as { confirmed: { transactions: number } }
+  expect(stats.confirmed.transactions).toBe(0)
+})
