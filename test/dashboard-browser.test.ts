@@ -1,24 +1,19 @@
-import { existsSync, mkdirSync } from 'node:fs'
 import { createWalletClient, http } from 'viem'
 import { foundry } from 'viem/chains'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { attributionSuffix } from '../src/attribution/index.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { CHROMIUM_PATH, hasChromium, keepScreenshot, launchChromium, warnIfNoChromium } from './fixtures/browser.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { startTestGateway } from './fixtures/gateway.js'
 import { waitForSameHead } from './fixtures/sync.js'
 
-/** The distribution's Chromium (`apt-get install chromium`; .ci/run installs it). */
-const CHROMIUM_PATH = '/usr/bin/chromium'
-const ARTIFACTS_DIR = 'test-artifacts'
-const SCREENSHOT_PATH = `${ARTIFACTS_DIR}/dashboard.png`
 const TRANSACTIONS = 3
-const hasChromium = existsSync(CHROMIUM_PATH)
 
-if (!hasChromium) console.warn(`dashboard browser test skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`)
+warnIfNoChromium('dashboard browser test')
 
 describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '' : ` (skipped: no ${CHROMIUM_PATH})`}`, () => {
   let anvil: Anvil
@@ -42,10 +37,7 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     for (let sent = 0; sent < TRANSACTIONS; sent++)
       await wallet.sendTransaction({ to: `0x${'42'.repeat(20)}`, value: 1_000_000_000_000_000n, dataSuffix: attributionSuffix([code]) })
     await waitForSameHead(gateway, anvil.rpcUrl)
-    browser = await chromium.launch({
-      executablePath: CHROMIUM_PATH,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    })
+    browser = await launchChromium()
   })
 
   afterAll(async () => {
@@ -79,8 +71,7 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     expect(bars.filter((height) => height > 0).length).toBeGreaterThan(0)
     // The leaderboard lists the code.
     await page.waitForFunction((wanted) => document.querySelector('#leaderboard')?.textContent?.includes(wanted), code)
-    mkdirSync(ARTIFACTS_DIR, { recursive: true })
-    await page.screenshot({ path: SCREENSHOT_PATH, fullPage: true })
+    await keepScreenshot(page, 'dashboard.png')
 
     // A wallet works as well as a code.
     await page.fill('#code-input', DEV_ACCOUNTS[1]!.address)

@@ -1,19 +1,14 @@
-import { existsSync, mkdirSync } from 'node:fs'
-import { type Browser, chromium } from 'playwright-core'
+import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain } from './fixtures/chain.js'
+import { CHROMIUM_PATH, hasChromium, keepScreenshot, launchChromium, warnIfNoChromium } from './fixtures/browser.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startTestGateway } from './fixtures/gateway.js'
 
-/** The distribution's Chromium (`apt-get install chromium`; .ci/run installs it). */
-const CHROMIUM_PATH = '/usr/bin/chromium'
-const ARTIFACTS_DIR = 'test-artifacts'
-const SCREENSHOT_PATH = `${ARTIFACTS_DIR}/graphiql.png`
-const hasChromium = existsSync(CHROMIUM_PATH)
 
-if (!hasChromium) console.warn(`GraphiQL browser test skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install -y chromium)`)
+warnIfNoChromium('GraphiQL browser test')
 
 describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : ` (skipped: no ${CHROMIUM_PATH})`}`, () => {
   let anvil: Anvil
@@ -28,10 +23,7 @@ describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : `
     database = await createTestDatabase()
     gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
     await gateway.ingester.waitForBlock(Number(head))
-    browser = await chromium.launch({
-      executablePath: CHROMIUM_PATH,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    })
+    browser = await launchChromium()
   })
 
   afterAll(async () => {
@@ -66,8 +58,7 @@ describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : `
     // Monaco renders only the lines in view: the top of the answer, where errors would come first.
     expect(response).toMatch(/^\{\s*"data"/)
     expect(response).not.toContain('"errors"')
-    mkdirSync(ARTIFACTS_DIR, { recursive: true })
-    await page.screenshot({ path: SCREENSHOT_PATH, fullPage: true })
+    await keepScreenshot(page, 'graphiql.png')
     expect(foreign).toEqual([])
     expect(errors).toEqual([])
   })
