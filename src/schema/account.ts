@@ -1,21 +1,13 @@
 import type { Address } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
-import { LimitExceededError } from '../errors.js'
 import type { AccountState } from '../resolvers/index.js'
 import { builder, type GraphqlContext } from './builder.js'
 import { BlockInput, blockSelector, type BlockInputShape, cursorSchema, DEFAULT_PAGE_SIZE, encodeCursor, logFilterSchema, MAX_PAGE_SIZE, parseArgument } from './inputs.js'
 import { LogConnection } from './log.js'
+import { logsPage, PAGE_SIZE_DESCRIPTION, pageSize } from './pagination.js'
 import { TransactionConnection } from './transaction.js'
 
 export type AccountShape = { address: Address; block: BlockInputShape; state: () => Promise<AccountState> }
-
-/** `first` beyond the configured result limit is refused, as `eth_getLogs` refuses more results. */
-export function pageSize(first: number | null | undefined, context: GraphqlContext): number {
-  const { maxLogs } = context.resolvers.limits
-  if (first === null || first === undefined) return Math.min(DEFAULT_PAGE_SIZE, maxLogs)
-  if (first > maxLogs) throw new LimitExceededError(`first: at most ${maxLogs} items per page`)
-  return first
-}
 
 export const Account = builder.objectRef<AccountShape>('Account')
 
@@ -47,7 +39,7 @@ Account.implement({
         fromBlock: t.arg({ type: BlockInput }),
         toBlock: t.arg({ type: BlockInput }),
         first: t.arg.int({
-          description: `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--max-logs\` when lower), at most \`--max-logs\`.`,
+          description: PAGE_SIZE_DESCRIPTION,
           validate: { min: 1, max: MAX_PAGE_SIZE },
         }),
         after: t.arg.string(),
@@ -56,14 +48,7 @@ Account.implement({
       resolve: async (account, args, context) => {
         const range = await historyRange(account, args, context)
         const filter = parseArgument(logFilterSchema, { ...range, addresses: [account.address], topics: args.topics }, 'filter')
-        const after = parseArgument(cursorSchema, args.after, 'after')
-        const page = await context.resolvers.getLogsPage({
-          filter,
-          first: pageSize(args.first, context),
-          after: after ? { blockNumber: after.blockNumber, logIndex: after.index } : null,
-        })
-        const last = page.logs.at(-1)
-        return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.logIndex!) : null }
+        return logsPage(context, filter, args)
       },
     }),
     transactions: t.field({
@@ -74,7 +59,7 @@ Account.implement({
         fromBlock: t.arg({ type: BlockInput }),
         toBlock: t.arg({ type: BlockInput }),
         first: t.arg.int({
-          description: `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--max-logs\` when lower), at most \`--max-logs\`.`,
+          description: PAGE_SIZE_DESCRIPTION,
           validate: { min: 1, max: MAX_PAGE_SIZE },
         }),
         after: t.arg.string(),

@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { MAX_BLOCKS_PER_QUERY } from '../resolvers/batches.js'
-import { Account, pageSize } from './account.js'
+import { Account } from './account.js'
 import { Block, present } from './block.js'
 import { builder } from './builder.js'
 import {
@@ -8,15 +8,14 @@ import {
   type BlockInputShape,
   blockSelector,
   BlockTag,
-  cursorSchema,
   DEFAULT_PAGE_SIZE,
-  encodeCursor,
   LogFilterInput,
   logFilterSchema,
   MAX_PAGE_SIZE,
   parseArgument,
 } from './inputs.js'
 import { LogConnection } from './log.js'
+import { logsPage, PAGE_SIZE_DESCRIPTION } from './pagination.js'
 import { Receipt } from './receipt.js'
 import { Transaction } from './transaction.js'
 
@@ -102,7 +101,7 @@ builder.queryType({
       args: {
         filter: t.arg({ type: LogFilterInput, required: true, validate: { schema: logFilterSchema as unknown as z.ZodType<never> } }),
         first: t.arg.int({
-          description: `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--max-logs\` when lower), at most \`--max-logs\`.`,
+          description: PAGE_SIZE_DESCRIPTION,
           validate: { min: 1, max: MAX_PAGE_SIZE },
         }),
         after: t.arg.string(),
@@ -111,14 +110,7 @@ builder.queryType({
       resolve: async (_root, args, context) => {
         // The zod plugin has already turned the filter input into the resolvers' filter.
         const filter = args.filter as unknown as z.output<typeof logFilterSchema>
-        const after = parseArgument(cursorSchema, args.after, 'after')
-        const page = await context.resolvers.getLogsPage({
-          filter,
-          first: pageSize(args.first, context),
-          after: after ? { blockNumber: after.blockNumber, logIndex: after.index } : null,
-        })
-        const last = page.logs.at(-1)
-        return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.logIndex!) : null }
+        return logsPage(context, filter, args)
       },
     }),
     account: t.field({

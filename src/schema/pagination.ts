@@ -1,0 +1,30 @@
+import type { LogFilter } from '../codecs/index.js'
+import { LimitExceededError } from '../errors.js'
+import type { GraphqlContext } from './builder.js'
+import { cursorSchema, DEFAULT_PAGE_SIZE, encodeCursor, parseArgument } from './inputs.js'
+
+export const PAGE_SIZE_DESCRIPTION = `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--max-logs\` when lower), at most \`--max-logs\`.`
+
+/** `first` beyond the configured result limit is refused, as `eth_getLogs` refuses more results. */
+export function pageSize(first: number | null | undefined, context: GraphqlContext): number {
+  const { maxLogs } = context.resolvers.limits
+  if (first === null || first === undefined) return Math.min(DEFAULT_PAGE_SIZE, maxLogs)
+  if (first > maxLogs) throw new LimitExceededError(`first: at most ${maxLogs} items per page`)
+  return first
+}
+
+/** One page of logs for a filter, with the cursor of its last log: shared by `logs` and `Account.logs`. */
+export async function logsPage(
+  context: GraphqlContext,
+  filter: LogFilter,
+  args: { first?: number | null; after?: string | null },
+) {
+  const after = parseArgument(cursorSchema, args.after, 'after')
+  const page = await context.resolvers.getLogsPage({
+    filter,
+    first: pageSize(args.first, context),
+    after: after ? { blockNumber: after.blockNumber, logIndex: after.index } : null,
+  })
+  const last = page.logs.at(-1)
+  return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.logIndex!) : null }
+}
