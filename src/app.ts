@@ -3,9 +3,11 @@ import type { ServeConfig } from './config.js'
 import { createDb, type Db } from './db/index.js'
 import { createIngester, type Ingester } from './ingest/index.js'
 import { createFlashblocksFeed, createPendingState, type FlashblocksFeed, type PendingState } from './pending/index.js'
+import { createPolicies } from './policy/index.js'
 import { createResolvers, type Resolvers } from './resolvers/index.js'
 import { createServer } from './server/index.js'
 import { createUpstream } from './upstream/index.js'
+import { createPassThrough } from './upstream/pass-through.js'
 
 /** The index is "ready" while its head is at most this many blocks behind the upstream's. */
 const READY_MAX_LAG_BLOCKS = 5
@@ -56,6 +58,9 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     logger: logger.child({ module: 'http' }),
     port: config.port,
     host: config.host,
+    policies: createPolicies(config),
+    trustProxy: config.trustProxy,
+    passThrough: createPassThrough({ upstream }),
     chainEvents: ingester.events,
     pending,
     registrationRateLimit: config.registrationRateLimit,

@@ -11,6 +11,8 @@ const port = z.coerce
 
 const positiveInt = z.coerce.number({ error: 'must be a number' }).int({ error: 'must be a whole number' }).positive({ error: 'must be positive' })
 
+const nonNegative = z.coerce.number({ error: 'must be a number' }).min(0, { error: 'must not be negative' })
+
 const url = (protocols: string[]) =>
   z
     .string()
@@ -45,10 +47,19 @@ export const serveConfigSchema = z.object({
   upstreamWs: url(['ws:', 'wss:']).optional(),
   flashblocksWs: url(['ws:', 'wss:']).optional(),
   startBlock: startBlock.prefault('latest-10000'),
+  // Endpoint policies (src/policy): the public endpoint's limits, then the dedicated endpoints' ones.
+  publicRateLimit: nonNegative.default(50),
+  publicMaxBatch: positiveInt.default(100),
+  publicMaxBody: positiveInt.default(1024 * 1024),
+  publicMaxBlockRange: positiveInt.default(2_000),
+  publicMaxLogs: positiveInt.default(10_000),
+  maxBatch: positiveInt.default(1_000),
+  maxBody: positiveInt.default(5 * 1024 * 1024),
   maxBlockRange: positiveInt.default(10_000),
   maxLogs: positiveInt.default(10_000),
+  trustProxy: z.stringbool({ error: 'must be true or false' }).default(false),
   ingestBatchSize: positiveInt.default(100),
-  registrationRateLimit: z.coerce.number({ error: 'must be a number' }).min(0, { error: 'must not be negative' }).default(20),
+  registrationRateLimit: nonNegative.default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 
@@ -75,8 +86,16 @@ export const OPTIONS = [
   { key: 'upstreamWs', flag: 'upstream-ws', env: 'UPSTREAM_WS_URL', help: 'upstream WebSocket URL for newHeads (optional; polling otherwise)' },
   { key: 'flashblocksWs', flag: 'flashblocks-ws', env: 'FLASHBLOCKS_WS_URL', help: 'Flashblocks WebSocket feed for the pending view (optional)' },
   { key: 'startBlock', flag: 'start-block', env: 'START_BLOCK', help: 'first block of a new index: a number or latest-N (default latest-10000)' },
-  { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'largest eth_getLogs block range (default 10000)' },
-  { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'largest eth_getLogs result (default 10000)' },
+  { key: 'publicRateLimit', flag: 'public-rate-limit', env: 'PUBLIC_RATE_LIMIT', help: 'public endpoint: requests per second per client address, 0 for no limit (default 50)' },
+  { key: 'publicMaxBatch', flag: 'public-max-batch', env: 'PUBLIC_MAX_BATCH', help: 'public endpoint: calls per batch (default 100)' },
+  { key: 'publicMaxBody', flag: 'public-max-body', env: 'PUBLIC_MAX_BODY', help: 'public endpoint: bytes per request body (default 1048576)' },
+  { key: 'publicMaxBlockRange', flag: 'public-max-block-range', env: 'PUBLIC_MAX_BLOCK_RANGE', help: 'public endpoint: largest eth_getLogs block range (default 2000)' },
+  { key: 'publicMaxLogs', flag: 'public-max-logs', env: 'PUBLIC_MAX_LOGS', help: 'public endpoint: largest eth_getLogs result (default 10000)' },
+  { key: 'maxBatch', flag: 'max-batch', env: 'MAX_BATCH', help: 'dedicated endpoints: calls per batch (default 1000)' },
+  { key: 'maxBody', flag: 'max-body', env: 'MAX_BODY', help: 'dedicated endpoints: bytes per request body (default 5242880)' },
+  { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'dedicated endpoints: largest eth_getLogs block range (default 10000)' },
+  { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'dedicated endpoints: largest eth_getLogs result (default 10000)' },
+  { key: 'trustProxy', flag: 'trust-proxy', env: 'TRUST_PROXY', help: 'take client addresses from X-Forwarded-For, behind a reverse proxy (true/false, default false)' },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
   { key: 'registrationRateLimit', flag: 'registration-rate-limit', env: 'REGISTRATION_RATE_LIMIT', help: 'builder-code registrations per second per client address, 0 for no limit (default 20)' },
   { key: 'flashblocksPort', flag: 'flashblocks-port', env: 'FLASHBLOCKS_PORT', help: 'devnet: Flashblocks WebSocket port (default 8547)' },

@@ -101,10 +101,24 @@ export class MethodNotAllowedError extends FlashgateError {
   }
 }
 
+/** `POST /rpc/:apiKey` with a key that does not exist or was revoked: HTTP 401. */
+export class UnauthorizedError extends FlashgateError {
+  override readonly name = 'UnauthorizedError'
+  readonly code = -32000
+  override readonly httpStatus = 401
+  constructor(message = 'unknown or revoked API key') {
+    super(message)
+  }
+}
+
+/** Over the endpoint's request rate: HTTP 429 with `Retry-After`; viem and ethers retry these. */
 export class RateLimitedError extends FlashgateError {
   override readonly name = 'RateLimitedError'
   readonly code = -32005
   override readonly httpStatus = 429
+  constructor(readonly retryAfterSeconds: number) {
+    super(`rate limit exceeded; retry in ${retryAfterSeconds} s`, { data: { retryAfter: retryAfterSeconds } })
+  }
 }
 
 export class InternalError extends FlashgateError {
@@ -121,6 +135,19 @@ export class UpstreamError extends FlashgateError {
   readonly code = -32603
   constructor(message = 'upstream unavailable', options?: { cause?: unknown }) {
     super(message, options)
+  }
+}
+
+/**
+ * An error the upstream node answered to a forwarded call (`eth_call` reverting, a rejected raw transaction):
+ * passed through with the node's own code, message and data, so that wallets decode it as usual.
+ */
+export class UpstreamRpcError extends FlashgateError {
+  override readonly name = 'UpstreamRpcError'
+  readonly code: number
+  constructor(error: { code: number; message: string; data?: unknown }) {
+    super(error.message, error.data === undefined ? undefined : { data: error.data })
+    this.code = error.code
   }
 }
 
@@ -241,6 +268,15 @@ export class UnsupportedMediaTypeError extends ApiError {
   readonly code = 'unsupported_media_type'
   constructor(contentType: string | undefined) {
     super(`expected content-type application/json, got ${contentType === undefined ? 'none' : JSON.stringify(contentType)}`)
+  }
+}
+
+export class DuplicateApiKeyNameError extends ApiError {
+  override readonly name = 'DuplicateApiKeyNameError'
+  readonly status = 409
+  readonly code = 'duplicate_name'
+  constructor(keyName: string) {
+    super(`an API key named ${JSON.stringify(keyName)} already exists`)
   }
 }
 

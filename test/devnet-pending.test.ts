@@ -1,12 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Address, encodeFunctionData, type Hex, parseGwei } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { tokenAbi, TOKEN_DEPLOY_BYTECODE } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { anvilCall } from './fixtures/sync.js'
 
 const BURST = 200
@@ -15,7 +14,7 @@ const ANVIL_ONLY_RECEIPT_FIELDS = ['blockTimestamp', 'blobGasPrice']
 
 let devnet: Devnet
 let database: TestDatabase
-let gateway: Gateway
+let gateway: TestGateway
 let token: Address
 
 async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
@@ -63,13 +62,13 @@ describe('pending view on the devnet', () => {
     const sender = DEV_ACCOUNTS[1]!.address.toLowerCase()
     const recipient = `0x${'9a'.repeat(20)}`
     const data = encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [recipient as Address, 42n] })
-    const nonceBefore = BigInt(await result<Hex>(gateway.url, 'eth_getTransactionCount', [sender, 'latest']))
+    const nonceBefore = BigInt(await result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [sender, 'latest']))
     const hash = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [{ from: sender, to: token, data, gas: '0x30000', value: '0x7' }])
 
     // Pre-confirmed: visible through flashgate while the devnet's latest block is still below it.
     let pendingReceipt: Record<string, unknown> | undefined
     for (;;) {
-      const receipts = await result<Record<string, unknown>[]>(gateway.url, 'eth_getBlockReceipts', ['pending'])
+      const receipts = await result<Record<string, unknown>[]>(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])
       pendingReceipt = receipts.find((receipt) => receipt.transactionHash === hash)
       if (pendingReceipt !== undefined) break
       await sleep(10)
@@ -77,45 +76,45 @@ describe('pending view on the devnet', () => {
     const pendingNumber = Number(pendingReceipt.blockNumber)
     const [sealedHead, pendingLogs, pendingNonce, pendingBalance] = await Promise.all([
       result<Hex>(devnet.rpcUrl, 'eth_blockNumber'),
-      result<Record<string, unknown>[]>(gateway.url, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', address: token }]),
-      result<Hex>(gateway.url, 'eth_getTransactionCount', [sender, 'pending']),
-      result<Hex>(gateway.url, 'eth_getBalance', [token, 'pending']),
+      result<Record<string, unknown>[]>(gateway.dedicatedUrl, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', address: token }]),
+      result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [sender, 'pending']),
+      result<Hex>(gateway.dedicatedUrl, 'eth_getBalance', [token, 'pending']),
     ])
     expect(Number(sealedHead)).toBeLessThan(pendingNumber)
     expect(pendingLogs.filter((log) => log.transactionHash === hash)).toHaveLength(1)
     expect(BigInt(pendingNonce)).toBe(nonceBefore + 1n)
     expect(BigInt(pendingBalance)).toBeGreaterThanOrEqual(7n)
-    const pendingTransaction = await result<Record<string, unknown>>(gateway.url, 'eth_getTransactionByHash', [hash])
+    const pendingTransaction = await result<Record<string, unknown>>(gateway.dedicatedUrl, 'eth_getTransactionByHash', [hash])
 
     // Sealed: the confirmed answers equal what was pre-confirmed.
     await gateway.ingester.waitForBlock(pendingNumber, 10_000)
-    const sealedReceipt = await result<Record<string, unknown>>(gateway.url, 'eth_getTransactionReceipt', [hash])
+    const sealedReceipt = await result<Record<string, unknown>>(gateway.dedicatedUrl, 'eth_getTransactionReceipt', [hash])
     expect(sealedReceipt).toEqual(await result(devnet.rpcUrl, 'eth_getTransactionReceipt', [hash]))
     expect(sealedView(pendingReceipt)).toEqual(sealedView(sealedReceipt))
-    const sealedLogs = await result<Record<string, unknown>[]>(gateway.url, 'eth_getLogs', [
+    const sealedLogs = await result<Record<string, unknown>[]>(gateway.dedicatedUrl, 'eth_getLogs', [
       { fromBlock: pendingReceipt.blockNumber, toBlock: pendingReceipt.blockNumber, address: token },
     ])
     const stripHash = ({ blockHash: _blockHash, ...log }: Record<string, unknown>) => log
     expect(pendingLogs.filter((log) => log.transactionHash === hash).map(stripHash)).toEqual(
       sealedLogs.filter((log) => log.transactionHash === hash).map(stripHash),
     )
-    const sealedTransaction = await result<Record<string, unknown>>(gateway.url, 'eth_getTransactionByHash', [hash])
+    const sealedTransaction = await result<Record<string, unknown>>(gateway.dedicatedUrl, 'eth_getTransactionByHash', [hash])
     const { blockHash: _pendingHash, ...pendingFields } = pendingTransaction
     expect(sealedTransaction).toMatchObject(pendingFields)
-    expect(await result(gateway.url, 'eth_getBalance', [token, pendingReceipt.blockNumber])).toBe(pendingBalance)
+    expect(await result(gateway.dedicatedUrl, 'eth_getBalance', [token, pendingReceipt.blockNumber])).toBe(pendingBalance)
 
     // Nothing counted twice once the block is indexed.
-    const across = await result<Record<string, unknown>[]>(gateway.url, 'eth_getLogs', [
+    const across = await result<Record<string, unknown>[]>(gateway.dedicatedUrl, 'eth_getLogs', [
       { fromBlock: pendingReceipt.blockNumber, toBlock: 'pending', address: token },
     ])
     expect(across.filter((log) => log.transactionHash === hash)).toHaveLength(1)
-    expect(BigInt(await result<Hex>(gateway.url, 'eth_getTransactionCount', [sender, 'latest']))).toBe(nonceBefore + 1n)
+    expect(BigInt(await result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [sender, 'latest']))).toBe(nonceBefore + 1n)
   })
 
   test(`one sender firing ${BURST} transactions, each nonce from flashgate's pending count: no gap, none rejected`, async () => {
     const account = DEV_ACCOUNTS[4]!
     const hashes: Hex[] = []
-    let nonce = Number(await result<Hex>(gateway.url, 'eth_getTransactionCount', [account.address, 'pending']))
+    let nonce = Number(await result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [account.address, 'pending']))
     const firstNonce = nonce
     while (hashes.length < BURST) {
       const raw = await account.signTransaction({
@@ -131,7 +130,7 @@ describe('pending view on the devnet', () => {
       hashes.push(await result<Hex>(devnet.rpcUrl, 'eth_sendRawTransaction', [raw]))
       // As fast as the pre-confirmations allow: the next nonce is the pending count once it moves.
       for (;;) {
-        const next = Number(await result<Hex>(gateway.url, 'eth_getTransactionCount', [account.address, 'pending']))
+        const next = Number(await result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [account.address, 'pending']))
         expect(next).toBeLessThanOrEqual(nonce + 1)
         if (next === nonce + 1) {
           nonce = next
@@ -140,10 +139,10 @@ describe('pending view on the devnet', () => {
         await sleep(5)
       }
     }
-    const last = await waitForReceipt(gateway.url, hashes.at(-1)!)
+    const last = await waitForReceipt(gateway.dedicatedUrl, hashes.at(-1)!)
     expect(last.status).toBe('0x1')
-    const receipts = await Promise.all(hashes.map((hash) => waitForReceipt(gateway.url, hash)))
+    const receipts = await Promise.all(hashes.map((hash) => waitForReceipt(gateway.dedicatedUrl, hash)))
     expect(receipts.every((receipt) => receipt.status === '0x1')).toBe(true)
-    expect(Number(await result<Hex>(gateway.url, 'eth_getTransactionCount', [account.address, 'latest']))).toBe(firstNonce + BURST)
+    expect(Number(await result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [account.address, 'latest']))).toBe(firstNonce + BURST)
   }, 120_000)
 })

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { type ChainFacts, generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 
@@ -14,7 +13,7 @@ const GENERATED_QUERIES = 1_500
 
 let anvil: Anvil
 let database: TestDatabase
-let gateway: Gateway
+let gateway: TestGateway
 let facts: ChainFacts
 
 beforeAll(async () => {
@@ -34,14 +33,14 @@ afterAll(async () => {
 
 describe('flashgate answers exactly as anvil for the same chain', () => {
   test('every block, transaction and receipt', async () => {
-    const outcome = await compareWithReference(gateway.url, anvil.rpcUrl, wholeChainQueries(facts))
+    const outcome = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, wholeChainQueries(facts))
     expect(outcome.errors).toBe(0)
     expect(facts.transactionHashes.length).toBeGreaterThan(BLOCKS)
   })
 
   test(`${GENERATED_QUERIES} generated queries of eth_getLogs, eth_getBlockReceipts, eth_getTransactionCount and eth_getBalance`, async () => {
     const queries = generateQueries(createRandom(SEED), facts, GENERATED_QUERIES)
-    const outcome = await compareWithReference(gateway.url, anvil.rpcUrl, queries)
+    const outcome = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, queries)
     // The generator must exercise real data for every method, not a thousand empty answers.
     for (const method of ['eth_getLogs', 'eth_getBlockReceipts', 'eth_getTransactionCount', 'eth_getBalance']) {
       const sent = queries.filter((query) => query.method === method).length
@@ -52,10 +51,10 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
   })
 
   test('the chain has logs with zero to four topics, reverted transactions and contract creations', async () => {
-    const logs = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: 'earliest', toBlock: 'latest' }])).result as { topics: string[] }[]
+    const logs = (await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ fromBlock: 'earliest', toBlock: 'latest' }])).result as { topics: string[] }[]
     expect(new Set(logs.map((log) => log.topics.length))).toEqual(new Set([0, 1, 2, 3, 4]))
     const receipts = (
-      await Promise.all(facts.transactionHashes.map((hash) => rpc(gateway.url, 'eth_getTransactionReceipt', [hash])))
+      await Promise.all(facts.transactionHashes.map((hash) => rpc(gateway.dedicatedUrl, 'eth_getTransactionReceipt', [hash])))
     ).map((answer) => answer.result as { status: string; contractAddress: string | null })
     expect(receipts.some((receipt) => receipt.status === '0x0')).toBe(true)
     expect(receipts.filter((receipt) => receipt.contractAddress !== null).length).toBeGreaterThanOrEqual(2)
@@ -64,13 +63,13 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
   test('an omitted block argument and "pending" (no Flashblocks feed) answer as latest', async () => {
     const [account] = facts.accounts
     const latest = await rpc(anvil.rpcUrl, 'eth_getBalance', [account, 'latest'])
-    expect(await rpc(gateway.url, 'eth_getBalance', [account])).toMatchObject({ result: latest.result })
-    expect(await rpc(gateway.url, 'eth_getBalance', [account, 'pending'])).toMatchObject({ result: latest.result })
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getBalance', [account])).toMatchObject({ result: latest.result })
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getBalance', [account, 'pending'])).toMatchObject({ result: latest.result })
     const nonce = await rpc(anvil.rpcUrl, 'eth_getTransactionCount', [account, 'latest'])
-    expect(await rpc(gateway.url, 'eth_getTransactionCount', [account, 'pending'])).toMatchObject({ result: nonce.result })
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getTransactionCount', [account, 'pending'])).toMatchObject({ result: nonce.result })
     const receipts = await rpc(anvil.rpcUrl, 'eth_getBlockReceipts', ['latest'])
-    expect(await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).toMatchObject({ result: receipts.result })
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).toMatchObject({ result: receipts.result })
     const logs = await rpc(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: 'latest' }])
-    expect(await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toMatchObject({ result: logs.result })
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toMatchObject({ result: logs.result })
   })
 })

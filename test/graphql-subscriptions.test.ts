@@ -1,12 +1,11 @@
 import { GraphQLClient } from 'graphql-request'
 import { type Address, encodeFunctionData } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { TOKEN_DEPLOY_BYTECODE, TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
@@ -19,7 +18,7 @@ const SUBSCRIBE_SETTLE_MS = 200
 let anvil: Anvil
 let database: TestDatabase
 let feed: Awaited<ReturnType<typeof startScriptedFeed>>
-let gateway: Gateway
+let gateway: TestGateway
 let token: Address
 
 async function transfer(amount: number) {
@@ -170,7 +169,7 @@ describe('GraphQL subscriptions over server-sent events', () => {
     expect(data.logs.nodes).toEqual([{ transactionHash: logged.hash, block: { number: String(head + 1) } }])
     expect(data.account.transactionCount).toBe(BigInt((await rpc(gateway.url, 'eth_getTransactionCount', [logged.from, 'pending'])).result as string).toString())
     expect(data.receipts.map((receipt: { transactionHash: string }) => receipt.transactionHash)).toEqual(
-      ((await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).result as { transactionHash: string }[]).map((receipt) => receipt.transactionHash),
+      ((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as { transactionHash: string }[]).map((receipt) => receipt.transactionHash),
     )
   })
 

@@ -2,13 +2,12 @@ import { ClientError, GraphQLClient } from 'graphql-request'
 import { pino } from 'pino'
 import type { RpcBlock, RpcLog, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { createResolvers } from '../src/resolvers/index.js'
 import { createGraphqlServer, type GraphqlServer } from '../src/schema/index.js'
 import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { type GeneratedChain, generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { countStatements } from './fixtures/statements.js'
 
 const SEED = 4004
@@ -18,7 +17,7 @@ const MAX_LOGS = 40
 
 let anvil: Anvil
 let database: TestDatabase
-let gateway: Gateway
+let gateway: TestGateway
 let chain: GeneratedChain
 let head: number
 let client: GraphQLClient
@@ -28,7 +27,7 @@ const decimal = (hex: string | null | undefined) => (hex === null || hex === und
 const hex = (number: number) => `0x${number.toString(16)}`
 
 async function call<result>(method: string, params: unknown[]): Promise<result> {
-  const answer = await rpc(gateway.url, method, params)
+  const answer = await rpc(gateway.dedicatedUrl, method, params)
   if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
   return answer.result as result
 }
@@ -148,7 +147,7 @@ beforeAll(async () => {
   chain = await generateChain(anvil.rpcUrl, { seed: SEED, blocks: BLOCKS })
   head = Number(chain.headNumber)
   database = await createTestDatabase()
-  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, maxLogs: MAX_LOGS, maxBlockRange: 1_000 })
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, maxLogs: MAX_LOGS, maxBlockRange: 1_000, publicMaxLogs: MAX_LOGS, publicMaxBlockRange: 1_000 })
   await gateway.ingester.waitForBlock(head)
   client = new GraphQLClient(`${gateway.url}/graphql`)
   yoga = createGraphqlServer({ resolvers: gateway.resolvers, logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) })

@@ -1,15 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
 const ADDRESS = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
 const HASH = `0x${'ab'.repeat(32)}`
 
 let anvil: Anvil
 let database: TestDatabase
-let gateway: Gateway
+let gateway: TestGateway
 
 async function post(body: string, path = '/') {
   const response = await fetch(`${gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
@@ -26,7 +25,7 @@ beforeAll(async () => {
   })
   database = await createTestDatabase()
   // Small limits so that the limit errors are cheap to reach.
-  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, maxBlockRange: 5, maxLogs: 10 })
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, maxBlockRange: 5, maxLogs: 10, publicMaxBlockRange: 5, publicMaxLogs: 10 })
   await gateway.ingester.waitForBlock(20)
 })
 
@@ -119,7 +118,7 @@ describe('JSON-RPC params errors', () => {
     ['eth_getTransactionReceipt', [`0x${'ab'.repeat(31)}`], /invalid argument 0/],
   ]
   test.each(invalid)('%s %j gets -32602 naming the argument', async (method, params, message) => {
-    const { error } = await rpc(gateway.url, method, params)
+    const { error } = await rpc(gateway.dedicatedUrl, method, params)
     expect(error?.code).toBe(-32602)
     expect(error?.message).toMatch(message)
   })
@@ -161,8 +160,8 @@ describe('eth_getLogs range and result limits', () => {
   test('state reads past the head or at an unknown hash are errors; receipts are null', async () => {
     expect((await rpc(gateway.url, 'eth_getBalance', [ADDRESS, '0x100'])).error?.code).toBe(-32000)
     expect((await rpc(gateway.url, 'eth_getTransactionCount', [ADDRESS, { blockHash: HASH }])).error?.code).toBe(-32000)
-    expect(await rpc(gateway.url, 'eth_getBlockReceipts', ['0x100'])).toMatchObject({ result: null })
-    expect(await rpc(gateway.url, 'eth_getBlockReceipts', [{ blockHash: HASH }])).toMatchObject({ result: null })
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['0x100'])).toMatchObject({ result: null })
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', [{ blockHash: HASH }])).toMatchObject({ result: null })
   })
 
   test('the server keeps serving after every bad request above', async () => {

@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { sql } from 'drizzle-orm'
-import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startFaultyProxy } from './fixtures/faulty-proxy.js'
-import { startTestGateway } from './fixtures/gateway.js'
+import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 import { waitForSameHead } from './fixtures/sync.js'
@@ -14,7 +13,7 @@ import { waitForSameHead } from './fixtures/sync.js'
 let anvil: Anvil
 let database: TestDatabase
 let proxy: Awaited<ReturnType<typeof startFaultyProxy>>
-let gateway: Gateway
+let gateway: TestGateway
 
 beforeAll(async () => {
   anvil = await startAnvil()
@@ -35,7 +34,7 @@ test('without tracing or eth_getBlockReceipts upstream, answers still equal the 
   gateway = await startTestGateway({ upstreamRpc: proxy.url, databaseUrl: database.databaseUrl })
   await waitForSameHead(gateway, anvil.rpcUrl)
   const facts = await readChainFacts(anvil.rpcUrl, { accounts: [...chain.senders, ...chain.recipients], contracts: chain.contracts })
-  await compareWithReference(gateway.url, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(31), facts, 400)])
+  await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(31), facts, 400)])
 
   const [state] = await gateway.db.query<{ source: string; changes: string; reads: string }>(sql`
     select (select value #>> '{}' from sync_state where key = 'account_source') as source,

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { FLASHBLOCK_STALE_MS } from '../src/pending/index.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, type FrameKind, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = DEV_ACCOUNTS[3]!.address.toLowerCase() as `0x${string}`
@@ -15,7 +14,7 @@ const TOPIC = `0x${'ab'.repeat(32)}` as const
 let anvil: Anvil
 let database: TestDatabase
 let feed: Awaited<ReturnType<typeof startScriptedFeed>>
-let gateway: Gateway
+let gateway: TestGateway
 let head: number
 let payloadCounter = 0
 
@@ -64,7 +63,7 @@ describe('pending view from a Flashblocks feed', () => {
     await expect.poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result).toBe(`0x${(confirmedNonce + 2).toString(16)}`)
     expect((await rpc(gateway.url, 'eth_getBalance', [RECIPIENT, 'pending'])).result).toBe('0xb')
     expect((await rpc(gateway.url, 'eth_getBalance', [RECIPIENT, 'latest'])).result).toBe('0x0')
-    const receipts = (await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).result as { transactionHash: string; blockHash: string }[]
+    const receipts = (await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as { transactionHash: string; blockHash: string }[]
     expect(receipts.map((receipt) => receipt.transactionHash)).toEqual([plain.hash, withLog.hash])
     expect(new Set(receipts.map((receipt) => receipt.blockHash))).toEqual(new Set([`0x${'00'.repeat(32)}`]))
     const logs = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', address: TOKEN }])).result
@@ -90,7 +89,7 @@ describe('pending view from a Flashblocks feed', () => {
 
   test('a dropped connection drops the pending view, and the feed reconnects and resumes at the next index 0', async () => {
     await pendingBlock('brotli', 100)
-    await expect.poll(async () => ((await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).result as unknown[]).length).toBe(2)
+    await expect.poll(async () => ((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as unknown[]).length).toBe(2)
     feed.dropConnections()
     await expect.poll(async () => (await rpc(gateway.url, 'eth_getBlockByNumber', ['pending', false])).result).toMatchObject({
       number: `0x${head.toString(16)}`,
@@ -106,7 +105,7 @@ describe('pending view from a Flashblocks feed', () => {
     await new Promise((resolve) => setTimeout(resolve, FLASHBLOCK_STALE_MS + 200))
     const latest = await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'latest'])
     expect(await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).toEqual(latest)
-    expect(await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).toEqual(await rpc(gateway.url, 'eth_getBlockReceipts', ['latest']))
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).toEqual(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['latest']))
   })
 
   // Last: it mines a block, which moves the head the tests above build on.
@@ -119,7 +118,7 @@ describe('pending view from a Flashblocks feed', () => {
     const blockNumber = Number(upstreamReceipt.blockNumber) + 100
     feed.send(flashblock({ payloadId: `0x${(++payloadCounter).toString(16).padStart(16, '0')}`, index: 0, blockNumber, transactions: [{ raw, hash }], receiptForm: 'none' }))
     await expect
-      .poll(async () => (await rpc(gateway.url, 'eth_getBlockReceipts', ['pending'])).result)
+      .poll(async () => (await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result)
       .toEqual([{ ...upstreamReceipt, blockHash: `0x${'00'.repeat(32)}`, logs: [] }])
   })
 })

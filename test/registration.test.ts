@@ -6,7 +6,7 @@ import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createServer } from '../src/server/index.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { startTestGateway } from './fixtures/gateway.js'
+import { defaultPolicies, startTestGateway } from './fixtures/gateway.js'
 
 const WALLET = '0x52908400098527886e0f7030069857d2e4169ee7' // an EIP-55 test vector: all-caps body when checksummed
 const CHECKSUMMED = getAddress('0xfb6916095ca1df60bb79ce92ce3ea74c37c5d359')
@@ -128,7 +128,7 @@ describe('errors: JSON {"error":{"code","message"}}, and the database unchanged'
   })
 
   test('over the per-client rate: 429 with retry-after, and no code created', async () => {
-    const limited = createServer({ resolvers: gateway.resolvers, logger: pino({ level: 'silent' }), port: 0, registrationRateLimit: 1 })
+    const limited = createServer({ resolvers: gateway.resolvers, logger: pino({ level: 'silent' }), port: 0, policies: defaultPolicies(), registrationRateLimit: 1 })
     const { url } = await limited.listen()
     try {
       const before = await codeCount()

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
@@ -13,7 +12,7 @@ const QUERIES_AFTER_REORG = 400
 
 let anvil: Anvil
 let database: TestDatabase
-let gateway: Gateway
+let gateway: TestGateway
 const reorgs: { ancestor: number; removedLogs: number }[] = []
 
 async function expectSameChain() {
@@ -22,7 +21,7 @@ async function expectSameChain() {
   const facts = await readChainFacts(anvil.rpcUrl, { accounts: senders, contracts: [] })
   const logs = await anvilCall<{ address: `0x${string}` }[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
   facts.contracts = [...new Set(logs.map((log) => log.address))]
-  const outcome = await compareWithReference(gateway.url, anvil.rpcUrl, [
+  const outcome = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [
     ...wholeChainQueries(facts),
     ...generateQueries(createRandom(facts.head), facts, QUERIES_AFTER_REORG),
   ])

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm'
 import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
@@ -40,7 +40,7 @@ test('stopping mid-backfill and restarting leaves no gap and no duplicate', asyn
       accounts: [...chain.senders, ...chain.recipients],
       contracts: [...chain.contracts, ...more.contracts],
     })
-    await compareWithReference(second.url, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(12), facts, 300)])
+    await compareWithReference(second.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(12), facts, 300)])
 
     const referenceLogs = await anvilCall<unknown[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
     const [counts] = await second.db.query<{ blocks: string; distinct_blocks: string; transactions: string; logs: string }>(sql`

@@ -1,12 +1,11 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, expect, test } from 'vitest'
-import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startFaultyProxy } from './fixtures/faulty-proxy.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 import { waitForSameHead } from './fixtures/sync.js'
@@ -14,7 +13,7 @@ import { waitForSameHead } from './fixtures/sync.js'
 let anvil: Anvil
 let database: TestDatabase
 let proxy: Awaited<ReturnType<typeof startFaultyProxy>>
-let gateway: Gateway
+let gateway: TestGateway
 
 beforeAll(async () => {
   anvil = await startAnvil()
@@ -51,7 +50,7 @@ test('ingest rides out a flaky upstream and an outage, serves from the index mea
     accounts: [...chain.senders, ...chain.recipients],
     contracts: [...chain.contracts, ...more.contracts],
   })
-  await compareWithReference(gateway.url, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(21), facts, 300)])
+  await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(21), facts, 300)])
 })
 
 test('with a WebSocket upstream, new heads arrive by subscription rather than the slow safety poll', async () => {

@@ -9,6 +9,7 @@ import {
   numeric,
   pgTable,
   primaryKey,
+  serial,
   text,
   uniqueIndex,
 } from 'drizzle-orm/pg-core'
@@ -192,3 +193,29 @@ export const attributions = pgTable(
     index('attributions_block_idx').on(t.blockNumber),
   ],
 )
+
+/**
+ * API keys of the dedicated endpoints (`POST /rpc/:apiKey`). Only a SHA-256 digest of each key is kept:
+ * keys are 32 random bytes, so a plain digest cannot be reversed, and a look-up is one index probe.
+ * `prefix` (the key's first characters) lets an operator tell keys apart in `flashgate keys list`.
+ */
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: serial('id').primaryKey(),
+    name: text('name').notNull(),
+    keyHash: bytea('key_hash').notNull(),
+    prefix: text('prefix').notNull(),
+    /** Which endpoint policy the key selects (`dedicated` or `public`). */
+    policy: text('policy').notNull(),
+    /** Requests per second the key may make; 0 for no limit. */
+    rateLimit: integer('rate_limit').notNull(),
+    createdAt: bigint('created_at', { mode: 'number' })
+      .notNull()
+      .default(sql`(extract(epoch from now()) * 1000)::bigint`),
+    revokedAt: bigint('revoked_at', { mode: 'number' }),
+  },
+  (t) => [uniqueIndex('api_keys_key_hash_idx').on(t.keyHash), uniqueIndex('api_keys_name_idx').on(t.name)],
+)
+
+export type ApiKeyRow = typeof apiKeys.$inferSelect

@@ -6,8 +6,10 @@ import {
   InvalidRequestError,
   isFlashgateError,
   type JsonRpcErrorObject,
+  MethodNotAllowedError,
   MethodNotFoundError,
   ParseError,
+  RateLimitedError,
   toJsonRpcError,
 } from '../errors.js'
 import type { Resolvers } from '../resolvers/index.js'
@@ -25,14 +27,31 @@ export type JsonRpcResponse =
   | { jsonrpc: '2.0'; id: Id; result: unknown }
   | { jsonrpc: '2.0'; id: Id; error: JsonRpcErrorObject }
 
-/** What the HTTP layer sends back: a status and a body (`null` for a batch of notifications only). */
-export type JsonRpcReply = { status: number; body: JsonRpcResponse | JsonRpcResponse[] | null }
+/** What the HTTP layer sends back: a status, headers and a body (`null` for a batch of notifications only). */
+export type JsonRpcReply = { status: number; headers?: Record<string, string>; body: JsonRpcResponse | JsonRpcResponse[] | null }
 
 export type JsonRpcHandlerConfig = {
   resolvers: Resolvers
   logger: Logger
   methods?: Record<string, MethodDefinition>
   maxBatchSize?: number
+  /** Methods this endpoint refuses: `-32004`, and HTTP 403 for a single call (src/policy). */
+  refusedMethods?: ReadonlySet<string>
+  /** Forwards a method the index does not answer to the upstream node, if it is on the allowlist. */
+  passThrough?: PassThrough | null
+}
+
+/** Forwards one call to the upstream node; `null` when the method is not on the pass-through allowlist. */
+export type PassThrough = (method: string, params: unknown[]) => Promise<unknown> | null
+
+export type HandleOptions = {
+  /** Methods of one connection, e.g. `eth_subscribe` on a WebSocket. */
+  local?: LocalMethods
+  /**
+   * Admits a request costing `cost` calls (a batch costs its length) against the client's rate limit:
+   * `0` to go ahead, or the seconds to wait before retrying.
+   */
+  admit?: (cost: number) => number
 }
 
 const idSchema = z.union([z.string(), z.number(), z.null()])
@@ -48,6 +67,8 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const { resolvers, logger } = config
   const table = config.methods ?? indexMethods
   const maxBatchSize = config.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE
+  const refusedMethods = config.refusedMethods ?? new Set<string>()
+  const passThrough = config.passThrough ?? null
 
   function failure(id: Id, error: unknown): JsonRpcResponse {
     if (!isFlashgateError(error)) logger.error({ err: error }, 'unexpected error while serving a JSON-RPC call')
@@ -83,10 +104,15 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   }
 
   async function call(method: string, rawParams: unknown): Promise<unknown> {
-    const definition = Object.hasOwn(table, method) ? table[method] : undefined
-    if (definition === undefined) throw new MethodNotFoundError(method)
+    if (refusedMethods.has(method)) throw new MethodNotAllowedError(method)
     if (rawParams !== undefined && rawParams !== null && !Array.isArray(rawParams))
       throw new InvalidParamsError('invalid params: non-array args')
+    const definition = Object.hasOwn(table, method) ? table[method] : undefined
+    if (definition === undefined) {
+      const forwarded = passThrough?.(method, (rawParams as unknown[] | null | undefined) ?? [])
+      if (forwarded === undefined || forwarded === null) throw new MethodNotFoundError(method)
+      return forwarded
+    }
     const parsed = definition.params.safeParse(rawParams ?? [])
     if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error))
     const result = await definition.handler(resolvers, parsed.data)
@@ -110,13 +136,20 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return { status: 200, body: answered.length === 0 ? null : answered }
   }
 
-  /** Handles a raw request body (text); `local` adds methods of one connection (`eth_subscribe`). */
-  async function handle(body: string, local: LocalMethods = {}): Promise<JsonRpcReply> {
+  /** Handles a raw request body (text). */
+  async function handle(body: string, { local = {}, admit }: HandleOptions = {}): Promise<JsonRpcReply> {
     let payload: unknown
     try {
       payload = JSON.parse(body)
     } catch {
       return { status: 200, body: failure(null, new ParseError()) }
+    }
+    // Refusing an oversized batch costs nothing against the rate; anything else is charged per call.
+    const oversized = Array.isArray(payload) && payload.length > maxBatchSize
+    const wait = oversized ? 0 : (admit?.(Array.isArray(payload) ? Math.max(1, payload.length) : 1) ?? 0)
+    if (wait > 0) {
+      const id = Array.isArray(payload) ? null : (idSchema.safeParse((payload as { id?: unknown } | null)?.id).data ?? null)
+      return { status: 429, headers: { 'retry-after': String(wait) }, body: failure(id, new RateLimitedError(wait)) }
     }
     if (Array.isArray(payload)) return handleBatch(payload, local)
     const { response, status } = await handleOne(payload, local)

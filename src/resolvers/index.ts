@@ -6,6 +6,7 @@ import type { PendingState } from '../pending/index.js'
 import type { Upstream } from '../upstream/index.js'
 import { createAccountHistoryResolvers } from './account-history.js'
 import { createAccountResolvers } from './accounts.js'
+import { createApiKeyResolvers } from './api-keys.js'
 import { createAttributionResolvers } from './attribution.js'
 import { createBatchResolvers } from './batches.js'
 import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
@@ -18,6 +19,7 @@ import { createReceiptResolvers } from './receipts.js'
 
 export type { TransactionCursor, TransactionsPage } from './account-history.js'
 export type { AccountParameters, AccountState } from './accounts.js'
+export { API_KEY_POLICIES, type ApiKeyPolicy, type ApiKeyRecord } from './api-keys.js'
 export type { BlockWithHashes } from './batches.js'
 export type { AttributionFigures, BuilderCodeStats, LeaderboardEntry, SeriesPoint } from './attribution.js'
 export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder-codes.js'
@@ -38,13 +40,22 @@ export type ResolversConfig = {
 }
 
 /** The one read API behind JSON-RPC, GraphQL and REST (DESIGN.md §1). */
-export function createResolvers(config: ResolversConfig) {
+export function createResolvers(config: ResolversConfig): Resolvers {
+  const base = createResolverSet(config)
+  /**
+   * The same resolvers with other `eth_getLogs` limits (an endpoint policy's): caches and chain state are
+   * shared, only the range and result caps differ.
+   */
+  const withLimits = (limits: LogLimits): Resolvers => ({ ...base, ...base.limitedResolvers(limits), withLimits })
+  return { ...base, withLimits }
+}
+
+function createResolverSet(config: ResolversConfig) {
   const { db, upstream } = config
   const cache = createAnswerCache({ maxBytes: config.cacheBytes ?? DEFAULT_ANSWER_CACHE_BYTES })
   const chain: ChainState = createChainState({ db, onReorg: () => cache.clear() })
   const limits = { ...DEFAULT_LOG_LIMITS, ...config.limits }
   const pendingView = createPendingView({ chain, pending: config.pending ?? null })
-  const logResolvers = createLogResolvers({ db, chain, limits, cache, pendingView })
 
   async function chainId(): Promise<Hex> {
     const view = await chain.view()
@@ -57,9 +68,19 @@ export function createResolvers(config: ResolversConfig) {
     return toQuantity(view.head?.number ?? 0)
   }
 
-  return {
+  /** The resolvers whose answers depend on the `eth_getLogs` limits. */
+  function limitedResolvers(limits: LogLimits) {
+    const logs = createLogResolvers({ db, chain, limits, cache, pendingView })
+    return {
+      limits,
+      ...logs,
+      ...createAccountHistoryResolvers({ db, chain, limits, pendingView, resolveLogRange: logs.resolveLogRange }),
+    }
+  }
+
+  const resolvers = {
     chain,
-    limits,
+    limitedResolvers,
     /** The ingester in this process committed blocks (`reorg: false`) or undid some (`reorg: true`). */
     notify({ reorg }: { reorg: boolean }) {
       chain.invalidate()
@@ -68,17 +89,18 @@ export function createResolvers(config: ResolversConfig) {
     chainId,
     blockNumber,
     pendingView,
-    ...logResolvers,
+    ...limitedResolvers(limits),
     ...createBlockResolvers({ db, chain, cache, pendingView }),
     ...createTransactionResolvers({ db, cache, pendingView }),
     ...createReceiptResolvers({ db, chain, cache, pendingView }),
     ...createAccountResolvers({ db, chain, upstream, cache, pendingView }),
     // Look-ups by many keys and paged histories, for the GraphQL schema's dataloaders and connections.
     ...createBatchResolvers({ db, chain, pendingView }),
-    ...createAccountHistoryResolvers({ db, chain, limits, pendingView, resolveLogRange: logResolvers.resolveLogRange }),
     ...createBuilderCodeResolvers({ db }),
     ...createAttributionResolvers({ db, chain, pending: config.pending ?? null }),
+    ...createApiKeyResolvers({ db }),
   }
+  return resolvers
 }
 
-export type Resolvers = ReturnType<typeof createResolvers>
+export type Resolvers = ReturnType<typeof createResolverSet> & { withLimits(limits: LogLimits): Resolvers }

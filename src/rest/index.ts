@@ -16,12 +16,14 @@ import {
   UnsupportedMediaTypeError,
 } from '../errors.js'
 import type { Resolvers } from '../resolvers/index.js'
-import { createRateLimiter } from './rate-limit.js'
+import { clientAddress, createRateLimiter } from '../policy/index.js'
 
 /** A registration body is one address: anything near this size is not one. */
 const MAX_REGISTRATION_BODY_BYTES = 4 * 1024
 /** Registrations per second per client address, by default (bursts of five seconds' worth). */
 export const DEFAULT_REGISTRATION_RATE_LIMIT = 20
+/** A client may register this many seconds' worth of wallets at once before the rate applies. */
+const REGISTRATION_BURST_SECONDS = 5
 const REGISTRATION_PATH = '/v1/agents/builder-codes'
 const DASHBOARD_HTML = readFileSync(new URL('./dashboard.html', import.meta.url))
 
@@ -32,6 +34,8 @@ export type RestConfig = {
   logger: Logger
   /** Registrations per second per client address; 0 turns the limit off. */
   registrationRateLimit?: number
+  /** Take the client's address from `X-Forwarded-For` (behind a reverse proxy). */
+  trustProxy?: boolean
 }
 
 function send(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
@@ -95,10 +99,10 @@ function parsePositiveInt(name: string, value: string | null, max: number): numb
  */
 export function createRestHandler(config: RestConfig): RestHandler {
   const { resolvers, logger } = config
-  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT })
+  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT, burstSeconds: REGISTRATION_BURST_SECONDS })
 
   async function register(request: IncomingMessage, response: ServerResponse) {
-    const wait = limiter.take(request.socket.remoteAddress ?? 'unknown')
+    const wait = limiter.take(clientAddress(request, config.trustProxy ?? false))
     if (wait > 0) throw new TooManyRequestsError(wait)
     if (!isJsonContentType(request.headers['content-type'])) throw new UnsupportedMediaTypeError(request.headers['content-type'])
     const text = await readBody(request, MAX_REGISTRATION_BODY_BYTES)

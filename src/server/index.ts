@@ -2,15 +2,15 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
-import { createJsonRpcHandler } from '../jsonrpc/index.js'
+import { InternalError, isFlashgateError, toJsonRpcError, UnauthorizedError } from '../errors.js'
+import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
 import type { PendingState } from '../pending/index.js'
+import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 import { createGraphqlServer, GRAPHQL_PATH } from '../schema/index.js'
 import { createRestHandler } from '../rest/index.js'
 
-/** Largest request body accepted, in bytes: a batch of 1,000 filters fits comfortably. */
-const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024
 /** Time a connection gets to drain on shutdown before it is cut. */
 const SHUTDOWN_GRACE_MS = 10_000
 /** Largest WebSocket message accepted, in bytes. */
@@ -23,7 +23,12 @@ export type ServerConfig = {
   logger: Logger
   port: number
   host?: string
-  maxBodyBytes?: number
+  /** What the public endpoint and the dedicated ones (`/rpc/:apiKey`) allow (src/policy). */
+  policies: Record<PolicyName, Policy>
+  /** Take the client's address from `X-Forwarded-For` (behind a reverse proxy). */
+  trustProxy?: boolean
+  /** Methods forwarded to the upstream node (src/upstream/pass-through.ts). */
+  passThrough?: PassThrough | null
   readiness?: Readiness
   /** Sources for `eth_subscribe` on the WebSocket endpoint. */
   chainEvents?: ChainEvents | null
@@ -38,13 +43,16 @@ class BodyTooLargeError extends Error {
 
 function readBody(request: IncomingMessage, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
+    if (Number(request.headers['content-length']) > limit) return reject(new BodyTooLargeError())
     const chunks: Buffer[] = []
     let size = 0
     request.on('data', (chunk: Buffer) => {
       size += chunk.length
       if (size > limit) {
+        // Stop reading, but let the answer go out before the connection closes.
+        request.removeAllListeners('data')
+        request.resume()
         reject(new BodyTooLargeError())
-        request.destroy()
         return
       }
       chunks.push(chunk)
@@ -54,46 +62,104 @@ function readBody(request: IncomingMessage, limit: number): Promise<string> {
   })
 }
 
-function sendJson(response: ServerResponse, status: number, body: unknown) {
+function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
   const text = JSON.stringify(body)
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
   response.end(text)
 }
 
+const JSON_RPC_PATHS = new Set(['/', '/rpc'])
+const DEDICATED_PATH_PREFIX = '/rpc/'
+
+/** Who is calling through which endpoint: the policy, the rate-limit bucket and that bucket's rate. */
+type Endpoint = { policy: Policy; jsonRpc: JsonRpcHandler; client: string; rate: number }
+
 /** The gateway's HTTP front: JSON-RPC on `/` and `/rpc`, health and readiness. One port for everything. */
 export function createServer(config: ServerConfig) {
-  const { logger } = config
-  const maxBodyBytes = config.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
-  const jsonRpc = createJsonRpcHandler({ resolvers: config.resolvers, logger })
-  const graphql = createGraphqlServer({ resolvers: config.resolvers, logger, chainEvents: config.chainEvents, pending: config.pending })
-  const rest = createRestHandler({ resolvers: config.resolvers, logger, registrationRateLimit: config.registrationRateLimit })
+  const { logger, policies, resolvers } = config
+  const trustProxy = config.trustProxy ?? false
+  const jsonRpcHandlers = Object.fromEntries(
+    Object.values(policies).map((policy) => [
+      policy.name,
+      createJsonRpcHandler({
+        resolvers: resolvers.withLimits(policy.logLimits),
+        logger,
+        maxBatchSize: policy.maxBatchSize,
+        refusedMethods: policy.refusedMethods,
+        passThrough: config.passThrough ?? null,
+      }),
+    ]),
+  ) as Record<PolicyName, JsonRpcHandler>
+  // GraphQL is served under the public policy: its log limits and its rate per client address.
+  const graphqlResolvers = resolvers.withLimits(policies.public.logLimits)
+  const graphql = createGraphqlServer({ resolvers: graphqlResolvers, logger, chainEvents: config.chainEvents, pending: config.pending })
+  const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy })
+  // One bucket per client address on the public endpoint and per key on dedicated ones.
+  const limiter = createRateLimiter({ ratePerSecond: 0 })
 
-  async function handleJsonRpc(request: IncomingMessage, response: ServerResponse) {
+  /** The endpoint a JSON-RPC path names, or `null` when the path is not a JSON-RPC one. */
+  async function endpointOf(request: IncomingMessage, path: string): Promise<Endpoint | null> {
+    if (JSON_RPC_PATHS.has(path)) {
+      const policy = policies.public
+      return { policy, jsonRpc: jsonRpcHandlers.public, client: `ip:${clientAddress(request, trustProxy)}`, rate: policy.rateLimit }
+    }
+    if (!path.startsWith(DEDICATED_PATH_PREFIX)) return null
+    const key = path.slice(DEDICATED_PATH_PREFIX.length)
+    const record = key === '' || key.includes('/') ? null : await resolvers.lookupApiKey(key)
+    if (record === null) throw new UnauthorizedError()
+    const policy = policies[record.policy]
+    return { policy, jsonRpc: jsonRpcHandlers[record.policy], client: `key:${record.id}`, rate: record.rateLimit }
+  }
+
+  function admitter(endpoint: Endpoint) {
+    return (cost: number) => limiter.take(endpoint.client, { cost, rate: endpoint.rate })
+  }
+
+  /** A JSON-RPC error answered before any call runs (bad key, database down while looking it up). */
+  function sendJsonRpcFailure(response: ServerResponse, error: unknown) {
+    if (!isFlashgateError(error)) logger.error({ err: error }, 'could not resolve a JSON-RPC endpoint')
+    const failure = isFlashgateError(error) ? error : new InternalError()
+    sendJson(response, failure.httpStatus, { jsonrpc: '2.0', id: null, error: toJsonRpcError(failure) })
+  }
+
+  async function handleJsonRpc(request: IncomingMessage, response: ServerResponse, endpoint: Endpoint) {
+    const { maxBodyBytes } = endpoint.policy
     let body: string
     try {
       body = await readBody(request, maxBodyBytes)
     } catch (error) {
       if (error instanceof BodyTooLargeError)
-        sendJson(response, 413, { jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${maxBodyBytes} bytes` } })
+        sendJson(response, 413, { jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${maxBodyBytes} bytes` } }, { connection: 'close' })
       return
     }
-    const reply = await jsonRpc.handle(body)
+    const reply = await endpoint.jsonRpc.handle(body, { admit: admitter(endpoint) })
     if (reply.body === null) {
       response.writeHead(204).end()
       return
     }
-    sendJson(response, reply.status, reply.body)
+    sendJson(response, reply.status, reply.body, reply.headers)
   }
 
   async function route(request: IncomingMessage, response: ServerResponse) {
-    const path = (request.url ?? '/').split('?')[0]
-    if (path === '/' || path === '/rpc') {
-      if (request.method === 'POST') return handleJsonRpc(request, response)
+    const path = (request.url ?? '/').split('?')[0]!
+    let endpoint: Endpoint | null
+    try {
+      endpoint = await endpointOf(request, path)
+    } catch (error) {
+      return sendJsonRpcFailure(response, error)
+    }
+    if (endpoint !== null) {
+      if (request.method === 'POST') return handleJsonRpc(request, response, endpoint)
       response.setHeader('allow', 'POST')
       return sendJson(response, 405, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'use POST for JSON-RPC' } })
     }
     if (await rest(request, response)) return
-    if (path === GRAPHQL_PATH) return graphql(request, response)
+    if (path === GRAPHQL_PATH) {
+      const wait = limiter.take(`ip:${clientAddress(request, trustProxy)}`, { rate: policies.public.rateLimit })
+      if (wait > 0)
+        return sendJson(response, 429, { errors: [{ message: `rate limit exceeded; retry in ${wait} s`, extensions: { code: 'RATE_LIMITED' } }] }, { 'retry-after': String(wait) })
+      return graphql(request, response)
+    }
     if (path === '/healthz') return sendJson(response, 200, { status: 'ok' })
     if (path === '/readyz') {
       const readiness = (await config.readiness?.()) ?? { ready: true, details: {} }
@@ -114,11 +180,17 @@ export function createServer(config: ServerConfig) {
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE_BYTES })
   server.on('upgrade', (request, socket, head) => {
-    const path = (request.url ?? '/').split('?')[0]
-    if (path !== '/' && path !== '/rpc') {
-      socket.destroy()
-      return
-    }
+    const path = (request.url ?? '/').split('?')[0]!
+    endpointOf(request, path).then(
+      (endpoint) => (endpoint === null ? socket.destroy() : upgrade(request, socket, head, endpoint)),
+      (error: unknown) => {
+        const status = isFlashgateError(error) ? error.httpStatus : 500
+        socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Internal Server Error'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`)
+      },
+    )
+  })
+
+  function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
     sockets.handleUpgrade(request, socket, head, (ws) => {
       const send = (message: unknown) => {
         if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message))
@@ -134,8 +206,9 @@ export function createServer(config: ServerConfig) {
         eth_subscribe: async (params: unknown) => subscriptions.subscribe(params),
         eth_unsubscribe: async (params: unknown) => subscriptions.unsubscribe(Array.isArray(params) ? params[0] : undefined),
       }
+      const admit = admitter(endpoint)
       ws.on('message', (data) => {
-        jsonRpc.handle(data.toString(), local).then(
+        endpoint.jsonRpc.handle(data.toString(), { local, admit }).then(
           (reply) => reply.body !== null && send(reply.body),
           (error: unknown) => logger.error({ err: error }, 'unhandled error on a WebSocket'),
         )
@@ -143,7 +216,7 @@ export function createServer(config: ServerConfig) {
       ws.on('close', () => subscriptions.close())
       ws.on('error', () => ws.terminate())
     })
-  })
+  }
 
   return {
     server,

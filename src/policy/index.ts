@@ -1,0 +1,74 @@
+import type { IncomingMessage } from 'node:http'
+import type { LogLimits } from '../resolvers/index.js'
+
+export { createRateLimiter, type RateLimiter } from './rate-limit.js'
+
+/**
+ * Methods the public endpoint refuses (HTTP 403, or a `-32004` entry in a batch) and dedicated endpoints
+ * serve: whole-block receipts are the heaviest answer per call, as on Base's own public endpoint.
+ */
+export const PUBLIC_REFUSED_METHODS: readonly string[] = ['eth_getBlockReceipts']
+
+export type PolicyName = 'public' | 'dedicated'
+
+/** What one kind of endpoint allows: which methods, how often, how big (DESIGN.md §2). */
+export type Policy = {
+  name: PolicyName
+  refusedMethods: ReadonlySet<string>
+  /** Requests per second per client address (public) or per key (dedicated; the key's own rate wins). */
+  rateLimit: number
+  /** Calls in one batch; more is `-32600 batch too large`. */
+  maxBatchSize: number
+  /** Bytes of one request body; more is HTTP 413. */
+  maxBodyBytes: number
+  /** `eth_getLogs` (and GraphQL `logs`) block range and result cap. */
+  logLimits: LogLimits
+}
+
+export type PolicyConfig = {
+  publicRateLimit: number
+  publicMaxBatch: number
+  publicMaxBody: number
+  publicMaxBlockRange: number
+  publicMaxLogs: number
+  maxBatch: number
+  maxBody: number
+  maxBlockRange: number
+  maxLogs: number
+}
+
+/** The public endpoint's policy and the dedicated endpoints' one, from the configuration. */
+export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy> {
+  return {
+    public: {
+      name: 'public',
+      refusedMethods: new Set(PUBLIC_REFUSED_METHODS),
+      rateLimit: config.publicRateLimit,
+      maxBatchSize: config.publicMaxBatch,
+      maxBodyBytes: config.publicMaxBody,
+      logLimits: { maxBlockRange: config.publicMaxBlockRange, maxLogs: config.publicMaxLogs },
+    },
+    dedicated: {
+      name: 'dedicated',
+      refusedMethods: new Set(),
+      // Each key carries its own rate (`flashgate keys create --rate`).
+      rateLimit: 0,
+      maxBatchSize: config.maxBatch,
+      maxBodyBytes: config.maxBody,
+      logLimits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs },
+    },
+  }
+}
+
+/**
+ * The address a request comes from. Behind a reverse proxy (`--trust-proxy`) that is the first address of
+ * `X-Forwarded-For`; otherwise the socket's peer, since the header is the client's to forge.
+ */
+export function clientAddress(request: IncomingMessage, trustProxy: boolean): string {
+  if (trustProxy) {
+    const forwarded = request.headers['x-forwarded-for']
+    const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(',')[0]?.trim()
+    if (first) return first
+  }
+  return request.socket.remoteAddress ?? 'unknown'
+}

@@ -1,0 +1,95 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { asc, eq, or, sql } from 'drizzle-orm'
+import { LRUCache } from 'lru-cache'
+import { type Db, schema } from '../db/index.js'
+import { DuplicateApiKeyNameError } from '../errors.js'
+
+/** Keys are 32 random bytes: far beyond guessing, and a plain SHA-256 digest of one cannot be reversed. */
+const KEY_BYTES = 32
+/** `fg_` marks a flashgate key, so that secret scanners and people can tell it apart. */
+const KEY_PREFIX = 'fg_'
+/** Characters of a key kept in plain text to tell keys apart in listings. */
+const DISPLAY_PREFIX_LENGTH = 10
+/** A key's record is cached this long per process: a revocation takes effect everywhere within it. */
+const KEY_CACHE_TTL_MS = 2_000
+const KEY_CACHE_MAX_ENTRIES = 10_000
+
+export const API_KEY_POLICIES = ['dedicated', 'public'] as const
+export type ApiKeyPolicy = (typeof API_KEY_POLICIES)[number]
+
+export type ApiKeyRecord = {
+  id: number
+  name: string
+  /** The first characters of the key (the rest is never stored). */
+  prefix: string
+  policy: ApiKeyPolicy
+  /** Requests per second; 0 for no limit. */
+  rateLimit: number
+  createdAt: Date
+  revokedAt: Date | null
+}
+
+export type CreateApiKeyParameters = { name: string; policy: ApiKeyPolicy; rateLimit: number }
+
+const digest = (key: string) => createHash('sha256').update(key).digest()
+
+function toRecord(row: typeof schema.apiKeys.$inferSelect): ApiKeyRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    policy: row.policy as ApiKeyPolicy,
+    rateLimit: row.rateLimit,
+    createdAt: new Date(row.createdAt),
+    revokedAt: row.revokedAt === null ? null : new Date(row.revokedAt),
+  }
+}
+
+/** API keys of the dedicated endpoints: created and revoked by `flashgate keys`, looked up per request. */
+export function createApiKeyResolvers({ db }: { db: Db }) {
+  // Unknown keys are cached too (as `null`), so that a flood of made-up keys costs no queries.
+  const cache = new LRUCache<string, { record: ApiKeyRecord | null }>({ max: KEY_CACHE_MAX_ENTRIES, ttl: KEY_CACHE_TTL_MS })
+
+  /** Creates a key and returns it in plain text: the only time it is ever shown. */
+  async function createApiKey({ name, policy, rateLimit }: CreateApiKeyParameters): Promise<{ key: string; record: ApiKeyRecord }> {
+    const key = `${KEY_PREFIX}${randomBytes(KEY_BYTES).toString('base64url')}`
+    const rows = await db.drizzle
+      .insert(schema.apiKeys)
+      .values({ name, keyHash: digest(key), prefix: key.slice(0, DISPLAY_PREFIX_LENGTH), policy, rateLimit })
+      .onConflictDoNothing({ target: schema.apiKeys.name })
+      .returning()
+    if (rows.length === 0) throw new DuplicateApiKeyNameError(name)
+    return { key, record: toRecord(rows[0]!) }
+  }
+
+  async function listApiKeys(): Promise<ApiKeyRecord[]> {
+    const rows = await db.drizzle.select().from(schema.apiKeys).orderBy(asc(schema.apiKeys.id))
+    return rows.map(toRecord)
+  }
+
+  /** Revokes the key with this name or id; `null` when there is none. Revoking twice keeps the first time. */
+  async function revokeApiKey(nameOrId: string): Promise<ApiKeyRecord | null> {
+    const byName = eq(schema.apiKeys.name, nameOrId)
+    const where = /^\d+$/.test(nameOrId) ? or(byName, eq(schema.apiKeys.id, Number(nameOrId))) : byName
+    const rows = await db.drizzle
+      .update(schema.apiKeys)
+      .set({ revokedAt: sql`coalesce(${schema.apiKeys.revokedAt}, (extract(epoch from now()) * 1000)::bigint)` })
+      .where(where)
+      .returning()
+    cache.clear()
+    return rows[0] === undefined ? null : toRecord(rows[0])
+  }
+
+  /** The record of a live key, or `null` for a key that is unknown or revoked. */
+  async function lookupApiKey(key: string): Promise<ApiKeyRecord | null> {
+    const cached = cache.get(key)
+    if (cached !== undefined) return cached.record
+    const rows = await db.drizzle.select().from(schema.apiKeys).where(eq(schema.apiKeys.keyHash, digest(key))).limit(1)
+    const row = rows[0]
+    const record = row === undefined || row.revokedAt !== null ? null : toRecord(row)
+    cache.set(key, { record })
+    return record
+  }
+
+  return { createApiKey, listApiKeys, revokeApiKey, lookupApiKey }
+}

@@ -1,0 +1,86 @@
+import { z } from 'zod'
+import { UpstreamError, UpstreamRpcError } from '../errors.js'
+import type { Upstream } from './index.js'
+
+/** A forwarded call that takes longer than this is answered as an upstream failure. */
+const PASS_THROUGH_TIMEOUT_MS = 15_000
+
+/**
+ * Methods the index does not answer and a wallet needs, forwarded to the upstream node as they are. Anything
+ * else the index does not answer is `-32601`: node administration (`admin_*`, `debug_*`, `anvil_*`), methods
+ * that use keys held by the node (`eth_sign`, `eth_sendTransaction`) and stateful filters, which would not
+ * survive being spread over several upstream connections.
+ */
+export const PASS_THROUGH_METHODS: ReadonlySet<string> = new Set([
+  'eth_call',
+  'eth_estimateGas',
+  'eth_createAccessList',
+  'eth_simulateV1',
+  'eth_gasPrice',
+  'eth_maxPriorityFeePerGas',
+  'eth_feeHistory',
+  'eth_blobBaseFee',
+  'eth_getCode',
+  'eth_getStorageAt',
+  'eth_getProof',
+  'eth_sendRawTransaction',
+  'eth_syncing',
+  'eth_getBlockTransactionCountByHash',
+  'eth_getBlockTransactionCountByNumber',
+  'eth_getTransactionByBlockHashAndIndex',
+  'eth_getTransactionByBlockNumberAndIndex',
+  'eth_getUncleCountByBlockHash',
+  'eth_getUncleCountByBlockNumber',
+  'net_listening',
+  'web3_sha3',
+])
+
+const upstreamFailure = z.object({ error: z.object({ code: z.number().int(), message: z.string(), data: z.unknown().optional() }) })
+const upstreamSuccess = z.object({ result: z.unknown() })
+
+/**
+ * Forwards allowlisted calls to the upstream node and answers with exactly what it said: its result, or its
+ * error with the node's code, message and data (a revert's reason reaches the wallet). No retries: a raw
+ * transaction must not be sent twice by us, and the wallet decides whether to try again.
+ */
+export function createPassThrough({ upstream }: { upstream: Upstream }) {
+  let nextId = 0
+
+  async function forwardHttp(method: string, params: unknown[]): Promise<unknown> {
+    let body: unknown
+    try {
+      const response = await fetch(upstream.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: ++nextId, method, params }),
+        signal: AbortSignal.timeout(PASS_THROUGH_TIMEOUT_MS),
+      })
+      body = await response.json()
+    } catch (error) {
+      throw new UpstreamError('upstream unavailable', { cause: error })
+    }
+    const failure = upstreamFailure.safeParse(body)
+    if (failure.success) throw new UpstreamRpcError(failure.data.error)
+    const success = upstreamSuccess.safeParse(body)
+    if (!success.success || !Object.hasOwn(body as object, 'result')) throw new UpstreamError('upstream sent an invalid answer')
+    return success.data.result
+  }
+
+  async function forwardOverTransport(method: string, params: unknown[]): Promise<unknown> {
+    try {
+      return await upstream.request(method, params)
+    } catch (error) {
+      const { code, shortMessage, data } = error as { code?: unknown; shortMessage?: unknown; data?: unknown }
+      if (typeof code === 'number' && typeof shortMessage === 'string') throw new UpstreamRpcError({ code, message: shortMessage, data })
+      throw new UpstreamError('upstream unavailable', { cause: error })
+    }
+  }
+
+  const isHttp = /^https?:/.test(upstream.rpcUrl)
+
+  /** The forwarded call, or `null` for a method that is not on the allowlist. */
+  return function passThrough(method: string, params: unknown[]): Promise<unknown> | null {
+    if (!PASS_THROUGH_METHODS.has(method)) return null
+    return isHttp ? forwardHttp(method, params) : forwardOverTransport(method, params)
+  }
+}
