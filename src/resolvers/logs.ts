@@ -159,7 +159,20 @@ export function createLogResolvers({
 
   async function confirmedLogs(filter: LogFilter): Promise<Log[]> {
     const { fromNumber, toNumber } = await resolveLogRange(filter)
-    return cache.remember(`logs:${fromNumber}-${toNumber}:${matchKey(filter)}`, () => logsInRange(filter, fromNumber, toNumber), bytesOfLogs)
+    const logs = await cache.remember(`logs:${fromNumber}-${toNumber}:${matchKey(filter)}`, () => logsInRange(filter, fromNumber, toNumber), bytesOfLogs)
+    // The cache is shared by every endpoint policy: an answer cached under a larger cap is refused here.
+    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber)
+    return logs
+  }
+
+  /** The result cap's error, naming the range before the block where the result overflowed, if any. */
+  function resultCapError(overflowBlock: number, fromNumber: number): LimitExceededError {
+    // Every log of the blocks before the first one that overflows fits under the cap.
+    if (overflowBlock > fromNumber)
+      return new LimitExceededError(
+        `query returned more than ${limits.maxLogs} results; retry with the range ${toQuantity(fromNumber)}-${toQuantity(overflowBlock - 1)}`,
+      )
+    return new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`)
   }
 
   /**
@@ -186,17 +199,7 @@ export function createLogResolvers({
     const conditions = matchConditions(filter)
     const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
     const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1)
-    if (rows.length > limits.maxLogs) {
-      // Every log of the blocks before the first one that overflows fits under the cap.
-      const overflowBlock = rows[limits.maxLogs]!.blockNumber
-      if (overflowBlock > fromNumber)
-        throw new LimitExceededError(
-          `query returned more than ${limits.maxLogs} results; retry with the range ${toQuantity(fromNumber)}-${toQuantity(overflowBlock - 1)}`,
-        )
-      throw new LimitExceededError(
-        `query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`,
-      )
-    }
+    if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber)
     return rows.map(formatLog)
   }
 

@@ -1,0 +1,125 @@
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  createPublicClient,
+  createWalletClient,
+  http,
+  parseEther,
+  type PublicClient,
+} from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+import { foundry } from 'viem/chains'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { deployToken, tokenAbi, ZERO_AMOUNT_REASON } from '../src/devnet/contracts.js'
+import { PASS_THROUGH_METHODS } from '../src/upstream/pass-through.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { anvilCall } from './fixtures/sync.js'
+
+/** anvil's first dev account. */
+const PRIVATE_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80'
+const RECIPIENT = '0x000000000000000000000000000000000000bEEF'
+
+let anvil: Anvil
+let database: TestDatabase
+let gateway: TestGateway
+let client: PublicClient
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  database = await createTestDatabase()
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+  client = createPublicClient({ chain: foundry, transport: http(gateway.url), pollingInterval: 50 })
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await database?.drop()
+  await anvil?.stop()
+})
+
+describe('a wallet pointed at the public endpoint', () => {
+  const account = privateKeyToAccount(PRIVATE_KEY)
+  const wallet = () => createWalletClient({ account, chain: foundry, transport: http(gateway.url) })
+
+  test('deploys a contract, sends value, reads state and estimates fees, all through flashgate', async () => {
+    // Deploying takes eth_chainId, eth_getTransactionCount(pending), eth_estimateGas, the fee methods and
+    // eth_sendRawTransaction, then waits for the receipt, which comes from the index.
+    const token = await deployToken(wallet(), client)
+    expect(await client.getCode({ address: token })).toBe(await anvilCall(anvil.rpcUrl, 'eth_getCode', [token, 'latest']))
+
+    const hash = await wallet().sendTransaction({ to: RECIPIENT, value: parseEther('1.5') })
+    const receipt = await client.waitForTransactionReceipt({ hash })
+    expect(receipt.status).toBe('success')
+    expect(await client.getBalance({ address: RECIPIENT })).toBe(parseEther('1.5'))
+    expect(await client.getTransactionCount({ address: account.address })).toBe(2)
+
+    const { result } = await client.simulateContract({ address: token, abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, 5n], account })
+    expect(result).toBe(true)
+    const transfer = await wallet().writeContract({ address: token, abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, 5n] })
+    expect((await client.waitForTransactionReceipt({ hash: transfer })).logs).toHaveLength(1)
+
+    const fees = await client.estimateFeesPerGas()
+    expect(fees.maxFeePerGas).toBeGreaterThan(0n)
+    expect(await client.getGasPrice()).toBeGreaterThan(0n)
+    expect((await client.getFeeHistory({ blockCount: 2, rewardPercentiles: [50] })).baseFeePerGas.length).toBe(3)
+    expect(await client.getStorageAt({ address: token, slot: '0x0' })).toBe(await anvilCall(anvil.rpcUrl, 'eth_getStorageAt', [token, '0x0', 'latest']))
+  })
+
+  test("a reverting call reaches the wallet with the node's reason", async () => {
+    const token = await deployToken(wallet(), client)
+    const failure = await client
+      .simulateContract({ address: token, abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, 0n], account })
+      .catch((error: unknown) => error)
+    expect(failure).toBeInstanceOf(BaseError)
+    const reverted = (failure as BaseError).walk((error) => error instanceof ContractFunctionRevertedError)
+    expect((reverted as ContractFunctionRevertedError).reason).toBe(ZERO_AMOUNT_REASON)
+  })
+})
+
+describe('forwarding', () => {
+  test("an upstream error is passed through with the node's code, message and data", async () => {
+    const token = await deployToken(createWalletClient({ account: privateKeyToAccount(PRIVATE_KEY), chain: foundry, transport: http(gateway.url) }), client)
+    const data = `0xa9059cbb${RECIPIENT.slice(2).toLowerCase().padStart(64, '0')}${'0'.repeat(64)}`
+    const call = { to: token, data }
+    const direct = await fetch(anvil.rpcUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_call', params: [call, 'latest'] }),
+    }).then((response) => response.json() as Promise<{ error: unknown }>)
+    expect(direct.error).toBeDefined()
+    expect(await rpc(gateway.url, 'eth_call', [call, 'latest'])).toEqual({ jsonrpc: '2.0', id: 1, error: direct.error })
+  })
+
+  test.each(['eth_sendTransaction', 'eth_sign', 'personal_sign', 'eth_accounts', 'anvil_mine', 'evm_mine', 'debug_traceTransaction', 'admin_nodeInfo', 'eth_newFilter'])(
+    '%s is not on the allowlist: -32601, and the upstream never sees it',
+    async (method) => {
+      const head = await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', [])
+      const { error } = await rpc(gateway.url, method, method === 'anvil_mine' ? ['0x5'] : [])
+      expect(error).toEqual({ code: -32601, message: `the method ${method} does not exist/is not available` })
+      expect(await anvilCall(anvil.rpcUrl, 'eth_blockNumber', [])).toBe(head)
+    },
+  )
+
+  test('the allowlist answers on the dedicated endpoint too, and inside batches', async () => {
+    const response = await fetch(gateway.dedicatedUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'eth_gasPrice', params: [] },
+        { jsonrpc: '2.0', id: 2, method: 'eth_syncing', params: [] },
+        { jsonrpc: '2.0', id: 3, method: 'eth_blockNumber', params: [] },
+      ]),
+    })
+    const answers = (await response.json()) as { id: number; result: unknown }[]
+    expect(answers.map((answer) => answer.id)).toEqual([1, 2, 3])
+    expect(answers[0]!.result).toMatch(/^0x[0-9a-f]+$/)
+    expect(answers[1]!.result).toBe(false)
+  })
+
+  test('indexed methods are never forwarded', () => {
+    for (const method of ['eth_getLogs', 'eth_getBlockReceipts', 'eth_getBalance', 'eth_getTransactionCount', 'eth_getBlockByNumber'])
+      expect(PASS_THROUGH_METHODS.has(method)).toBe(false)
+  })
+})
