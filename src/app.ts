@@ -11,6 +11,8 @@ import { createPassThrough } from './upstream/pass-through.js'
 
 /** The index is "ready" while its head is at most this many blocks behind the upstream's. */
 const READY_MAX_LAG_BLOCKS = 5
+/** The ingester asks the upstream several times a second; this long without an answer, it is not keeping up. */
+const READY_UPSTREAM_SILENCE_MS = 30_000
 
 export type Gateway = {
   url: string
@@ -71,11 +73,27 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
       const lag = head !== null && status.upstreamHead !== null ? status.upstreamHead - head : null
       // A standby serves from the index another process keeps: ready as long as the database answers.
       // The ingester is ready while the upstream answers and the index keeps up with it.
-      const keepingUp = status.lastError === null && lag !== null && lag <= READY_MAX_LAG_BLOCKS
+      const silentFor = status.lastUpstreamContactAt === null ? 0 : Date.now() - status.lastUpstreamContactAt
+      const upstreamState = !status.leader
+        ? null
+        : status.lastErrorSource === 'upstream'
+          ? 'unreachable'
+          : silentFor > READY_UPSTREAM_SILENCE_MS
+            ? 'unresponsive'
+            : 'ok'
+      const keepingUp = status.lastError === null && upstreamState === 'ok' && lag !== null && lag <= READY_MAX_LAG_BLOCKS
       const ready = view !== null && head !== null && (!status.leader || keepingUp)
       return {
         ready,
-        details: { database: view !== null, head, upstreamHead: status.upstreamHead, leader: status.leader, lastError: status.lastError },
+        details: {
+          database: view === null ? 'unreachable' : 'ok',
+          upstream: upstreamState,
+          flashblocks: feed === null ? null : feed.status().connected ? 'connected' : 'disconnected',
+          head,
+          upstreamHead: status.upstreamHead,
+          leader: status.leader,
+          lastError: status.lastError,
+        },
       }
     },
   })

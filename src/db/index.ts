@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { PGlite } from '@electric-sql/pglite'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import type { SQL } from 'drizzle-orm'
+import { type SQL, sql } from 'drizzle-orm'
 import { PgDialect, type PgDatabase, type PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
@@ -25,6 +25,13 @@ const MIGRATION_LOCK_ID = 0x666c7368
 const INGEST_LOCK_ID = 0x666c7369
 const DEFAULT_POOL_SIZE = 10
 const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000
+/** How long opening a connection may take; past it a query fails rather than hang while the database is away. */
+const CONNECT_TIMEOUT_S = 10
+/**
+ * Wait before reconnecting after failed connection attempts, in seconds: postgres.js grows it to 20 s,
+ * and requests queue behind it, so a database back after an outage would serve nothing for that long.
+ */
+const reconnectBackoff = (failures: number) => Math.min(0.05 * 2 ** failures, 1)
 
 const dialect = new PgDialect()
 
@@ -37,7 +44,8 @@ export type DbConfig = {
   statementTimeoutMs?: number
 }
 
-export type Db = {
+/** What the ingester reads and writes through: the whole database, or (on Postgres) the session holding the ingest lock. */
+export type DbSession = {
   kind: 'pglite' | 'postgres'
   drizzle: Drizzle
   /** Runs raw SQL and returns its rows, whatever the driver. */
@@ -45,11 +53,45 @@ export type Db = {
   /** Bulk-loads rows with COPY, then runs `statements`, all in one transaction. */
   copyInTransaction(batches: CopyRows[], statements?: SQL[]): Promise<void>
   /**
-   * Tries to become the one ingester (DESIGN.md §1): a session-level advisory lock on Postgres, held on a
-   * connection of its own until `release`; PGlite belongs to one process, which always wins.
+   * A statement to run first in every write transaction: on the ingest lock's session it fails (with
+   * `IngestLockLostError` once mapped by `isIngestLockLost`) unless this session still holds the lock.
    */
-  tryIngestLock(): Promise<{ release(): Promise<void> } | null>
+  writeGuard: SQL | null
+}
+
+/**
+ * The one ingester's lock (DESIGN.md §1). On Postgres it is a session-level advisory lock: `db` runs on
+ * that session, so writes happen only while the lock is held (a transaction cannot outlive its session,
+ * and `writeGuard` checks the lock at its start). A database restart or a dropped connection ends the
+ * session and the lock with it: `held()` turns false and the ingester must acquire it again.
+ */
+export type IngestLock = {
+  db: DbSession
+  /** False once the lock's session has closed (the lock went with it). */
+  held(): boolean
+  release(): Promise<void>
+}
+
+export type Db = DbSession & {
+  /** Tries to become the one ingester; PGlite belongs to one process, which always wins. */
+  tryIngestLock(): Promise<IngestLock | null>
   close(): Promise<void>
+}
+
+/** SQLSTATE raised by `writeGuard` when the session no longer holds the ingest lock. */
+const INGEST_LOCK_LOST_SQLSTATE = 'FGL01'
+
+/** The session that wrote for the ingester lost the ingest lock (database restart, dropped connection). */
+export class IngestLockLostError extends Error {
+  override readonly name = 'IngestLockLostError'
+  constructor() {
+    super('the ingest lock was lost (database restart or dropped connection)')
+  }
+}
+
+/** True for an error that means the ingest lock is gone: `IngestLockLostError` or the guard's SQLSTATE. */
+export function isIngestLockLost(error: unknown): boolean {
+  return error instanceof IngestLockLostError || (error as { code?: unknown } | null)?.code === INGEST_LOCK_LOST_SQLSTATE
 }
 
 export function isPostgresUrl(url: string): boolean {
@@ -73,8 +115,9 @@ async function openPglite(config: DbConfig): Promise<Db> {
   await client.waitReady
   const drizzle = drizzlePglite(client, { schema })
   await migratePglite(drizzle, { migrationsFolder: MIGRATIONS_FOLDER })
-  return {
+  const db: Db = {
     kind: 'pglite',
+    writeGuard: null,
     drizzle: drizzle as unknown as Drizzle,
     async query(statement) {
       const result = await drizzle.execute(statement)
@@ -94,31 +137,29 @@ async function openPglite(config: DbConfig): Promise<Db> {
       })
     },
     async tryIngestLock() {
-      return { async release() {} }
+      return { db, held: () => true, async release() {} }
     },
     async close() {
       await client.close()
     },
   }
+  return db
 }
 
-async function openPostgres(config: DbConfig): Promise<Db> {
-  const statementTimeout = config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
-  await migratePostgresOnce(config.databaseUrl)
-  const client = postgres(config.databaseUrl, {
-    max: config.poolSize ?? DEFAULT_POOL_SIZE,
-    onnotice: () => {},
-    connection: { statement_timeout: statementTimeout, application_name: 'flashgate' },
-  })
+/** Statements, COPY and transactions over one postgres.js client (the pool, or the ingest lock's session). */
+function postgresSession(client: postgres.Sql, writeGuard: SQL | null): DbSession {
   const drizzle = drizzlePostgres(client, { schema })
+  const guard = writeGuard === null ? null : dialect.sqlToQuery(writeGuard)
   return {
     kind: 'postgres',
     drizzle: drizzle as unknown as Drizzle,
+    writeGuard,
     async query(statement) {
       return (await drizzle.execute(statement)) as never
     },
     async copyInTransaction(batches, statements = []) {
       await client.begin(async (tx) => {
+        if (guard !== null) await tx.unsafe(guard.sql, guard.params as never[])
         for (const batch of batches) {
           if (batch.rows.length === 0) continue
           const { tableName, columns, format, payload } = encodeCopy(batch)
@@ -131,17 +172,63 @@ async function openPostgres(config: DbConfig): Promise<Db> {
         }
       })
     },
+  }
+}
+
+/** Fails with INGEST_LOCK_LOST_SQLSTATE unless the session running it holds the ingest lock. */
+const INGEST_LOCK_GUARD = sql.raw(`do $$ begin
+  if not exists (select 1 from pg_locks where locktype = 'advisory' and classid = 0 and objid = ${INGEST_LOCK_ID}
+                 and objsubid = 1 and pid = pg_backend_pid() and granted) then
+    raise exception 'this session does not hold the flashgate ingest lock' using errcode = '${INGEST_LOCK_LOST_SQLSTATE}';
+  end if;
+end $$`)
+
+async function openPostgres(config: DbConfig): Promise<Db> {
+  const statementTimeout = config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
+  await migratePostgresOnce(config.databaseUrl)
+  const client = postgres(config.databaseUrl, {
+    max: config.poolSize ?? DEFAULT_POOL_SIZE,
+    connect_timeout: CONNECT_TIMEOUT_S,
+    backoff: reconnectBackoff,
+    onnotice: () => {},
+    connection: { statement_timeout: statementTimeout, application_name: 'flashgate' },
+  })
+  return {
+    ...postgresSession(client, null),
     async tryIngestLock() {
-      const connection = await client.reserve()
-      const [row] = await connection`select pg_try_advisory_lock(${INGEST_LOCK_ID}) as locked`
-      if (row?.locked !== true) {
-        connection.release()
-        return null
+      // A client of its own with one connection, not `client.reserve()`: postgres.js reuses a reserved
+      // connection that closed (and crashes writing to it), and retires connections after 30-60 minutes,
+      // which would drop a session lock unnoticed. Here nothing retires the session, and its close is seen.
+      let closed = false
+      const session = postgres(config.databaseUrl, {
+        max: 1,
+        max_lifetime: 0,
+        idle_timeout: 0,
+        connect_timeout: CONNECT_TIMEOUT_S,
+        backoff: reconnectBackoff,
+        onnotice: () => {},
+        onclose: () => {
+          closed = true
+        },
+        connection: { statement_timeout: statementTimeout, application_name: 'flashgate-ingest' },
+      })
+      try {
+        const [row] = await session`select pg_try_advisory_lock(${INGEST_LOCK_ID}) as locked`
+        if (row?.locked !== true) {
+          await session.end({ timeout: 5 })
+          return null
+        }
+      } catch (error) {
+        await session.end({ timeout: 1 }).catch(() => {})
+        throw error
       }
       return {
+        db: postgresSession(session, INGEST_LOCK_GUARD),
+        held: () => !closed,
         async release() {
-          await connection`select pg_advisory_unlock(${INGEST_LOCK_ID})`.catch(() => {})
-          connection.release()
+          // Ending the session releases its advisory locks; an explicit unlock would only add a round trip
+          // (or a wait for a reconnect when the database is gone).
+          await session.end({ timeout: 5 }).catch(() => {})
         },
       }
     },

@@ -1,13 +1,13 @@
 import { EventEmitter } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { type Hash, type Hex, webSocket } from 'viem'
-import { type Db, type LogRow, SYNC_KEYS } from '../db/index.js'
+import { BaseError, type Hash, type Hex, webSocket } from 'viem'
+import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, type LogRow, SYNC_KEYS } from '../db/index.js'
 import type { Upstream } from '../upstream/index.js'
-import { type BlockData, toRows } from './block-data.js'
+import { type BlockData, InconsistentBlockError, toRows } from './block-data.js'
 import { createBlockFetcher, type UpstreamCapabilities } from './fetch-block.js'
 import { createProgress } from './progress.js'
-import { createStore, type StoredHead } from './store.js'
+import { createStore, type Store, type StoredHead } from './store.js'
 
 /** Blocks written per transaction while backfilling, and upstream requests in flight at once. */
 const DEFAULT_BATCH_SIZE = 100
@@ -48,6 +48,17 @@ export type IngesterStatus = {
   upstreamHead: number | null
   /** The last upstream or database failure, cleared by the next success. */
   lastError: string | null
+  /** Where `lastError` came from: the upstream node, the database (or the ingest lock), or the ingest itself. */
+  lastErrorSource: 'upstream' | 'database' | 'ingest' | null
+  /** When the upstream last answered the ingester (ms since the epoch); `null` before it first did. */
+  lastUpstreamContactAt: number | null
+}
+
+function errorSource(error: unknown): NonNullable<IngesterStatus['lastErrorSource']> {
+  if (error instanceof BaseError || error instanceof InconsistentBlockError) return 'upstream'
+  // postgres.js and PGlite errors carry a string `code` (a SQLSTATE, or ECONNREFUSED, CONNECTION_CLOSED, …).
+  if (isIngestLockLost(error) || typeof (error as { code?: unknown } | null)?.code === 'string') return 'database'
+  return 'ingest'
 }
 
 export type IngesterEvents = {
@@ -64,17 +75,26 @@ export function createIngester(config: IngesterConfig) {
   const batchSize = config.batchSize ?? DEFAULT_BATCH_SIZE
   const fetchConcurrency = config.fetchConcurrency ?? DEFAULT_FETCH_CONCURRENCY
   const pollIntervalMs = config.pollIntervalMs ?? POLL_INTERVAL_MS
-  const store = createStore({ db })
+  // Bound to the ingest lock's session once the lock is held (see acquireLock).
+  let store: Store = createStore({ db })
   const capabilities: UpstreamCapabilities = { blockReceipts: true, tracing: true }
   const fetcher = createBlockFetcher({ upstream, capabilities })
   const events = new EventEmitter<IngesterEvents>()
-  const status: IngesterStatus = { running: false, leader: false, head: null, upstreamHead: null, lastError: null }
+  const status: IngesterStatus = {
+    running: false,
+    leader: false,
+    head: null,
+    upstreamHead: null,
+    lastError: null,
+    lastErrorSource: null,
+    lastUpstreamContactAt: null,
+  }
 
   let stopping = false
   let loop: Promise<void> | null = null
   let wake: (() => void) | null = null
   let unsubscribe: (() => void) | null = null
-  let lock: { release(): Promise<void> } | null = null
+  let lock: IngestLock | null = null
   let safeHeadsCheckedAt = 0
 
   function interruptibleSleep(ms: number): Promise<void> {
@@ -90,7 +110,9 @@ export function createIngester(config: IngesterConfig) {
   }
 
   async function upstreamNumber(): Promise<number> {
-    return Number.parseInt(await upstream.request<Hex>('eth_blockNumber'), 16)
+    const number = Number.parseInt(await upstream.request<Hex>('eth_blockNumber'), 16)
+    status.lastUpstreamContactAt = Date.now()
+    return number
   }
 
   /** Checks the chain id, records where the index starts, and returns the block to fetch next. */
@@ -101,7 +123,11 @@ export function createIngester(config: IngesterConfig) {
     if (storedChainId !== undefined && storedChainId !== chainId)
       throw new Error(`the database indexes chain ${storedChainId} but the upstream is chain ${chainId}`)
     const head = await store.head()
+    // After a failure the last commit may have landed without us hearing of it (the connection died
+    // during COMMIT): what the database holds is the truth, and readers hear of it like any commit.
+    const known = status.head
     status.head = head?.number ?? null
+    if (head !== null && known !== null && head.number > known) events.emit('head', head)
     if (head !== null) {
       logger.info({ head: head.number }, 'resuming ingest')
       return head.number + 1
@@ -197,6 +223,7 @@ export function createIngester(config: IngesterConfig) {
       while (next <= target && !stopping && prefetched !== null) {
         const batch = await prefetched
         prefetched = null
+        status.lastUpstreamContactAt = Date.now()
         const head = await store.head()
         const first = batch[0]!.block
         if (head !== null && head.number === next - 1 && first.parentHash !== head.hash) {
@@ -261,24 +288,38 @@ export function createIngester(config: IngesterConfig) {
     }
   }
 
-  async function acquireLock() {
+  /** Waits for the ingest lock (another process may hold it: stand by); returns false when stopping. */
+  async function acquireLock(): Promise<boolean> {
     while (!stopping) {
       lock = await db.tryIngestLock()
       if (lock !== null) {
+        store = createStore({ db: lock.db })
         status.leader = true
-        return
+        logger.info('holding the ingest lock')
+        return true
       }
       logger.info('another process is ingesting; standing by')
       await interruptibleSleep(LOCK_RETRY_MS)
     }
+    return false
+  }
+
+  /** The lock went with its session (database restart, dropped connection): let it go, and compete again. */
+  async function dropLock() {
+    const lost = lock
+    lock = null
+    status.leader = false
+    await lost?.release()
+    logger.warn('lost the ingest lock; acquiring it again')
   }
 
   async function run() {
     let retryMs = RETRY_BASE_MS
     let next: number | null = null
-    await acquireLock()
     while (!stopping) {
       try {
+        if (lock === null && !(await acquireLock())) break
+        if (!lock!.held()) throw new IngestLockLostError()
         next ??= await initialise()
         const target = await upstreamNumber()
         status.upstreamHead = target
@@ -294,10 +335,16 @@ export function createIngester(config: IngesterConfig) {
           }
         }
         status.lastError = null
+        status.lastErrorSource = null
         retryMs = RETRY_BASE_MS
       } catch (error) {
+        // Start again from what the database holds: batches committed before the failure are not fetched
+        // again (no duplicates), and one whose commit may or may not have landed is settled by reading it.
+        next = null
+        if (lock !== null && (!lock.held() || isIngestLockLost(error))) await dropLock()
         if (stopping) break
         status.lastError = error instanceof Error ? error.message : String(error)
+        status.lastErrorSource = errorSource(error)
         logger.warn({ err: error, retryInMs: retryMs }, 'ingest step failed; retrying')
         await interruptibleSleep(retryMs)
         retryMs = Math.min(retryMs * 2, RETRY_MAX_MS)

@@ -1,5 +1,5 @@
 import { asc, desc, gt, type SQL, sql } from 'drizzle-orm'
-import { byteaToHex, type CopyRows, type Db, type LogRow, SYNC_KEYS, schema } from '../db/index.js'
+import { byteaToHex, type CopyRows, type DbSession, type LogRow, SYNC_KEYS, schema } from '../db/index.js'
 import type { BlockRows } from './block-data.js'
 
 function upsertSyncState(key: string, value: unknown): SQL {
@@ -11,7 +11,7 @@ function upsertSyncState(key: string, value: unknown): SQL {
 export type StoredHead = { number: number; hash: `0x${string}` }
 
 /** The ingester's only door to the database: batched, transactional writes and the reads it needs. */
-export function createStore({ db }: { db: Db }) {
+export function createStore({ db }: { db: DbSession }) {
   async function head(): Promise<StoredHead | null> {
     const rows = await db.drizzle
       .select({ number: schema.blocks.number, hash: schema.blocks.hash })
@@ -56,6 +56,7 @@ export function createStore({ db }: { db: Db }) {
    */
   async function rewindTo(ancestor: number): Promise<LogRow[]> {
     return db.drizzle.transaction(async (tx) => {
+      if (db.writeGuard !== null) await tx.execute(db.writeGuard)
       const removed = await tx
         .select()
         .from(schema.logs)

@@ -1,0 +1,147 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { sql } from 'drizzle-orm'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { generateChain } from './fixtures/chain.js'
+import { compareWithReference } from './fixtures/compare.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { createPostgresCluster, type PostgresCluster } from './fixtures/postgres-cluster.js'
+import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
+import { createRandom } from './fixtures/random.js'
+import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+
+/** flashgate's ingest lock id (src/db/index.ts): "flsi". */
+const INGEST_LOCK_ID = 0x666c7369
+
+let anvil: Anvil
+let cluster: PostgresCluster
+let gateway: TestGateway | undefined
+
+beforeAll(async () => {
+  // Its own throwaway cluster, whatever DATABASE_URL says: this test kills it.
+  ;[anvil, cluster] = await Promise.all([startAnvil(), createPostgresCluster()])
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await cluster?.destroy()
+  await anvil?.stop()
+})
+
+type Answer = { status: number; body: unknown }
+
+/**
+ * Keeps JSON-RPC reads going against the gateway until stopped, and keeps every answer: a mix of the head,
+ * blocks, receipts and logs, as a wallet or indexer would send them.
+ */
+function startLoad(url: string) {
+  const answers: Answer[] = []
+  const failures: string[] = []
+  let running = true
+  const calls = [
+    { method: 'eth_blockNumber', params: [] },
+    { method: 'eth_getBlockByNumber', params: ['latest', true] },
+    { method: 'eth_getBlockReceipts', params: ['0x3'] },
+    { method: 'eth_getLogs', params: [{ fromBlock: '0x0', toBlock: '0x5' }] },
+    { method: 'eth_getBalance', params: ['0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', 'latest'] },
+  ]
+  async function worker(offset: number) {
+    for (let round = offset; running; round++) {
+      const call = calls[round % calls.length]!
+      try {
+        const response = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: round, ...call }),
+          signal: AbortSignal.timeout(20_000),
+        })
+        answers.push({ status: response.status, body: await response.json() })
+      } catch (error) {
+        failures.push(`${call.method}: ${(error as Error).message}`)
+      }
+      await sleep(20)
+    }
+  }
+  const workers = Promise.all([0, 1, 2, 3].map(worker))
+  return {
+    answers,
+    failures,
+    async stop() {
+      running = false
+      await workers
+    },
+  }
+}
+
+test('Postgres killed and restarted mid-ingest: clean errors and 503 while down, then flashgate reconnects, takes the ingest lock again, and the index equals the node', async () => {
+  const chain = await generateChain(anvil.rpcUrl, { seed: 41, blocks: 40 })
+  const databaseUrl = await cluster.createDatabase('flashgate_faults')
+  // Small batches: the kill lands in the middle of the backfill, between and during commits.
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
+  await gateway.ingester.waitForBlock(12)
+  // On the dedicated endpoint: the public one refuses eth_getBlockReceipts.
+  const load = startLoad(gateway.dedicatedUrl)
+  await sleep(300)
+  // The chain keeps moving while the database is away.
+  const more = generateChain(anvil.rpcUrl, { seed: 42, blocks: 8 })
+
+  await cluster.kill()
+  const down = Date.now()
+  await expect.poll(async () => (await fetch(`${gateway!.url}/readyz`)).status, { timeout: 15_000 }).toBe(503)
+  expect(await (await fetch(`${gateway.url}/readyz`)).json()).toMatchObject({ ready: false, database: 'unreachable' })
+  expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
+  for (const [method, params] of [
+    ['eth_blockNumber', []],
+    ['eth_getLogs', [{ fromBlock: '0x0', toBlock: '0x2' }]],
+    ['eth_getBlockByNumber', ['0x1', false]],
+  ] as const) {
+    const answer = await rpc(gateway.url, method, [...params])
+    expect(answer, method).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32603, message: 'internal error' } })
+  }
+  await expect.poll(() => gateway!.ingester.status(), { timeout: 15_000 }).toMatchObject({ leader: false, lastErrorSource: 'database' })
+  // Down for a few seconds: long enough for the pool's connections and the ingester's retries to fail.
+  await sleep(Math.max(0, 3_000 - (Date.now() - down)))
+  await cluster.start()
+  await more
+
+  await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
+  await expect.poll(async () => (await fetch(`${gateway!.url}/readyz`)).status, { timeout: 20_000 }).toBe(200)
+  expect(gateway.ingester.status()).toMatchObject({ leader: true, lastError: null })
+  await load.stop()
+
+  // Throughout: every request got a JSON-RPC answer, a result or the masked internal error, never a dropped
+  // connection, an HTML page or a message with SQL in it.
+  expect(load.failures).toEqual([])
+  const errors = load.answers.filter((answer) => (answer.body as { error?: unknown }).error !== undefined)
+  const results = load.answers.filter((answer) => (answer.body as { result?: unknown }).result !== undefined)
+  expect(errors.length).toBeGreaterThan(0)
+  expect(results.length).toBeGreaterThan(errors.length)
+  expect(results.length + errors.length).toBe(load.answers.length)
+  for (const answer of errors) expect(answer.body).toMatchObject({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' } })
+  for (const answer of load.answers) expect(answer.status).toBe(200)
+
+  // Exactly one session holds the ingest lock: the gateway's new one.
+  const locks = await gateway.db.query<{ holders: number }>(
+    sql`select count(*)::int as holders from pg_locks where locktype = 'advisory' and classid = 0 and objid = ${INGEST_LOCK_ID} and granted`,
+  )
+  expect(locks).toEqual([{ holders: 1 }])
+
+  // No block lost or written twice, and every answer equal to the node's.
+  const facts = await readChainFacts(anvil.rpcUrl, { accounts: chain.senders.concat(chain.recipients), contracts: chain.contracts.concat((await more).contracts) })
+  const referenceLogs = await anvilCall<unknown[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
+  const [counts] = await gateway.db.query<Record<string, number>>(sql`
+    select (select count(*) from blocks)::int as blocks, (select count(distinct number) from blocks)::int as distinct_blocks,
+           (select min(number) from blocks)::int as first, (select max(number) from blocks)::int as last,
+           (select count(*) from transactions)::int as transactions, (select count(*) from receipts)::int as receipts,
+           (select count(*) from logs)::int as logs`)
+  expect(counts).toEqual({
+    blocks: facts.head + 1,
+    distinct_blocks: facts.head + 1,
+    first: 0,
+    last: facts.head,
+    transactions: facts.transactionHashes.length,
+    receipts: facts.transactionHashes.length,
+    logs: referenceLogs.length,
+  })
+  await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(41), facts, 200)])
+})
