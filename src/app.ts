@@ -45,7 +45,7 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     db,
     upstream,
     pending,
-    limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs },
+    limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
   })
   const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize })
   // A serving process that also ingests sees its own commits at once; others poll (resolvers/chain.ts).

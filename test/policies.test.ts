@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import WebSocket from 'ws'
+import { logFilter } from '../src/codecs/index.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain, mineEmptyBlocks } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
@@ -236,6 +237,24 @@ describe('size limits', () => {
     expect(answered.body.result).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [filter]))
     // The answer cache does not let the public endpoint around its cap either.
     expect((await post(gateway.url, call('eth_getLogs', [filter]))).body.error.code).toBe(-32602)
+  })
+
+  test('a log query no index answers exactly is priced first and refused over the cost limit, with a smaller range', async () => {
+    const limits = { ...gateway.resolvers.limits, maxQueryCost: 1 }
+    const priced = gateway.resolvers.withLimits(limits)
+    const logs = await anvilCall<{ address: string; topics: string[] }[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
+    const withTopics = logs.find((log) => log.topics.length >= 2)!
+    const topicOnly = logFilter.parse({ fromBlock: '0x1', toBlock: '0x20', topics: [null, withTopics.topics[1]] })
+    await expect(priced.getLogs({ filter: topicOnly })).rejects.toThrow(
+      /^query would scan too many logs \(estimated cost \d+, at most 1\); filter by address and topic0, or retry with the range 0x1-0x[0-9a-f]+$/,
+    )
+    // An address with topic0 is answered by its index: never priced, answered as the node does.
+    const exact = { fromBlock: '0x1', toBlock: '0x20', address: withTopics.address, topics: [withTopics.topics[0]] }
+    expect(await priced.getLogs({ filter: logFilter.parse(exact) })).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [exact]))
+    // The default limit lets this small chain's scans through.
+    expect(await gateway.resolvers.withLimits({ ...limits, maxQueryCost: 250_000 }).getLogs({ filter: topicOnly })).toEqual(
+      await anvilCall(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x20', topics: [null, withTopics.topics[1]] }]),
+    )
   })
 
   test('GraphQL logs follow the public block-range cap', async () => {

@@ -35,6 +35,7 @@ export type PolicyConfig = {
   maxBody: number
   maxBlockRange: number
   maxLogs: number
+  maxQueryCost: number
 }
 
 /** The public endpoint's policy and the dedicated endpoints' one, from the configuration. */
@@ -46,7 +47,7 @@ export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy>
       rateLimit: config.publicRateLimit,
       maxBatchSize: config.publicMaxBatch,
       maxBodyBytes: config.publicMaxBody,
-      logLimits: { maxBlockRange: config.publicMaxBlockRange, maxLogs: config.publicMaxLogs },
+      logLimits: { maxBlockRange: config.publicMaxBlockRange, maxLogs: config.publicMaxLogs, maxQueryCost: config.maxQueryCost },
     },
     dedicated: {
       name: 'dedicated',
@@ -55,7 +56,7 @@ export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy>
       rateLimit: 0,
       maxBatchSize: config.maxBatch,
       maxBodyBytes: config.maxBody,
-      logLimits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs },
+      logLimits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
     },
   }
 }

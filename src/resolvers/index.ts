@@ -26,7 +26,7 @@ export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder
 export type { BlockRef, ChainState, ChainView } from './chain.js'
 export type { Log, LogCursor, LogLimits, LogsPage } from './logs.js'
 
-export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000 }
+export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000, maxQueryCost: 0 }
 
 export type ResolversConfig = {
   db: Db

@@ -19,6 +19,11 @@ export type LogLimits = {
   maxBlockRange: number
   /** Largest number of logs one `eth_getLogs` may return. */
   maxLogs: number
+  /**
+   * Largest planner cost (Postgres `EXPLAIN` units) of a log query that no index answers exactly; 0 for no
+   * estimate. Such queries are estimated before they run, so that one filter cannot scan the whole table.
+   */
+  maxQueryCost?: number
 }
 
 /** `eth_getLogs` adds `blockTimestamp`, as reth and anvil do. */
@@ -100,6 +105,14 @@ function matchKey(filter: LogFilter): string {
   return `${filter.addresses?.join(',') ?? '*'}:${filter.topics.map((alternatives) => alternatives?.join('|') ?? '*').join(',')}`
 }
 
+/**
+ * Filters an index answers exactly: one block (the primary key), or an address with topic0
+ * (`logs_address_topic0_idx`). Everything else is priced before it runs.
+ */
+function isIndexExact(filter: LogFilter, fromNumber: number, toNumber: number): boolean {
+  return fromNumber === toNumber || (filter.addresses !== null && filter.topics[0] !== null && filter.topics[0] !== undefined)
+}
+
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 
 export function createLogResolvers({
@@ -109,13 +122,36 @@ export function createLogResolvers({
   cache,
   pendingView,
 }: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache; pendingView: PendingView }) {
-  async function queryLogs(where: SQL | undefined, cap: number): Promise<LogRow[]> {
-    return db.drizzle
+  /**
+   * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
+   * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
+   */
+  async function queryLogs(where: SQL | undefined, cap: number, scan: { filter: LogFilter; fromNumber: number; toNumber: number }): Promise<LogRow[]> {
+    const query = db.drizzle
       .select()
       .from(schema.logs)
       .where(where)
       .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
       .limit(cap)
+    const maxCost = limits.maxQueryCost ?? 0
+    if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
+      const cost = await plannedCost(query.getSQL())
+      if (cost > maxCost) {
+        const blocks = Math.max(1, Math.floor(((scan.toNumber - scan.fromNumber + 1) * maxCost) / cost))
+        throw new LimitExceededError(
+          `query would scan too many logs (estimated cost ${Math.round(cost)}, at most ${maxCost}); filter by address and topic0, or retry with the range ${toQuantity(scan.fromNumber)}-${toQuantity(scan.fromNumber + blocks - 1)}`,
+        )
+      }
+    }
+    return query
+  }
+
+  /** The planner's total cost of a statement, without running it. */
+  async function plannedCost(statement: SQL): Promise<number> {
+    const [row] = await db.query<Record<string, unknown>>(sql`explain (format json) ${statement}`)
+    const plan = Object.values(row ?? {})[0]
+    const parsed = (typeof plan === 'string' ? JSON.parse(plan) : plan) as [{ Plan: { 'Total Cost': number } }]
+    return parsed[0].Plan['Total Cost']
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
@@ -186,7 +222,11 @@ export function createLogResolvers({
     if (!(withPending && isPendingTag(filter.fromBlock))) {
       const { fromNumber, toNumber } = await resolveLogRange(withPending ? { ...filter, toBlock: LATEST } : filter)
       const position = after === null ? undefined : sql`(${schema.logs.blockNumber}, ${schema.logs.logIndex}) > (${after.blockNumber}, ${after.logIndex})`
-      const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)), first + 1)
+      const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)), first + 1, {
+        filter,
+        fromNumber,
+        toNumber,
+      })
       confirmed = rows.map(formatLog)
     }
     const logs = withPending && confirmed.length <= first
@@ -198,7 +238,7 @@ export function createLogResolvers({
   async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number): Promise<Log[]> {
     const conditions = matchConditions(filter)
     const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
-    const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1)
+    const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber })
     if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber)
     return rows.map(formatLog)
   }
