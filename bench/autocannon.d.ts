@@ -1,4 +1,4 @@
-// The parts of autocannon's programmatic API the bench uses (the package ships no types).
+// The parts of autocannon's programmatic API the bench and the load test use (the package ships no types).
 declare module 'autocannon' {
   import type { EventEmitter } from 'node:events'
 
@@ -12,7 +12,8 @@ declare module 'autocannon' {
   }
   type Histogram = { average: number; mean: number; p50: number; p99: number; total: number; max: number }
   export type Result = {
-    requests: Histogram
+    requests: Histogram & { sent: number }
+    statusCodeStats: Record<string, { count: number }>
     latency: Histogram
     duration: number
     errors: number
@@ -27,6 +28,9 @@ declare module 'autocannon' {
     timeout?: number
     method?: string
     headers?: Record<string, string>
+    body?: string
+    /** Requests per second over all connections (paced); unpaced when omitted. */
+    overallRate?: number
     requests?: Request[]
   }
   type Instance = EventEmitter & Promise<Result> & { stop(): void }

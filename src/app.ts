@@ -66,6 +66,13 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     chainEvents: ingester.events,
     pending,
     registrationRateLimit: config.registrationRateLimit,
+    metrics: {
+      async chain() {
+        const status = ingester.status()
+        const view = await resolvers.chain.view().catch(() => null)
+        return { indexHead: view?.head?.number ?? null, upstreamHead: status.upstreamHead, ingesting: status.leader }
+      },
+    },
     async readiness() {
       const status = ingester.status()
       const view = await resolvers.chain.view().catch(() => null)

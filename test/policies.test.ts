@@ -268,6 +268,16 @@ describe('size limits', () => {
   })
 })
 
+test('GET /metrics counts answers by route and refusals by policy, and never names a key', async () => {
+  const text = await (await fetch(`${gateway.url}/metrics`)).text()
+  expect(text).toMatch(/^flashgate_http_requests_total\{route="\/rpc\/:apiKey",status="401"\} \d+$/m)
+  expect(text).toMatch(/^flashgate_http_requests_total\{route="\/",status="403"\} \d+$/m)
+  expect(text).toMatch(/^flashgate_rate_limited_total\{policy="public"\} [1-9]\d*$/m)
+  expect(text).toMatch(/^flashgate_index_head_block \d+$/m)
+  expect(text).toMatch(/^flashgate_process_resident_memory_bytes \d+$/m)
+  expect(text).not.toContain(gateway.dedicatedUrl.split('/rpc/')[1])
+})
+
 describe('WebSocket endpoints', () => {
   function open(url: string): Promise<WebSocket> {
     return new Promise((resolve, reject) => {

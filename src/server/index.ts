@@ -10,6 +10,7 @@ import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '
 import type { Resolvers } from '../resolvers/index.js'
 import { createGraphqlServer, GRAPHQL_PATH } from '../schema/index.js'
 import { createRestHandler } from '../rest/index.js'
+import { createMetrics, type MetricsSources } from './metrics.js'
 
 /** Time a connection gets to drain on shutdown before it is cut. */
 const SHUTDOWN_GRACE_MS = 10_000
@@ -30,6 +31,8 @@ export type ServerConfig = {
   /** Methods forwarded to the upstream node (src/upstream/pass-through.ts). */
   passThrough?: PassThrough | null
   readiness?: Readiness
+  /** What `GET /metrics` reads at scrape time, besides the request counters. */
+  metrics?: MetricsSources
   /** Sources for `eth_subscribe` on the WebSocket endpoint. */
   chainEvents?: ChainEvents | null
   pending?: PendingState | null
@@ -96,6 +99,7 @@ export function createServer(config: ServerConfig) {
   const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy })
   // One bucket per client address on the public endpoint and per key on dedicated ones.
   const limiter = createRateLimiter({ ratePerSecond: 0 })
+  const metrics = createMetrics(config.metrics)
 
   /** The endpoint a JSON-RPC path names, or `null` when the path is not a JSON-RPC one. */
   async function endpointOf(request: IncomingMessage, path: string): Promise<Endpoint | null> {
@@ -112,7 +116,11 @@ export function createServer(config: ServerConfig) {
   }
 
   function admitter(endpoint: Endpoint) {
-    return (cost: number) => limiter.take(endpoint.client, { cost, rate: endpoint.rate })
+    return (cost: number) => {
+      const wait = limiter.take(endpoint.client, { cost, rate: endpoint.rate })
+      if (wait > 0) metrics.rateLimited(endpoint.policy.name)
+      return wait
+    }
   }
 
   /** A JSON-RPC error answered before any call runs (bad key, database down while looking it up). */
@@ -156,11 +164,18 @@ export function createServer(config: ServerConfig) {
     if (await rest(request, response)) return
     if (path === GRAPHQL_PATH) {
       const wait = limiter.take(`ip:${clientAddress(request, trustProxy)}`, { rate: policies.public.rateLimit })
-      if (wait > 0)
+      if (wait > 0) {
+        metrics.rateLimited(policies.public.name)
         return sendJson(response, 429, { errors: [{ message: `rate limit exceeded; retry in ${wait} s`, extensions: { code: 'RATE_LIMITED' } }] }, { 'retry-after': String(wait) })
+      }
       return graphql(request, response)
     }
     if (path === '/healthz') return sendJson(response, 200, { status: 'ok' })
+    if (path === '/metrics') {
+      const { contentType, body } = await metrics.scrape()
+      response.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) })
+      return response.end(body)
+    }
     if (path === '/readyz') {
       const readiness = (await config.readiness?.()) ?? { ready: true, details: {} }
       return sendJson(response, readiness.ready ? 200 : 503, { ready: readiness.ready, ...readiness.details })
@@ -169,6 +184,7 @@ export function createServer(config: ServerConfig) {
   }
 
   const server: Server = createHttpServer((request, response) => {
+    metrics.observe(request, response)
     route(request, response).catch((error: unknown) => {
       logger.error({ err: error }, 'unhandled error in request')
       if (!response.headersSent) sendJson(response, 500, { jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } })

@@ -1,0 +1,127 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { setTimeout as sleep } from 'node:timers/promises'
+import autocannon from 'autocannon'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { generateChain } from './fixtures/chain.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+
+// A bounded load test of the public endpoint's rate limit, against the real CLI in its own process (so
+// that its memory is its own): at the limit nearly everything passes; far above it the limit holds, and
+// every request gets an answer (200 or 429), none is dropped; memory does not grow from one run to the next.
+const RATE_LIMIT = 200
+const PHASE_SECONDS = 4
+const CONNECTIONS = 16
+/** RSS growth allowed between two identical overload runs, once warm. */
+const MAX_RSS_GROWTH_BYTES = 24 * 1024 * 1024
+const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
+const BODY = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: ['0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266', 'latest'] })
+
+let anvil: Anvil
+let database: TestDatabase
+let gateway: ChildProcess
+let url: string
+
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text()
+  const line = text.split('\n').find((candidate) => candidate.startsWith(`${name} `) || candidate.startsWith(`${name}{`))
+  return Number(line?.split(' ').at(-1))
+}
+
+type Run = { sent: number; answered: number; ok: number; limited: number; other: number; errors: number; timeouts: number; seconds: number }
+
+async function load(options: { overallRate?: number }): Promise<Run> {
+  const result = await autocannon({
+    url,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: BODY,
+    connections: CONNECTIONS,
+    duration: PHASE_SECONDS,
+    timeout: 10,
+    ...options,
+  })
+  const codes = result.statusCodeStats as Record<string, { count: number }>
+  const count = (code: string) => codes[code]?.count ?? 0
+  const answered = Object.values(codes).reduce((sum, { count }) => sum + count, 0)
+  return {
+    sent: result.requests.sent,
+    answered,
+    ok: count('200'),
+    limited: count('429'),
+    other: answered - count('200') - count('429'),
+    errors: result.errors,
+    timeouts: result.timeouts,
+    seconds: result.duration,
+  }
+}
+
+beforeAll(async () => {
+  anvil = await startAnvil()
+  await generateChain(anvil.rpcUrl, { seed: 5, blocks: 5 })
+  database = await createTestDatabase()
+  gateway = spawn(
+    process.execPath,
+    [BIN, 'serve', '--upstream-rpc', anvil.rpcUrl, '--database-url', database.databaseUrl, '--port', '0', '--start-block', '0', '--public-rate-limit', String(RATE_LIMIT), '--log-level', 'silent'],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  let output = ''
+  for await (const chunk of gateway.stdout!) {
+    output += chunk
+    const match = /JSON-RPC\s+(http:\/\/\S+?)\/?\s/.exec(output)
+    if (match) {
+      url = match[1]!
+      break
+    }
+  }
+  const deadline = Date.now() + 30_000
+  while ((await fetch(`${url}/readyz`)).status !== 200) {
+    if (Date.now() > deadline) throw new Error('flashgate serve did not become ready')
+    await sleep(200)
+  }
+}, 60_000)
+
+afterAll(async () => {
+  if (gateway && gateway.exitCode === null) {
+    gateway.kill('SIGTERM')
+    await once(gateway, 'exit')
+  }
+  await database?.drop()
+  await anvil?.stop()
+})
+
+test('at the public rate limit and above it: the limit holds, every request is answered, memory stays flat', async () => {
+  // Paced just under the limit: nothing is refused beyond the odd request that autocannon's pacing bunches.
+  const pacedRate = Math.floor(RATE_LIMIT * 0.9)
+  const atLimit = await load({ overallRate: pacedRate })
+  // Unpaced, many times the limit from one address.
+  const over = await load({})
+  const rssWarm = await metric('flashgate_process_resident_memory_bytes')
+  const overAgain = await load({})
+  const rssAfter = await metric('flashgate_process_resident_memory_bytes')
+  const limitedCounter = await metric('flashgate_rate_limited_total')
+
+  console.info(
+    `load at ${RATE_LIMIT} req/s limit: paced ${JSON.stringify(atLimit)}; over ${JSON.stringify(over)}; again ${JSON.stringify(overAgain)}; ` +
+      `rss ${(rssWarm / 2 ** 20).toFixed(1)} -> ${(rssAfter / 2 ** 20).toFixed(1)} MiB`,
+  )
+  for (const run of [atLimit, over, overAgain]) {
+    expect(run.errors).toBe(0)
+    expect(run.timeouts).toBe(0)
+    expect(run.other).toBe(0)
+  }
+  expect(atLimit.answered).toBeGreaterThanOrEqual(0.9 * pacedRate * atLimit.seconds)
+  expect(atLimit.limited).toBeLessThanOrEqual(Math.ceil(atLimit.answered * 0.02))
+  for (const run of [over, overAgain]) {
+    // Every request that went out came back with an answer (autocannon stops at the deadline mid-flight:
+    // at most one request per connection is still on its way then).
+    expect(run.answered).toBeGreaterThanOrEqual(run.sent - CONNECTIONS)
+    // Offered far more than the limit; admitted at most the rate over the run plus one second's burst.
+    expect(run.answered).toBeGreaterThan(3 * RATE_LIMIT * PHASE_SECONDS)
+    expect(run.ok).toBeLessThanOrEqual(RATE_LIMIT * (run.seconds + 1) + CONNECTIONS)
+    expect(run.ok).toBeGreaterThanOrEqual(RATE_LIMIT * (run.seconds - 1))
+  }
+  expect(limitedCounter).toBeGreaterThanOrEqual(over.limited + overAgain.limited)
+  expect(rssAfter - rssWarm).toBeLessThan(MAX_RSS_GROWTH_BYTES)
+}, 60_000)
