@@ -33,7 +33,7 @@ Account.implement({
     logs: t.field({
       type: LogConnection,
       description:
-        'Logs the account emitted (as a contract), oldest first. The range defaults to the newest `--max-block-range` blocks up to the account’s block.',
+        'Logs the account emitted (as a contract), oldest first. The range defaults to the newest `--public-max-block-range` blocks up to the account’s block.',
       args: {
         topics: t.arg({ type: t.arg.listRef(t.arg.listRef('Hash'), { required: false }) }),
         fromBlock: t.arg({ type: BlockInput }),
@@ -54,7 +54,7 @@ Account.implement({
     transactions: t.field({
       type: TransactionConnection,
       description:
-        'Transactions the account sent or received, oldest first. The range defaults to the newest `--max-block-range` blocks up to the account’s block.',
+        'Transactions the account sent or received, oldest first. The range defaults to the newest `--public-max-block-range` blocks up to the account’s block.',
       args: {
         fromBlock: t.arg({ type: BlockInput }),
         toBlock: t.arg({ type: BlockInput }),

@@ -3,7 +3,7 @@ import { LimitExceededError } from '../errors.js'
 import type { GraphqlContext } from './builder.js'
 import { cursorSchema, DEFAULT_PAGE_SIZE, encodeCursor, parseArgument } from './inputs.js'
 
-export const PAGE_SIZE_DESCRIPTION = `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--max-logs\` when lower), at most \`--max-logs\`.`
+export const PAGE_SIZE_DESCRIPTION = `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--public-max-logs\` when lower), at most \`--public-max-logs\`.`
 
 /** `first` beyond the configured result limit is refused, as `eth_getLogs` refuses more results. */
 export function pageSize(first: number | null | undefined, context: GraphqlContext): number {

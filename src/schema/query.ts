@@ -97,7 +97,7 @@ builder.queryType({
       type: LogConnection,
       description:
         'Logs matching a filter, with the semantics and block-range limit of `eth_getLogs`, in pages of `first` ' +
-        '(at most `--max-logs`); follow `pageInfo.endCursor` for more than one page.',
+        '(at most `--public-max-logs`); follow `pageInfo.endCursor` for more than one page.',
       args: {
         filter: t.arg({ type: LogFilterInput, required: true, validate: { schema: logFilterSchema as unknown as z.ZodType<never> } }),
         first: t.arg.int({
