@@ -303,6 +303,20 @@ describe('WebSocket endpoints', () => {
     dedicated.close()
   })
 
+  test('a connection holds at most 100 subscriptions', async () => {
+    const socket = await open(gateway.dedicatedUrl)
+    const ids: string[] = []
+    for (let i = 0; i < 100; i++) ids.push((await ask(socket, call('eth_subscribe', ['newHeads'], i))).result)
+    expect(new Set(ids).size).toBe(100)
+    expect((await ask(socket, call('eth_subscribe', ['newHeads'], 100))).error).toEqual({
+      code: -32602,
+      message: 'too many subscriptions on this connection: at most 100; unsubscribe first',
+    })
+    expect((await ask(socket, call('eth_unsubscribe', [ids[0]], 101))).result).toBe(true)
+    expect((await ask(socket, call('eth_subscribe', ['newHeads'], 102))).result).toMatch(/^0x[0-9a-f]{32}$/)
+    socket.close()
+  })
+
   test('an unknown key cannot open a socket: HTTP 401', async () => {
     await expect(open(`${gateway.url}/rpc/fg_unknown`)).rejects.toThrow('HTTP 401')
   })

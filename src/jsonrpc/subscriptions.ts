@@ -5,7 +5,7 @@ import type { Hash } from 'viem'
 import { z } from 'zod'
 import { describeParamsError, logFilter } from '../codecs/index.js'
 import type { LogRow } from '../db/index.js'
-import { InvalidParamsError } from '../errors.js'
+import { InvalidParamsError, LimitExceededError } from '../errors.js'
 import type { IngesterEvents } from '../ingest/index.js'
 import type { PendingBlock, PendingState, PendingTransaction } from '../pending/index.js'
 import type { Resolvers } from '../resolvers/index.js'
@@ -18,6 +18,9 @@ import { formatPendingBlock, formatPendingTransaction, matchesFilter } from '../
  * `newFlashblockTransactions`. https://geth.ethereum.org/docs/interacting-with-geth/rpc/pubsub
  */
 export type ChainEvents = EventEmitter<IngesterEvents>
+
+/** Subscriptions one connection may hold: each costs work on every block and flashblock. */
+export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 100
 
 type Notify = (subscription: string, result: unknown) => void
 
@@ -108,6 +111,8 @@ export function createSubscriptions(options: {
     subscribe(rawParams: unknown): string {
       const parsed = subscribeParams.safeParse(rawParams)
       if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error))
+      if (active.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
+        throw new LimitExceededError(`too many subscriptions on this connection: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION}; unsubscribe first`)
       const [kind, argument] = parsed.data as [Subscription['kind'], unknown]
       let subscription: Subscription
       if (kind === 'logs' || kind === 'pendingLogs') {

@@ -16,6 +16,8 @@ import { createMetrics, type MetricsSources } from './metrics.js'
 const SHUTDOWN_GRACE_MS = 10_000
 /** Largest WebSocket message accepted, in bytes. */
 const MAX_WS_MESSAGE_BYTES = 1024 * 1024
+/** A WebSocket client that lets this much of our output pile up unread is cut off (slow consumer). */
+const MAX_WS_BUFFERED_BYTES = 16 * 1024 * 1024
 
 export type Readiness = () => Promise<{ ready: boolean; details: Record<string, unknown> }>
 
@@ -209,7 +211,13 @@ export function createServer(config: ServerConfig) {
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
     sockets.handleUpgrade(request, socket, head, (ws) => {
       const send = (message: unknown) => {
-        if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(message))
+        if (ws.readyState !== ws.OPEN) return
+        if (ws.bufferedAmount > MAX_WS_BUFFERED_BYTES) {
+          logger.warn({ bufferedBytes: ws.bufferedAmount }, 'closing a WebSocket that does not read its messages')
+          ws.terminate()
+          return
+        }
+        ws.send(JSON.stringify(message))
       }
       const subscriptions = createSubscriptions({
         resolvers: config.resolvers,
