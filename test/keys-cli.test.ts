@@ -1,6 +1,8 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, expect, test } from 'vitest'
+import { keysCommand } from '../src/cli/keys.js'
+import { UsageError } from '../src/cli/usage-error.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc, startTestGateway } from './fixtures/gateway.js'
@@ -11,14 +13,21 @@ const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
 let database: TestDatabase
 let anvil: Anvil
 
-/** Runs `flashgate keys …` on the test database; resolves with its output and exit code. */
-async function keys(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** `flashgate keys …` in-process on the test database: its printed lines, or the usage error it raised. */
+async function keys(...args: string[]): Promise<{ lines: string[]; error: string | null }> {
+  const lines: string[] = []
+  const flags: Record<string, string> = { 'database-url': database.databaseUrl }
+  const positionals: string[] = []
+  for (let i = 0; i < args.length; i++) {
+    if (args[i]!.startsWith('--')) flags[args[i]!.slice(2)] = args[++i]!
+    else positionals.push(args[i]!)
+  }
   try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, 'keys', ...args, '--database-url', database.databaseUrl])
-    return { code: 0, stdout, stderr }
+    await keysCommand({ action: positionals[0], argument: positionals[1], flags, env: {}, print: (line) => lines.push(...line.split('\n')) })
+    return { lines, error: null }
   } catch (error) {
-    const failure = error as { code: number; stdout: string; stderr: string }
-    return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr }
+    if (!(error instanceof UsageError)) throw error
+    return { lines, error: error.message }
   }
 }
 
@@ -33,22 +42,19 @@ afterAll(async () => {
 })
 
 test('flashgate keys create, list and revoke; the key opens a dedicated endpoint until revoked', async () => {
-  // Bad options are refused before the database is opened, so these run beside the first create.
-  const [created, badName, badPolicy] = await Promise.all([
-    keys('create', '--name', 'indexer-1', '--rate', '7'),
-    keys('create', '--name', 'has space'),
-    keys('create', '--name', 'x', '--policy', 'gold'),
-  ])
-  expect(created.code).toBe(0)
-  const key = created.stdout.split('\n')[0]!
+  const created = await keys('create', '--name', 'indexer-1', '--rate', '7')
+  expect(created.error).toBeNull()
+  const key = created.lines[0]!
   expect(key).toMatch(/^fg_[A-Za-z0-9_-]{43}$/)
-  expect(badName).toMatchObject({ code: 1, stderr: expect.stringMatching(/--name must be/) })
-  expect(badPolicy).toMatchObject({ code: 1, stderr: expect.stringMatching(/--policy must be one of dedicated, public/) })
-  expect((await keys('create', '--name', 'indexer-1')).stderr).toMatch(/already exists/)
+  expect((await keys('create', '--name', 'indexer-1')).error).toMatch(/already exists/)
+  expect((await keys('create', '--name', 'has space')).error).toMatch(/^--name must be/)
+  expect((await keys('create', '--name', 'x', '--policy', 'gold')).error).toBe('--policy must be one of dedicated, public')
+  expect((await keys('create', '--name', 'x', '--rate', '-1')).error).toBe('--rate must not be negative')
+  expect((await keys('frobnicate')).error).toBe('usage: flashgate keys create|list|revoke')
 
   const listed = await keys('list')
-  expect(listed.stdout).toMatch(/indexer-1 +fg_\S+… +dedicated +7 req\/s .* active/)
-  expect(listed.stdout).not.toContain(key)
+  expect(listed.lines.join('\n')).toMatch(/indexer-1 +fg_\S+… +dedicated +7 req\/s .* active/)
+  expect(listed.lines.join('\n')).not.toContain(key)
 
   const gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
   try {
@@ -58,9 +64,8 @@ test('flashgate keys create, list and revoke; the key opens a dedicated endpoint
     await gateway.stop()
   }
 
-  const revoked = await keys('revoke', 'indexer-1')
-  expect(revoked.stdout).toMatch(/indexer-1 .* revoked /)
-  expect((await keys('revoke', 'nobody')).code).toBe(1)
+  expect((await keys('revoke', 'indexer-1')).lines[0]).toMatch(/indexer-1 .* revoked /)
+  expect((await keys('revoke', 'nobody')).error).toBe('no API key named or numbered "nobody"')
 
   const again = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
   try {
@@ -70,3 +75,12 @@ test('flashgate keys create, list and revoke; the key opens a dedicated endpoint
     await again.stop()
   }
 })
+
+test('the flashgate binary runs the keys command: output on stdout, a bad option is one line on stderr and exit 1', async () => {
+  const [listed, refused] = await Promise.all([
+    run(process.execPath, [BIN, 'keys', 'list', '--database-url', database.databaseUrl]),
+    run(process.execPath, [BIN, 'keys', 'create', '--name', 'bad name', '--database-url', database.databaseUrl]).catch((error: { code: number; stderr: string }) => error),
+  ])
+  expect(listed.stdout).toMatch(/indexer-1 .* revoked /)
+  expect(refused).toMatchObject({ code: 1, stderr: expect.stringMatching(/^flashgate: --name must be 1 to 64 letters/) })
+}, 60_000)
