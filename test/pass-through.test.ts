@@ -118,6 +118,22 @@ describe('forwarding', () => {
     expect(answers[1]!.result).toBe(false)
   })
 
+  test('over a WebSocket upstream too, errors keep the node\'s code, message and data', async () => {
+    const token = await deployToken(createWalletClient({ account: privateKeyToAccount(PRIVATE_KEY), chain: foundry, transport: http(gateway.url) }), client)
+    const call = { to: token, data: `0xa9059cbb${RECIPIENT.slice(2).toLowerCase().padStart(64, '0')}${'0'.repeat(64)}` }
+    const wsDatabase = await createTestDatabase()
+    const wsGateway = await startTestGateway({ upstreamRpc: anvil.wsUrl, databaseUrl: wsDatabase.databaseUrl })
+    try {
+      const direct = await rpc(anvil.rpcUrl, 'eth_call', [call, 'latest'])
+      expect(direct.error).toBeDefined()
+      expect(await rpc(wsGateway.url, 'eth_call', [call, 'latest'])).toEqual(direct)
+      expect(await rpc(wsGateway.url, 'eth_getCode', [token, 'latest'])).toEqual(await rpc(anvil.rpcUrl, 'eth_getCode', [token, 'latest']))
+    } finally {
+      await wsGateway.stop()
+      await wsDatabase.drop()
+    }
+  })
+
   test('indexed methods are never forwarded', () => {
     for (const method of ['eth_getLogs', 'eth_getBlockReceipts', 'eth_getBalance', 'eth_getTransactionCount', 'eth_getBlockByNumber'])
       expect(PASS_THROUGH_METHODS.has(method)).toBe(false)

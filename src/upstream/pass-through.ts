@@ -39,6 +39,22 @@ const upstreamFailure = z.object({ error: z.object({ code: z.number().int(), mes
 const upstreamSuccess = z.object({ result: z.unknown() })
 
 /**
+ * The error object the node answered, found under viem's wrappers (its `RpcRequestError` keeps the node's
+ * `{code, message, data}` as its cause); `null` when the call failed without an answer (network, timeout).
+ */
+function nodeError(error: unknown): { code: number; message: string; data?: unknown } | null {
+  let current: unknown = error
+  for (let depth = 0; depth < 8 && current !== null && typeof current === 'object'; depth++) {
+    if (!(current instanceof Error)) {
+      const candidate = upstreamFailure.shape.error.safeParse(current)
+      return candidate.success ? candidate.data : null
+    }
+    current = current.cause
+  }
+  return null
+}
+
+/**
  * Forwards allowlisted calls to the upstream node and answers with exactly what it said: its result, or its
  * error with the node's code, message and data (a revert's reason reaches the wallet). No retries: a raw
  * transaction must not be sent twice by us, and the wallet decides whether to try again.
@@ -70,8 +86,8 @@ export function createPassThrough({ upstream }: { upstream: Upstream }) {
     try {
       return await upstream.request(method, params)
     } catch (error) {
-      const { code, shortMessage, data } = error as { code?: unknown; shortMessage?: unknown; data?: unknown }
-      if (typeof code === 'number' && typeof shortMessage === 'string') throw new UpstreamRpcError({ code, message: shortMessage, data })
+      const answered = nodeError(error)
+      if (answered !== null) throw new UpstreamRpcError(answered)
       throw new UpstreamError('upstream unavailable', { cause: error })
     }
   }

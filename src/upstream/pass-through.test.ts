@@ -1,0 +1,39 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { UpstreamError, UpstreamRpcError } from '../errors.js'
+import { createUpstream } from './index.js'
+import { createPassThrough } from './pass-through.js'
+
+// A loopback HTTP server standing in for a node that answers nonsense: a real socket, not a mock.
+const garbage = createServer((_request, response) => response.end('{"jsonrpc":"2.0","id":1}'))
+let garbageUrl: string
+
+beforeAll(async () => {
+  await new Promise<void>((resolve) => garbage.listen(0, '127.0.0.1', resolve))
+  garbageUrl = `http://127.0.0.1:${(garbage.address() as AddressInfo).port}`
+})
+
+afterAll(() => new Promise<void>((resolve) => garbage.close(() => resolve())))
+
+describe('createPassThrough', () => {
+  test('a method off the allowlist is not forwarded at all', () => {
+    const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: 'http://127.0.0.1:1' }) })
+    expect(passThrough('anvil_setBalance', [])).toBeNull()
+    expect(passThrough('eth_getLogs', [])).toBeNull()
+  })
+
+  test('an unreachable upstream is an UpstreamError (-32603)', async () => {
+    const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: 'http://127.0.0.1:1' }) })
+    const failure = await passThrough('eth_gasPrice', [])!.catch((error: unknown) => error)
+    expect(failure).toBeInstanceOf(UpstreamError)
+    expect(failure).toMatchObject({ code: -32603, message: 'upstream unavailable' })
+  })
+
+  test('an answer without result or error is an UpstreamError, not a null result', async () => {
+    const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: garbageUrl }) })
+    const failure = await passThrough('eth_gasPrice', [])!.catch((error: unknown) => error)
+    expect(failure).toBeInstanceOf(UpstreamError)
+    expect(failure).not.toBeInstanceOf(UpstreamRpcError)
+  })
+})
