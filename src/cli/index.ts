@@ -79,7 +79,14 @@ async function serve(flags: Record<string, string | undefined>) {
   const logger = createLogger(config.logLevel)
   const gateway = await startGateway({ config, logger })
   logger.info({ url: gateway.url }, 'flashgate serving')
-  console.log(`flashgate ${VERSION}\n  JSON-RPC  ${gateway.url}/\n  health    ${gateway.url}/healthz`)
+  console.log(
+    [
+      `flashgate ${VERSION}`,
+      `  JSON-RPC   ${gateway.url}/   (dedicated: ${gateway.url}/rpc/<apiKey>, keys from flashgate keys create)`,
+      `  GraphQL    ${gateway.url}/graphql`,
+      `  health     ${gateway.url}/healthz  ${gateway.url}/readyz  ${gateway.url}/metrics`,
+    ].join('\n'),
+  )
   onShutdown(gateway.stop)
 }
 
@@ -140,6 +147,9 @@ async function dev(flags: Record<string, string | undefined>) {
   )
   const gateway = await startGateway({ config, logger })
   stopGateway = gateway.stop
+  // A dedicated endpoint to try what the public one refuses (eth_getBlockReceipts); the database is wiped
+  // at every start, and the key with it.
+  const { key } = await gateway.resolvers.createApiKey({ name: 'dev', policy: 'dedicated', rateLimit: 0 })
   const traffic = createTrafficGenerator({ rpcUrl: chain.rpcUrl, gatewayUrl: gateway.url, logger: logger.child({ module: 'traffic' }) })
   stopTraffic = traffic.stop
   await traffic.start()
@@ -147,7 +157,9 @@ async function dev(flags: Record<string, string | undefined>) {
     [
       `flashgate ${VERSION} (dev)`,
       `  JSON-RPC     ${gateway.url}/   (WebSocket: ${gateway.url.replace('http', 'ws')}/)`,
-      `  health       ${gateway.url}/healthz  ${gateway.url}/readyz`,
+      `  dedicated    ${gateway.url}/rpc/${key}   (a dev API key: every method, no rate limit)`,
+      `  GraphQL      ${gateway.url}/graphql (GraphiQL in a browser)`,
+      `  health       ${gateway.url}/healthz  ${gateway.url}/readyz  ${gateway.url}/metrics`,
       `  dashboard    ${gateway.url}/dashboard (builder-code analytics; the demo agents send with their codes)`,
       `  devnet       ${chain.rpcUrl} (send transactions here; ${devnetConfig.blockTime}s blocks, demo traffic)`,
       `  flashblocks  ${chain.flashblocksUrl}`,
