@@ -28,7 +28,7 @@ afterAll(async () => {
   await anvil?.stop()
 })
 
-type Answer = { status: number; body: unknown }
+type Answer = { sentAt: number; status: number; body: unknown }
 
 /**
  * Keeps JSON-RPC reads going against the gateway until stopped, and keeps every answer: a mix of the head,
@@ -48,6 +48,7 @@ function startLoad(url: string) {
   async function worker(offset: number) {
     for (let round = offset; running; round++) {
       const call = calls[round % calls.length]!
+      const sentAt = Date.now()
       try {
         const response = await fetch(url, {
           method: 'POST',
@@ -55,7 +56,7 @@ function startLoad(url: string) {
           body: JSON.stringify({ jsonrpc: '2.0', id: round, ...call }),
           signal: AbortSignal.timeout(20_000),
         })
-        answers.push({ status: response.status, body: await response.json() })
+        answers.push({ sentAt, status: response.status, body: await response.json() })
       } catch (error) {
         failures.push(`${call.method}: ${(error as Error).message}`)
       }
@@ -106,7 +107,13 @@ test('Postgres killed and restarted mid-ingest: clean errors and 503 while down,
 
   await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
   await expect.poll(async () => (await fetch(`${gateway!.url}/readyz`)).status, { timeout: 20_000 }).toBe(200)
+  const readyAt = Date.now()
   expect(gateway.ingester.status()).toMatchObject({ leader: true, lastError: null })
+  // Served from the database again: the load goes on until it has had answers since the recovery (the
+  // catch-up alone can be too quick to give the load any).
+  const answeredBeforeRecovery = load.answers.length
+  const resultsSinceRecovery = () => load.answers.slice(answeredBeforeRecovery).filter((answer) => 'result' in (answer.body as object)).length
+  await expect.poll(resultsSinceRecovery, { timeout: 15_000 }).toBeGreaterThanOrEqual(200)
   await load.stop()
 
   // Throughout: every request got a JSON-RPC answer, a result or the masked internal error, never a dropped
@@ -117,6 +124,8 @@ test('Postgres killed and restarted mid-ingest: clean errors and 503 while down,
   expect(errors.length).toBeGreaterThan(0)
   expect(results.length).toBeGreaterThan(errors.length)
   expect(results.length + errors.length).toBe(load.answers.length)
+  // Once ready again, nothing fails: no pooled connection carries an error over from the restart.
+  expect(load.answers.filter((answer) => answer.sentAt >= readyAt && 'error' in (answer.body as object))).toEqual([])
   for (const answer of errors) expect(answer.body).toMatchObject({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' } })
   for (const answer of load.answers) expect(answer.status).toBe(200)
 

@@ -32,6 +32,17 @@ const CONNECT_TIMEOUT_S = 10
  * and requests queue behind it, so a database back after an outage would serve nothing for that long.
  */
 const reconnectBackoff = (failures: number) => Math.min(0.05 * 2 ** failures, 1)
+/** After a pool connection closes unasked, the pool is replaced this much later (closes in between count once). */
+const POOL_RENEWAL_DELAY_MS = 250
+/** How long queries under way on a replaced pool get to finish, in seconds. */
+const POOL_RETIRE_TIMEOUT_S = 10
+/**
+ * Options of every postgres.js client. `fetch_types` off: postgres.js runs its array-types query on each
+ * new connection and drops the promise, so when that query fails (a connection cut while it starts, as
+ * around a database restart) the rejection is unhandled and Node exits (porsager/postgres#1192, #1223).
+ * No column or parameter here is an array.
+ */
+const CLIENT_OPTIONS = { fetch_types: false, onnotice: () => {} } as const
 
 const dialect = new PgDialect()
 
@@ -53,16 +64,16 @@ export type DbSession = {
   /** Bulk-loads rows with COPY, then runs `statements`, all in one transaction. */
   copyInTransaction(batches: CopyRows[], statements?: SQL[]): Promise<void>
   /**
-   * A statement to run first in every write transaction: on the ingest lock's session it fails (with
-   * `IngestLockLostError` once mapped by `isIngestLockLost`) unless this session still holds the lock.
+   * Runs `work` in a transaction. On the ingest lock's session, this and `copyInTransaction` first check
+   * that the session still holds the lock, and fail (`isIngestLockLost`) when it does not.
    */
-  writeGuard: SQL | null
+  transaction<result>(work: (tx: Drizzle) => Promise<result>): Promise<result>
 }
 
 /**
  * The one ingester's lock (DESIGN.md §1). On Postgres it is a session-level advisory lock: `db` runs on
  * that session, so writes happen only while the lock is held (a transaction cannot outlive its session,
- * and `writeGuard` checks the lock at its start). A database restart or a dropped connection ends the
+ * and each one checks the lock at its start). A database restart or a dropped connection ends the
  * session and the lock with it: `held()` turns false and the ingester must acquire it again.
  */
 export type IngestLock = {
@@ -78,7 +89,7 @@ export type Db = DbSession & {
   close(): Promise<void>
 }
 
-/** SQLSTATE raised by `writeGuard` when the session no longer holds the ingest lock. */
+/** SQLSTATE raised by the lock check when the session no longer holds the ingest lock. */
 const INGEST_LOCK_LOST_SQLSTATE = 'FGL01'
 
 /** The session that wrote for the ingester lost the ingest lock (database restart, dropped connection). */
@@ -117,8 +128,8 @@ async function openPglite(config: DbConfig): Promise<Db> {
   await migratePglite(drizzle, { migrationsFolder: MIGRATIONS_FOLDER })
   const db: Db = {
     kind: 'pglite',
-    writeGuard: null,
     drizzle: drizzle as unknown as Drizzle,
+    transaction: (work) => drizzle.transaction((tx) => work(tx as unknown as Drizzle)),
     async query(statement) {
       const result = await drizzle.execute(statement)
       return result.rows as never
@@ -146,31 +157,83 @@ async function openPglite(config: DbConfig): Promise<Db> {
   return db
 }
 
+/** A postgres.js client of one connection whose closes are counted: the ingest lock's session. */
+type WatchedSession = { closes(): number; nextClose(): Promise<void> }
+
+/** SQLSTATE classes and postgres.js codes of errors after which the connection goes away. */
+const CONNECTION_LOST_CODES = new Set(['57P01', '57P02', '57P03', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET', 'EPIPE'])
+/** How long a transaction body waits for its connection to close after an error that announces it. */
+const CLOSE_AFTER_FATAL_ERROR_MS = 5_000
+
+function announcesConnectionLoss(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' && (CONNECTION_LOST_CODES.has(code) || code.startsWith('08'))
+}
+
+/**
+ * Runs a postgres.js transaction body. postgres.js 3.4.9 answers a failed body with a ROLLBACK on the same
+ * connection; when that connection has just closed, the ROLLBACK is written to a null socket from a
+ * setImmediate and the process dies (porsager/postgres#1208, #1154). `begin()` rejects by itself when its
+ * connection closes, so on the watched session a body that failed because the connection went away is
+ * left unsettled, and postgres.js never writes that ROLLBACK.
+ */
+async function transactionBody<result>(work: () => Promise<result>, session: WatchedSession | null): Promise<result> {
+  // A close before the body started was of an earlier connection: this transaction runs on a new one.
+  const closesBefore = session?.closes() ?? 0
+  try {
+    return await work()
+  } catch (error) {
+    if (session === null) throw error
+    let closed = session.closes() > closesBefore
+    if (!closed && announcesConnectionLoss(error)) {
+      let timer: NodeJS.Timeout | undefined
+      closed = await Promise.race([
+        session.nextClose().then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), CLOSE_AFTER_FATAL_ERROR_MS)
+        }),
+      ])
+      clearTimeout(timer)
+    }
+    if (closed) return new Promise<never>(() => {})
+    throw error
+  }
+}
+
 /** Statements, COPY and transactions over one postgres.js client (the pool, or the ingest lock's session). */
-function postgresSession(client: postgres.Sql, writeGuard: SQL | null): DbSession {
+function postgresSession(client: postgres.Sql, lockSession: WatchedSession | null): DbSession {
   const drizzle = drizzlePostgres(client, { schema })
-  const guard = writeGuard === null ? null : dialect.sqlToQuery(writeGuard)
+  const guard = lockSession === null ? null : dialect.sqlToQuery(INGEST_LOCK_GUARD)
   return {
     kind: 'postgres',
     drizzle: drizzle as unknown as Drizzle,
-    writeGuard,
     async query(statement) {
       return (await drizzle.execute(statement)) as never
     },
+    transaction(work) {
+      return drizzle.transaction((tx) =>
+        transactionBody(async () => {
+          if (lockSession !== null) await tx.execute(INGEST_LOCK_GUARD)
+          return work(tx as unknown as Drizzle)
+        }, lockSession),
+      )
+    },
     async copyInTransaction(batches, statements = []) {
-      await client.begin(async (tx) => {
-        if (guard !== null) await tx.unsafe(guard.sql, guard.params as never[])
-        for (const batch of batches) {
-          if (batch.rows.length === 0) continue
-          const { tableName, columns, format, payload } = encodeCopy(batch)
-          const writable = await tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`).writable()
-          await pipeline(Readable.from([payload]), writable)
-        }
-        for (const statement of statements) {
-          const query = dialect.sqlToQuery(statement)
-          await tx.unsafe(query.sql, query.params as never[])
-        }
-      })
+      await client.begin((tx) =>
+        transactionBody(async () => {
+          if (guard !== null) await tx.unsafe(guard.sql, guard.params as never[])
+          for (const batch of batches) {
+            if (batch.rows.length === 0) continue
+            const { tableName, columns, format, payload } = encodeCopy(batch)
+            const writable = await tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`).writable()
+            await pipeline(Readable.from([payload]), writable)
+          }
+          for (const statement of statements) {
+            const query = dialect.sqlToQuery(statement)
+            await tx.unsafe(query.sql, query.params as never[])
+          }
+        }, lockSession),
+      )
     },
   }
 }
@@ -186,29 +249,71 @@ end $$`)
 async function openPostgres(config: DbConfig): Promise<Db> {
   const statementTimeout = config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
   await migratePostgresOnce(config.databaseUrl)
-  const client = postgres(config.databaseUrl, {
-    max: config.poolSize ?? DEFAULT_POOL_SIZE,
-    connect_timeout: CONNECT_TIMEOUT_S,
-    backoff: reconnectBackoff,
-    onnotice: () => {},
-    connection: { statement_timeout: statementTimeout, application_name: 'flashgate' },
-  })
+  // The pool is replaced, shortly after any of its connections closes: postgres.js 3.4.9 keeps the error
+  // that a dying server sent during a query and hands it to the first query after the reconnect
+  // (porsager/postgres#1223), so a pool that lived through a restart would fail reads long after it.
+  // Its connections are not retired by age (no max_lifetime), so only closes nobody asked for count.
+  let closing = false
+  let renewal: NodeJS.Timeout | null = null
+  function openPool(): postgres.Sql {
+    const created: postgres.Sql = postgres(config.databaseUrl, {
+      max: config.poolSize ?? DEFAULT_POOL_SIZE,
+      max_lifetime: 0,
+      connect_timeout: CONNECT_TIMEOUT_S,
+      backoff: reconnectBackoff,
+      ...CLIENT_OPTIONS,
+      onclose: () => {
+        if (created === client) scheduleRenewal()
+      },
+      connection: { statement_timeout: statementTimeout, application_name: 'flashgate' },
+    })
+    return created
+  }
+  function scheduleRenewal() {
+    if (renewal !== null || closing) return
+    renewal = setTimeout(() => {
+      renewal = null
+      if (closing) return
+      const retired = client
+      client = openPool()
+      pool = postgresSession(client, null)
+      // Queries under way finish on the old pool (or fail with it, when the database is away).
+      void retired.end({ timeout: POOL_RETIRE_TIMEOUT_S }).catch(() => {})
+    }, POOL_RENEWAL_DELAY_MS)
+    renewal.unref()
+  }
+  let client = openPool()
+  let pool = postgresSession(client, null)
   return {
-    ...postgresSession(client, null),
+    kind: 'postgres',
+    get drizzle() {
+      return pool.drizzle
+    },
+    query: (statement) => pool.query(statement),
+    copyInTransaction: (batches, statements) => pool.copyInTransaction(batches, statements),
+    transaction: (work) => pool.transaction(work),
     async tryIngestLock() {
       // A client of its own with one connection, not `client.reserve()`: postgres.js reuses a reserved
       // connection that closed (and crashes writing to it), and retires connections after 30-60 minutes,
       // which would drop a session lock unnoticed. Here nothing retires the session, and its close is seen.
-      let closed = false
+      let closes = 0
+      let signalClose = () => {}
+      let nextClose = new Promise<void>((resolve) => {
+        signalClose = resolve
+      })
       const session = postgres(config.databaseUrl, {
         max: 1,
         max_lifetime: 0,
         idle_timeout: 0,
         connect_timeout: CONNECT_TIMEOUT_S,
         backoff: reconnectBackoff,
-        onnotice: () => {},
+        ...CLIENT_OPTIONS,
         onclose: () => {
-          closed = true
+          closes++
+          signalClose()
+          nextClose = new Promise<void>((resolve) => {
+            signalClose = resolve
+          })
         },
         connection: { statement_timeout: statementTimeout, application_name: 'flashgate-ingest' },
       })
@@ -223,8 +328,8 @@ async function openPostgres(config: DbConfig): Promise<Db> {
         throw error
       }
       return {
-        db: postgresSession(session, INGEST_LOCK_GUARD),
-        held: () => !closed,
+        db: postgresSession(session, { closes: () => closes, nextClose: () => nextClose }),
+        held: () => closes === 0,
         async release() {
           // Ending the session releases its advisory locks; an explicit unlock would only add a round trip
           // (or a wait for a reconnect when the database is gone).
@@ -233,6 +338,8 @@ async function openPostgres(config: DbConfig): Promise<Db> {
       }
     },
     async close() {
+      closing = true
+      if (renewal !== null) clearTimeout(renewal)
       await client.end({ timeout: 5 })
     },
   }
@@ -240,7 +347,7 @@ async function openPostgres(config: DbConfig): Promise<Db> {
 
 /** Applies migrations on one connection, under an advisory lock so that concurrent starts do not race. */
 async function migratePostgresOnce(databaseUrl: string): Promise<void> {
-  const client = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  const client = postgres(databaseUrl, { max: 1, ...CLIENT_OPTIONS })
   try {
     await client`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
     await migratePostgres(drizzlePostgres(client), { migrationsFolder: MIGRATIONS_FOLDER })

@@ -55,8 +55,7 @@ export function createStore({ db }: { db: DbSession }) {
    * that were removed (for subscribers, with `removed: true`).
    */
   async function rewindTo(ancestor: number): Promise<LogRow[]> {
-    return db.drizzle.transaction(async (tx) => {
-      if (db.writeGuard !== null) await tx.execute(db.writeGuard)
+    return db.transaction(async (tx) => {
       const removed = await tx
         .select()
         .from(schema.logs)

@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { gunzipSync } from 'node:zlib'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { generateChain } from './fixtures/chain.js'
+import { compareWithReference } from './fixtures/compare.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
+import { createRandom } from './fixtures/random.js'
+import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+
+/** Old blocks' state (balances, traces at past blocks) survives a dump and load only with this flag. */
+const ANVIL_ARGS = ['--preserve-historical-states']
+
+let anvil: Anvil
+let database: TestDatabase
+let gateway: TestGateway | undefined
+let stateDir: string
+
+beforeAll(async () => {
+  stateDir = mkdtempSync(join(tmpdir(), 'flashgate-anvil-state-'))
+  ;[anvil, database] = await Promise.all([startAnvil({ extraArgs: ANVIL_ARGS }), createTestDatabase()])
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await anvil?.stop()
+  await database?.drop()
+  rmSync(stateDir, { recursive: true, force: true })
+})
+
+async function readyz(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${url}/readyz`)
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+}
+
+test('anvil killed mid-ingest and restarted with its state: ingest pauses and resumes, reads keep answering from the index, /readyz names the upstream, and the index ends equal to the node', async () => {
+  const chain = await generateChain(anvil.rpcUrl, { seed: 51, blocks: 40 })
+  const before = await readChainFacts(anvil.rpcUrl, { accounts: chain.senders, contracts: chain.contracts })
+  const logsBefore = await anvilCall<{ blockNumber: string }[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
+  // Small batches, so that the kill lands in the middle of the backfill.
+  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, ingestBatchSize: 3 })
+  await gateway.ingester.waitForBlock(10)
+
+  // A crash, not a shutdown: the state is saved first (as `--state-interval` would), then SIGKILL. With the
+  // historical states, so that old blocks can still be traced (else: "Resource not found").
+  const stateFile = join(stateDir, 'state.json')
+  const dump = await anvilCall<string>(anvil.rpcUrl, 'anvil_dumpState', [true])
+  writeFileSync(stateFile, gunzipSync(Buffer.from(dump.slice(2), 'hex')))
+  const port = anvil.port
+  const exited = new Promise((resolve) => anvil.process.once('exit', resolve))
+  anvil.process.kill('SIGKILL')
+  await exited
+
+  // viem retries each call for a few seconds before the ingester hears of the failure.
+  await expect.poll(() => gateway!.ingester.status().lastErrorSource, { timeout: 30_000 }).toBe('upstream')
+  const ready = await readyz(gateway.url)
+  expect(ready.status).toBe(503)
+  expect(ready.body).toMatchObject({ ready: false, database: 'ok', upstream: 'unreachable', lastError: expect.any(String) })
+  expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
+
+  // Paused: nothing more is written, and what was indexed is served as the node served it.
+  const head = gateway.ingester.status().head!
+  expect(head).toBeGreaterThanOrEqual(10)
+  expect(head).toBeLessThan(before.head)
+  await sleep(1_000)
+  expect(gateway.ingester.status().head).toBe(head)
+  expect((await rpc(gateway.url, 'eth_blockNumber')).result).toBe(`0x${head.toString(16)}`)
+  for (const number of [0, Math.floor(head / 2), head])
+    expect((await rpc(gateway.url, 'eth_getBlockByNumber', [`0x${number.toString(16)}`, false])).result).toMatchObject({ hash: before.blockHashes[number] })
+  expect((await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])).result).toEqual(
+    logsBefore.filter((log) => Number(log.blockNumber) <= head),
+  )
+
+  // Back on the same port with its state; the chain moves on.
+  anvil = await startAnvil({ port, extraArgs: [...ANVIL_ARGS, '--load-state', stateFile] })
+  expect(await anvilCall(anvil.rpcUrl, 'eth_getBlockByNumber', ['latest', false])).toMatchObject({ hash: before.blockHashes[before.head] })
+  const more = await generateChain(anvil.rpcUrl, { seed: 52, blocks: 8 })
+  await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
+  await expect.poll(async () => (await readyz(gateway!.url)).body, { timeout: 20_000 }).toMatchObject({ ready: true, upstream: 'ok', lastError: null })
+
+  const facts = await readChainFacts(anvil.rpcUrl, {
+    accounts: [...chain.senders, ...chain.recipients],
+    contracts: [...chain.contracts, ...more.contracts],
+  })
+  await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(51), facts, 300)])
+})
