@@ -12,7 +12,9 @@ import type { PendingState } from '../pending/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 import type { GraphqlContext } from './builder.js'
 import { createLoaders } from './loaders.js'
+import { maxNestingPlugin } from './nesting.js'
 import { schema } from './schema.js'
+import { urlParamsJsonPlugin } from './url-params.js'
 
 export const GRAPHQL_PATH = '/graphql'
 /** Aliases per operation: each alias is another resolver run, so they are counted apart from depth. */
@@ -105,7 +107,8 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
         return maskError(error, message, isDev)
       },
     },
-    plugins: [maxAliasesPlugin({ n: MAX_ALIASES }), maxTokensPlugin({ n: MAX_TOKENS })],
+    // The nesting limit wraps the parser that max-tokens sets, so it comes after it.
+    plugins: [urlParamsJsonPlugin(), maxAliasesPlugin({ n: MAX_ALIASES }), maxTokensPlugin({ n: MAX_TOKENS }), maxNestingPlugin()],
   })
 }
 
