@@ -13,6 +13,7 @@ import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import { type CopyRows, encodeCopy } from './copy.js'
 import * as schema from './schema.js'
+import { noDelayConnections } from './socket.js'
 
 export { schema }
 export { type LogRow, SYNC_KEYS } from './schema.js'
@@ -258,6 +259,7 @@ async function openPostgres(config: DbConfig): Promise<Db> {
   function openPool(): postgres.Sql {
     const created: postgres.Sql = postgres(config.databaseUrl, {
       max: config.poolSize ?? DEFAULT_POOL_SIZE,
+      ...noDelayConnections(),
       max_lifetime: 0,
       connect_timeout: CONNECT_TIMEOUT_S,
       backoff: reconnectBackoff,
@@ -303,6 +305,7 @@ async function openPostgres(config: DbConfig): Promise<Db> {
       })
       const session = postgres(config.databaseUrl, {
         max: 1,
+        ...noDelayConnections(),
         max_lifetime: 0,
         idle_timeout: 0,
         connect_timeout: CONNECT_TIMEOUT_S,
