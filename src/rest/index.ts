@@ -86,6 +86,18 @@ function decodeSegment(segment: string): string {
   }
 }
 
+/**
+ * The request target as a URL, or `null` when it does not parse: a target that starts with `//` names a host,
+ * and `//`, `//0x12…` (an IPv4 number out of range), `//[::1` or `/\` (a slash, to WHATWG URL) make `new URL` throw.
+ */
+function requestUrl(request: IncomingMessage): URL | null {
+  try {
+    return new URL(request.url ?? '/', 'http://localhost')
+  } catch {
+    return null
+  }
+}
+
 function parsePositiveInt(name: string, value: string | null, max: number): number | undefined {
   if (value === null) return undefined
   const number = Number(value)
@@ -168,7 +180,9 @@ export function createRestHandler(config: RestConfig): RestHandler {
   }
 
   return async function handle(request, response) {
-    const url = new URL(request.url ?? '/', 'http://localhost')
+    const url = requestUrl(request)
+    // A target that is no URL at all (`//`, `//0x…`, `/\`) is no REST path; the server answers 404.
+    if (url === null) return false
     if (url.pathname === '/dashboard' || url.pathname === '/dashboard/') {
       if (request.method !== 'GET' && request.method !== 'HEAD') {
         send(response, 405, toHttpError(new HttpMethodNotAllowedError(request.method ?? '', ['GET'])).body, { allow: 'GET' })
