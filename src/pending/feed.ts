@@ -5,6 +5,13 @@ import type { PendingState } from './state.js'
 
 const RECONNECT_BASE_MS = 100
 const RECONNECT_MAX_MS = 5_000
+/**
+ * A ping this often; a connection that answered neither it nor with a message by the next one is dead
+ * (a peer gone without closing: a crashed host, a dropped NAT mapping) and is replaced.
+ */
+const HEARTBEAT_INTERVAL_MS = 3_000
+/** A connection attempt that has not completed its WebSocket handshake by then is abandoned and retried. */
+const HANDSHAKE_TIMEOUT_MS = 5_000
 
 export type FlashblocksFeedConfig = { url: string; state: PendingState; logger: Logger }
 
@@ -33,14 +40,29 @@ export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedCon
 
   function connect() {
     if (stopped) return
-    const current = new WebSocket(url, { perMessageDeflate: false })
+    const current = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: HANDSHAKE_TIMEOUT_MS })
     socket = current
+    let heard = true
+    let heartbeat: NodeJS.Timeout | null = null
     current.on('open', () => {
       connected = true
       retryMs = RECONNECT_BASE_MS
       logger.info({ url }, 'flashblocks feed connected')
+      heartbeat = setInterval(() => {
+        if (!heard) {
+          logger.warn({ url }, 'flashblocks feed unresponsive; reconnecting')
+          current.terminate()
+          return
+        }
+        heard = false
+        current.ping()
+      }, HEARTBEAT_INTERVAL_MS)
+    })
+    current.on('pong', () => {
+      heard = true
     })
     current.on('message', (data: Buffer, isBinary: boolean) => {
+      heard = true
       let decoded: unknown
       try {
         decoded = decodeFrame(isBinary ? data : data.toString('utf8'))
@@ -60,6 +82,7 @@ export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedCon
     })
     current.on('error', (error) => logger.warn({ err: error }, 'flashblocks feed error'))
     current.on('close', () => {
+      if (heartbeat !== null) clearInterval(heartbeat)
       if (socket === current) socket = null
       if (connected) state.reset('flashblocks feed disconnected')
       connected = false
