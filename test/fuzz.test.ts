@@ -19,7 +19,7 @@ import { PASS_THROUGH_METHODS } from '../src/upstream/pass-through.js'
 import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { type FuzzRequest, type FuzzWorld, graphqlBody, type JsonRpcEndpoint, jsonRpcBody, registrationBody, unknownKeyPath } from './fixtures/fuzz.js'
+import { type FuzzRequest, type FuzzWorld, graphqlBody, hostilePathRequest, type JsonRpcEndpoint, jsonRpcBody, registrationBody, unknownKeyPath } from './fixtures/fuzz.js'
 import {
   type CapturedLog,
   createHttpClient,
@@ -41,7 +41,7 @@ const CONCURRENCY = 8
 /** Longest a single answer may take, on a slow shared machine: a request that hangs is a failure. */
 const REQUEST_TIMEOUT_MS = 15_000
 /** Bodies per kind; each property run sends CONCURRENCY of them at once. */
-const BODIES = { jsonRpc: 6_000, unknownKey: 200, graphql: 2_600, registration: 2_000 }
+const BODIES = { jsonRpc: 6_000, unknownKey: 200, graphql: 2_600, registration: 2_000, paths: 400 }
 const MIN_TOTAL_BODIES = 10_000
 const REGISTERED_WALLETS = 4
 /**
@@ -59,6 +59,8 @@ const REGISTRATION_ERRORS: Record<number, string[]> = {
   413: ['payload_too_large'],
   415: ['unsupported_media_type'],
 }
+/** Statuses any route answers a hostile request with (2xx for the few that are valid). */
+const HTTP_STATUSES = new Set([200, 204, 400, 401, 403, 404, 405, 406, 413, 415])
 /** GraphQL over HTTP: 200 (or 400 for request errors with the GraphQL response type), 405, 406, 413, 415. */
 const GRAPHQL_STATUSES = new Set([200, 400, 405, 406, 413, 415])
 
@@ -72,7 +74,7 @@ let endpoints: JsonRpcEndpoint[]
 let dedicatedPath: string
 let codeOfWallet: Map<string, string>
 let before: { database: DatabaseSnapshot; answers: Record<string, string>; prototype: string[] }
-const sent = { jsonRpc: 0, jsonRpcEntries: 0, unknownKey: 0, graphql: 0, registration: 0 }
+const sent = { jsonRpc: 0, jsonRpcEntries: 0, unknownKey: 0, graphql: 0, registration: 0, paths: 0 }
 /** How the answers came out (`rpc result`, `rpc -32602`, `graphql data`, `registration 400`…): shows what the fuzz reached. */
 const outcomes = new Map<string, number>()
 const tally = (outcome: string) => outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1)
@@ -142,6 +144,7 @@ function expectedEntry(entry: unknown, refused: ReadonlySet<string>): ExpectedEn
   const params = entry.params
   if (params !== undefined && params !== null && !Array.isArray(params)) return { ...base, codes: new Set([-32602]), resultAllowed: false }
   if (Object.hasOwn(indexMethods, method)) return { ...base, codes: new Set([-32602, -32000]), resultAllowed: true }
+  // Forwarded calls answer with the upstream's own errors (any code), or -32603 when it cannot be asked.
   if (PASS_THROUGH_METHODS.has(method)) return { ...base, codes: null, resultAllowed: true }
   return { ...base, codes: new Set([-32601]), resultAllowed: false }
 }
@@ -275,6 +278,7 @@ async function fuzzGraphql(request: FuzzRequest): Promise<void> {
       check(isObject(error) && typeof error.message === 'string', 'an error without a message', request, answer)
       check(error.message !== 'Unexpected error.', 'an unexpected (masked internal) error', request, answer)
       check(!('extensions' in error) || isObject(error.extensions), 'extensions is not an object', request, answer)
+      check(!/"(stack|stacktrace|exception)"/i.test(JSON.stringify(error.extensions ?? {})), 'extensions carry a stack or exception', request, answer)
       const leak = leakIn(error.message as string, echoed)
       check(leak === null, `error message leaks internals (${leak})`, request, answer)
     }
@@ -318,6 +322,19 @@ async function fuzzRegistration(request: FuzzRequest): Promise<void> {
   check(request.method === 'POST' || (answer.status === 405 && answer.headers.allow === 'POST'), 'a non-POST is not 405 with allow: POST', request, answer)
   const leak = leakIn(error.message as string, echoedStrings(request.headers))
   check(leak === null, `error message leaks internals (${leak})`, request, answer)
+}
+
+/** Any route, odd request target: a documented status, and a JSON error object where it is JSON. */
+async function fuzzPath(request: FuzzRequest): Promise<void> {
+  sent.paths++
+  const answer = await send(request)
+  check(answer.status < 500, 'a 5xx answer', request, answer)
+  check(HTTP_STATUSES.has(answer.status), `status ${answer.status} is not one the gateway documents`, request, answer)
+  tally(`path ${answer.status}`)
+  if (request.method === 'HEAD' || !String(answer.headers['content-type']).includes('json')) return
+  const body = parseJson(request, answer)
+  check(typeof body === 'object' && body !== null, 'a JSON answer that is not an object or array', request, answer)
+  if (answer.status >= 400) check(isObject(body) && (isObject(body.error) || Array.isArray(body.errors)), 'an error answer without error or errors', request, answer)
 }
 
 /** Runs `runs` groups of CONCURRENCY generated requests, each group sent at once. */
@@ -468,9 +485,15 @@ describe('fuzz: every hostile request gets its documented answer, never a 5xx', 
   }, 120_000)
 })
 
+describe('fuzz: odd request targets on every route', () => {
+  test(`${BODIES.paths} requests with doubled slashes, dot segments, bad escapes, absolute and asterisk forms`, async () => {
+    await fuzz(hostilePathRequest(world), BODIES.paths, fuzzPath)
+  })
+})
+
 describe('after the fuzz', () => {
   test(`at least ${MIN_TOTAL_BODIES} bodies were sent`, () => {
-    const total = sent.jsonRpc + sent.unknownKey + sent.graphql + sent.registration
+    const total = sent.jsonRpc + sent.unknownKey + sent.graphql + sent.registration + sent.paths
     expect(sent.jsonRpc).toBeGreaterThanOrEqual(BODIES.jsonRpc)
     expect(sent.graphql).toBeGreaterThanOrEqual(BODIES.graphql)
     expect(sent.registration).toBeGreaterThanOrEqual(BODIES.registration)
