@@ -6,7 +6,7 @@ import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { createPostgresCluster, type PostgresCluster } from './fixtures/postgres-cluster.js'
-import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
+import { type ChainFacts, generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
@@ -130,13 +130,14 @@ test('Postgres killed and restarted mid-ingest: clean errors and 503 while down,
   for (const answer of load.answers) expect(answer.status).toBe(200)
 
   // Exactly one session holds the ingest lock: the gateway's new one.
-  const locks = await gateway.db.query<{ holders: number }>(
-    sql`select count(*)::int as holders from pg_locks where locktype = 'advisory' and classid = 0 and objid = ${INGEST_LOCK_ID} and granted`,
-  )
-  expect(locks).toEqual([{ holders: 1 }])
+  expect(await ingestLockHolders(gateway)).toBe(1)
 
-  // No block lost or written twice, and every answer equal to the node's.
   const facts = await readChainFacts(anvil.rpcUrl, { accounts: chain.senders.concat(chain.recipients), contracts: chain.contracts.concat((await more).contracts) })
+  await expectIndexEqualsNode(gateway, facts, 41)
+})
+
+/** No block lost or written twice, and every answer equal to the node's. */
+async function expectIndexEqualsNode(gateway: TestGateway, facts: ChainFacts, seed: number) {
   const referenceLogs = await anvilCall<unknown[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
   const [counts] = await gateway.db.query<Record<string, number>>(sql`
     select (select count(*) from blocks)::int as blocks, (select count(distinct number) from blocks)::int as distinct_blocks,
@@ -152,5 +153,48 @@ test('Postgres killed and restarted mid-ingest: clean errors and 503 while down,
     receipts: facts.transactionHashes.length,
     logs: referenceLogs.length,
   })
-  await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(41), facts, 200)])
+  await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(seed), facts, 200)])
+}
+
+async function ingestLockHolders(gateway: TestGateway): Promise<number> {
+  const [row] = await gateway.db.query<{ holders: number }>(
+    sql`select count(*)::int as holders from pg_locks where locktype = 'advisory' and classid = 0 and objid = ${INGEST_LOCK_ID} and granted
+        and database = (select oid from pg_database where datname = current_database())`,
+  )
+  return row!.holders
+}
+
+test('two gateways on one database across a Postgres restart: the lock goes with the old sessions, exactly one of them takes it again, the other stands by, and the index equals the node', async () => {
+  const chain = await generateChain(anvil.rpcUrl, { seed: 43, blocks: 10 })
+  const databaseUrl = await cluster.createDatabase('flashgate_pair')
+  const first = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
+  const second = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
+  const pair = [first, second]
+  try {
+    await waitForSameHead(first, anvil.rpcUrl, 60_000)
+    expect(pair.map((gateway) => gateway.ingester.status().leader).sort()).toEqual([false, true])
+
+    const more = generateChain(anvil.rpcUrl, { seed: 44, blocks: 8 })
+    await cluster.kill()
+    await expect.poll(() => pair.map((gateway) => gateway.ingester.status().leader), { timeout: 15_000 }).toEqual([false, false])
+    await sleep(1_000)
+    await cluster.start()
+    await more
+
+    // Whichever wins, never both: sampled while they compete and catch up.
+    const leaders: number[] = []
+    const deadline = Date.now() + 4_000
+    while (Date.now() < deadline) {
+      leaders.push(pair.filter((gateway) => gateway.ingester.status().leader).length)
+      await sleep(25)
+    }
+    expect(Math.max(...leaders)).toBe(1)
+    expect(leaders.at(-1)).toBe(1)
+    for (const gateway of pair) await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
+    expect(await ingestLockHolders(first)).toBe(1)
+    const facts = await readChainFacts(anvil.rpcUrl, { accounts: chain.senders.concat(chain.recipients), contracts: chain.contracts.concat((await more).contracts) })
+    await expectIndexEqualsNode(second, facts, 43)
+  } finally {
+    await Promise.all(pair.map((gateway) => gateway.stop()))
+  }
 })
