@@ -38,6 +38,9 @@ const CHAIN_SEED = 6006
 const CHAIN_BLOCKS = 8
 /** Requests in flight at once (and keep-alive connections). */
 const CONCURRENCY = 8
+/** Longest one kind of fuzz may run (it takes 2–25 s); FUZZ_TEST_TIMEOUT_MS leaves time to report. */
+const FUZZ_TIME_LIMIT_MS = 90_000
+const FUZZ_TEST_TIMEOUT_MS = 120_000
 /** Longest a single answer may take, on a slow shared machine: a request that hangs is a failure. */
 const REQUEST_TIMEOUT_MS = 15_000
 /** Bodies per kind; each property run sends CONCURRENCY of them at once. */
@@ -51,7 +54,10 @@ const REGISTERED_WALLETS = 4
  */
 const CACHE_TABLES = ['account_reads']
 
-/** EIP-1474 codes the gateway answers with (DESIGN.md §3); -32603 (internal) is never a fuzz outcome. */
+/**
+ * EIP-1474 codes the gateway answers with (DESIGN.md §3). -32603 (internal) is never a fuzz outcome of its own
+ * methods; forwarded calls (src/upstream/pass-through.ts) answer with whatever the upstream said.
+ */
 const JSON_RPC_CODES = new Set([-32700, -32600, -32601, -32602, -32000, -32004, -32005])
 const REGISTRATION_ERRORS: Record<number, string[]> = {
   400: ['invalid_json', 'invalid_request', 'invalid_address'],
@@ -343,7 +349,9 @@ async function fuzz(arbitrary: fc.Arbitrary<FuzzRequest>, bodies: number, run: (
     fc.asyncProperty(fc.array(arbitrary, { minLength: CONCURRENCY, maxLength: CONCURRENCY }), async (requests) => {
       await Promise.all(requests.map(run))
     }),
-    { seed: SEED, numRuns: Math.ceil(bodies / CONCURRENCY) },
+    // A run (shrinking included) that overstays is a failure with the best counterexample so far, not a
+    // vitest timeout without one.
+    { seed: SEED, numRuns: Math.ceil(bodies / CONCURRENCY), interruptAfterTimeLimit: FUZZ_TIME_LIMIT_MS, markInterruptAsFailure: true },
   )
 }
 
@@ -454,7 +462,7 @@ afterAll(async () => {
 describe('fuzz: every hostile request gets its documented answer, never a 5xx', () => {
   test(`JSON-RPC: ${BODIES.jsonRpc} generated bodies on the public and dedicated endpoints`, async () => {
     await fuzz(jsonRpcBody(world, endpoints), BODIES.jsonRpc, fuzzJsonRpc)
-  }, 120_000)
+  }, FUZZ_TEST_TIMEOUT_MS)
 
   test('JSON-RPC: bodies over each endpoint’s size limit are 413 with a JSON-RPC error', async () => {
     for (const endpoint of endpoints)
@@ -474,21 +482,21 @@ describe('fuzz: every hostile request gets its documented answer, never a 5xx', 
       check(answer.status === 401, 'not 401', request, answer)
       checkJsonRpcResponse(parseJson(request, answer), { answered: true, id: null, codes: new Set([-32000]), resultAllowed: false }, new Set(), request, answer)
     })
-  })
+  }, FUZZ_TEST_TIMEOUT_MS)
 
   test(`GraphQL: ${BODIES.graphql} generated documents and envelopes`, async () => {
     await fuzz(graphqlBody(schema, world), BODIES.graphql, fuzzGraphql)
-  }, 120_000)
+  }, FUZZ_TEST_TIMEOUT_MS)
 
   test(`registration: ${BODIES.registration} generated bodies`, async () => {
     await fuzz(registrationBody(world), BODIES.registration, fuzzRegistration)
-  }, 120_000)
+  }, FUZZ_TEST_TIMEOUT_MS)
 })
 
 describe('fuzz: odd request targets on every route', () => {
   test(`${BODIES.paths} requests with doubled slashes, dot segments, bad escapes, absolute and asterisk forms`, async () => {
     await fuzz(hostilePathRequest(world), BODIES.paths, fuzzPath)
-  })
+  }, FUZZ_TEST_TIMEOUT_MS)
 })
 
 describe('after the fuzz', () => {
