@@ -30,6 +30,14 @@ describe('createPassThrough', () => {
     expect(failure).toMatchObject({ code: -32603, message: 'upstream unavailable' })
   })
 
+  test('params nested too deeply to forward are the caller\'s mistake: -32602, and nothing is sent', async () => {
+    let nested: unknown = 0
+    for (let depth = 0; depth < 20_000; depth++) nested = [nested]
+    const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: garbageUrl }) })
+    const failure = await passThrough('eth_call', [nested])!.catch((error: unknown) => error)
+    expect(failure).toMatchObject({ code: -32602, message: 'invalid params: nested too deeply to forward' })
+  })
+
   test('an answer without result or error is an UpstreamError, not a null result', async () => {
     const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: garbageUrl }) })
     const failure = await passThrough('eth_gasPrice', [])!.catch((error: unknown) => error)

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { UpstreamError, UpstreamRpcError } from '../errors.js'
+import { InvalidParamsError, UpstreamError, UpstreamRpcError } from '../errors.js'
 import type { Upstream } from './index.js'
 
 /** A forwarded call that takes longer than this is answered as an upstream failure. */
@@ -62,13 +62,13 @@ function nodeError(error: unknown): { code: number; message: string; data?: unkn
 export function createPassThrough({ upstream }: { upstream: Upstream }) {
   let nextId = 0
 
-  async function forwardHttp(method: string, params: unknown[]): Promise<unknown> {
+  async function forwardHttp(method: string, paramsJson: string): Promise<unknown> {
     let body: unknown
     try {
       const response = await fetch(upstream.rpcUrl, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: ++nextId, method, params }),
+        body: `{"jsonrpc":"2.0","id":${++nextId},"method":${JSON.stringify(method)},"params":${paramsJson}}`,
         signal: AbortSignal.timeout(PASS_THROUGH_TIMEOUT_MS),
       })
       body = await response.json()
@@ -97,6 +97,13 @@ export function createPassThrough({ upstream }: { upstream: Upstream }) {
   /** The forwarded call, or `null` for a method that is not on the allowlist. */
   return function passThrough(method: string, params: unknown[]): Promise<unknown> | null {
     if (!PASS_THROUGH_METHODS.has(method)) return null
-    return isHttp ? forwardHttp(method, params) : forwardOverTransport(method, params)
+    // Params nested deeper than JSON.stringify can recurse are the caller's mistake, not an upstream failure.
+    let paramsJson: string
+    try {
+      paramsJson = JSON.stringify(params)
+    } catch {
+      return Promise.reject(new InvalidParamsError('invalid params: nested too deeply to forward'))
+    }
+    return isHttp ? forwardHttp(method, paramsJson) : forwardOverTransport(method, params)
   }
 }
