@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type IncomingMessage, request, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -89,3 +90,73 @@ test('anvil killed mid-ingest and restarted with its state: ingest pauses and re
   })
   await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(51), facts, 300)])
 })
+
+/**
+ * A loopback HTTP relay in front of the node that, once `hang()` is called, holds every request without an
+ * answer (an upstream that accepts and then stalls) until `release()` forwards them all.
+ */
+async function startHangingProxy(targetUrl: string) {
+  const target = new URL(targetUrl)
+  let hanging = false
+  let held: (() => void)[] = []
+  const server = createServer((incoming: IncomingMessage, response: ServerResponse) => {
+    const chunks: Buffer[] = []
+    incoming.on('data', (chunk: Buffer) => chunks.push(chunk))
+    incoming.on('end', () => {
+      const forward = () => {
+        const outgoing = request({ host: target.hostname, port: target.port, path: '/', method: 'POST', headers: { 'content-type': 'application/json' } }, (answer) => {
+          const parts: Buffer[] = []
+          answer.on('data', (part: Buffer) => parts.push(part))
+          answer.on('end', () => response.writeHead(answer.statusCode ?? 502, { 'content-type': 'application/json' }).end(Buffer.concat(parts)))
+        })
+        outgoing.on('error', () => response.destroy())
+        outgoing.end(Buffer.concat(chunks))
+      }
+      if (hanging) held.push(forward)
+      else forward()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    hang() {
+      hanging = true
+    },
+    release() {
+      hanging = false
+      for (const forward of held.splice(0)) forward()
+    },
+    get held() {
+      return held.length
+    },
+    async stop() {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
+test('an upstream that stops answering without refusing: /readyz says unresponsive, reads go on from the index, and ingest resumes when it answers again', async () => {
+  const own = await createTestDatabase()
+  const proxy = await startHangingProxy(anvil.rpcUrl)
+  const hung = await startTestGateway({ upstreamRpc: proxy.url, databaseUrl: own.databaseUrl })
+  try {
+    const head = await waitForSameHead(hung, anvil.rpcUrl, 60_000)
+    proxy.hang()
+    await anvilCall(anvil.rpcUrl, 'anvil_mine', ['0x3'])
+    // No error comes back (each call waits out viem's timeout and its retries): silence is the signal.
+    await expect.poll(async () => (await readyz(hung.url)).body, { timeout: 60_000, interval: 500 }).toMatchObject({ ready: false, upstream: 'unresponsive' })
+    expect(proxy.held).toBeGreaterThan(0)
+    expect((await readyz(hung.url)).status).toBe(503)
+    expect((await fetch(`${hung.url}/healthz`)).status).toBe(200)
+    expect((await rpc(hung.url, 'eth_blockNumber')).result).toBe(`0x${head.toString(16)}`)
+
+    proxy.release()
+    await waitForSameHead(hung, anvil.rpcUrl, 60_000)
+    await expect.poll(async () => (await readyz(hung.url)).body, { timeout: 20_000 }).toMatchObject({ ready: true, upstream: 'ok' })
+  } finally {
+    await hung.stop()
+    await proxy.stop()
+    await own.drop()
+  }
+}, 120_000)

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import { BaseError, type Hash, type Hex, webSocket } from 'viem'
+import { BaseError, type Hash, type Hex, RpcError, RpcRequestError, webSocket } from 'viem'
 import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, type LogRow, SYNC_KEYS } from '../db/index.js'
 import type { Upstream } from '../upstream/index.js'
 import { type BlockData, InconsistentBlockError, toRows } from './block-data.js'
@@ -189,17 +189,19 @@ export function createIngester(config: IngesterConfig) {
   async function refreshSafeHeads() {
     if (Date.now() - safeHeadsCheckedAt < SAFE_HEAD_REFRESH_MS) return
     safeHeadsCheckedAt = Date.now()
-    const read = async (tag: 'safe' | 'finalized') => {
+    // A node without the tag answers null (or an error): no such block. A failed call (the upstream is
+    // away) leaves the stored value as it was, so that `safe` does not vanish for the length of an outage.
+    const read = async (tag: 'safe' | 'finalized'): Promise<number | null | undefined> => {
       try {
         const block = await upstream.request<{ number: Hex } | null>('eth_getBlockByNumber', [tag, false])
         return block === null ? null : Number.parseInt(block.number, 16)
-      } catch {
-        return null
+      } catch (error) {
+        return error instanceof RpcError || error instanceof RpcRequestError ? null : undefined
       }
     }
     const [safe, finalized] = await Promise.all([read('safe'), read('finalized')])
-    await store.putSyncState(SYNC_KEYS.safe, safe)
-    await store.putSyncState(SYNC_KEYS.finalized, finalized)
+    if (safe !== undefined) await store.putSyncState(SYNC_KEYS.safe, safe)
+    if (finalized !== undefined) await store.putSyncState(SYNC_KEYS.finalized, finalized)
   }
 
   /** Fetches `[from, min(from + batchSize - 1, target)]`, or nothing past the target. */
