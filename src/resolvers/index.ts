@@ -25,6 +25,7 @@ export type { AttributionFigures, BuilderCodeStats, LeaderboardEntry, SeriesPoin
 export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder-codes.js'
 export type { BlockRef, ChainState, ChainView } from './chain.js'
 export type { Log, LogCursor, LogLimits, LogsPage } from './logs.js'
+export { RawJson } from './raw-json.js'
 
 export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000, maxQueryCost: 0 }
 

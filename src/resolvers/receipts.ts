@@ -1,15 +1,13 @@
-import { and, asc, eq } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import type { Hash, RpcTransactionReceipt } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
-import { type Db, hexToBytea, schema } from '../db/index.js'
-import { ANSWER_BYTES, type AnswerCache } from './cache.js'
+import { type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
+import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
-import { isPendingTag, type PendingView } from './pending.js'
-import type { LogRow } from '../db/index.js'
 import { formatLog } from './logs.js'
-
-const bytesOfReceipts = (receipts: RpcTransactionReceipt[]) =>
-  receipts.reduce((sum, receipt) => sum + ANSWER_BYTES.receipt + receipt.logs.length * ANSWER_BYTES.log, 0)
+import { isPendingTag, type PendingView } from './pending.js'
+import { RawJson } from './raw-json.js'
+import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from './receipt-json.js'
 
 export type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
 
@@ -18,6 +16,12 @@ export function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionRec
   return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
 }
 
+const { logs, receipts } = schema
+
+/**
+ * Receipts are read as JSON text (receipt-json.ts) and cached as that text, sized by its bytes: JSON-RPC
+ * writes it as it is (the `…Json` resolvers), GraphQL parses it (the object resolvers).
+ */
 export function createReceiptResolvers({
   db,
   chain,
@@ -25,65 +29,56 @@ export function createReceiptResolvers({
   pendingView,
 }: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView }) {
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
-  async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
+  async function getBlockReceiptsJson({ block }: { block: BlockSelector }): Promise<RawJson | null> {
     if (isPendingTag(block)) {
-      const newest = await pendingView.newest()
-      if (newest !== null)
-        return newest.receipts.filter((receipt) => receipt !== null) as unknown as RpcTransactionReceipt[]
+      const pending = await pendingReceipts()
+      if (pending !== null) return RawJson.fromValue(pending)
     }
     const resolved = await chain.resolve(block)
     if (resolved.status !== 'known') return null
-    return cache.remember(`receipts:${resolved.number}`, () => loadBlockReceipts(resolved.number), bytesOfReceipts)
+    return cache.remember(`receipts:${resolved.number}`, () => loadBlockReceipts(resolved.number), (answer) => answer.byteLength)
   }
 
-  async function loadBlockReceipts(number: number): Promise<RpcTransactionReceipt[]> {
-    const [receiptRows, logRows] = await Promise.all([
-      db.drizzle
-        .select({ transactionIndex: schema.receipts.transactionIndex, body: schema.receipts.body })
-        .from(schema.receipts)
-        .where(eq(schema.receipts.blockNumber, number))
-        .orderBy(asc(schema.receipts.transactionIndex)),
-      db.drizzle
-        .select()
-        .from(schema.logs)
-        .where(eq(schema.logs.blockNumber, number))
-        .orderBy(asc(schema.logs.logIndex)),
-    ])
-    const logsByTransaction = new Map<number, LogRow[]>()
-    for (const log of logRows) {
-      const list = logsByTransaction.get(log.transactionIndex)
-      if (list) list.push(log)
-      else logsByTransaction.set(log.transactionIndex, [log])
+  async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
+    if (isPendingTag(block)) {
+      const pending = await pendingReceipts()
+      if (pending !== null) return pending
     }
-    return receiptRows.map((receipt) => assemble(receipt, logsByTransaction.get(receipt.transactionIndex) ?? []))
+    return (await getBlockReceiptsJson({ block }))?.parse() ?? null
+  }
+
+  /** The receipts of the newest pre-confirmed block, or `null` when `pending` answers as `latest`. */
+  async function pendingReceipts(): Promise<RpcTransactionReceipt[] | null> {
+    const newest = await pendingView.newest()
+    if (newest === null) return null
+    return newest.receipts.filter((receipt) => receipt !== null) as unknown as RpcTransactionReceipt[]
+  }
+
+  async function loadBlockReceipts(number: number): Promise<RawJson> {
+    const rows = await db.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${number}`, sql`${logs.blockNumber} = ${number}`))
+    return RawJson.fromText(`[${renderReceipts(rows).join(',')}]`)
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
+  async function getTransactionReceiptJson({ hash }: { hash: Hash }): Promise<RawJson | null> {
+    const confirmed = await cache.remember(`receipt:${hash}`, () => loadTransactionReceipt(hash), (answer) => answer?.byteLength ?? 0)
+    if (confirmed !== null) return confirmed
+    const pending = await pendingView.receipt(hash)
+    return pending === null ? null : RawJson.fromValue(pending)
+  }
+
   async function getTransactionReceipt({ hash }: { hash: Hash }): Promise<RpcTransactionReceipt | null> {
-    const confirmed = await cache.remember(`receipt:${hash}`, () => loadTransactionReceipt(hash), (receipt) =>
-      bytesOfReceipts(receipt ? [receipt] : []),
-    )
-    return confirmed ?? ((await pendingView.receipt(hash)) as unknown as RpcTransactionReceipt | null)
+    return (await getTransactionReceiptJson({ hash }))?.parse() ?? null
   }
 
-  async function loadTransactionReceipt(hash: Hash): Promise<RpcTransactionReceipt | null> {
-    const rows = await db.drizzle
-      .select({
-        blockNumber: schema.receipts.blockNumber,
-        transactionIndex: schema.receipts.transactionIndex,
-        body: schema.receipts.body,
-      })
-      .from(schema.receipts)
-      .where(eq(schema.receipts.transactionHash, hexToBytea(hash)))
-    const receipt = rows[0]
-    if (receipt === undefined) return null
-    const logRows = await db.drizzle
-      .select()
-      .from(schema.logs)
-      .where(and(eq(schema.logs.blockNumber, receipt.blockNumber), eq(schema.logs.transactionIndex, receipt.transactionIndex)))
-      .orderBy(asc(schema.logs.logIndex))
-    return assemble(receipt, logRows)
+  async function loadTransactionReceipt(hash: Hash): Promise<RawJson | null> {
+    const key = hexToBytea(hash)
+    const receipt = sql`${receipts.transactionHash} = ${key}`
+    // The receipt's own logs, found through the receipt's block and index (logs are keyed by block).
+    const receiptLogs = sql`(${logs.blockNumber}, ${logs.transactionIndex}) = (select ${receipts.blockNumber}, ${receipts.transactionIndex} from ${receipts} where ${receipt})`
+    const rendered = renderReceipts(await db.query<ReceiptJsonRow>(receiptJsonRows(receipt, receiptLogs)))
+    return rendered.length === 0 ? null : RawJson.fromText(rendered[0]!)
   }
 
-  return { getBlockReceipts, getTransactionReceipt }
+  return { getBlockReceipts, getBlockReceiptsJson, getTransactionReceipt, getTransactionReceiptJson }
 }

@@ -5,6 +5,7 @@ import { WebSocketServer } from 'ws'
 import { InternalError, isFlashgateError, toJsonRpcError, UnauthorizedError } from '../errors.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
+import { serializeJsonRpc } from '../jsonrpc/serialize.js'
 import type { PendingState } from '../pending/index.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
 import type { Resolvers } from '../resolvers/index.js'
@@ -68,9 +69,13 @@ function readBody(request: IncomingMessage, limit: number): Promise<string> {
 }
 
 function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
-  const text = JSON.stringify(body)
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
-  response.end(text)
+  sendSerialized(response, status, JSON.stringify(body), headers)
+}
+
+/** Sends JSON that is already serialised, as text or as UTF-8 bytes (see src/jsonrpc/serialize.ts). */
+function sendSerialized(response: ServerResponse, status: number, json: string | Buffer, headers: Record<string, string> = {}) {
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json), ...headers })
+  response.end(json)
 }
 
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
@@ -147,7 +152,7 @@ export function createServer(config: ServerConfig) {
       response.writeHead(204).end()
       return
     }
-    sendJson(response, reply.status, reply.body, reply.headers)
+    sendSerialized(response, reply.status, serializeJsonRpc(reply.body), reply.headers)
   }
 
   async function route(request: IncomingMessage, response: ServerResponse) {

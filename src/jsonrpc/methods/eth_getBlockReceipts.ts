@@ -4,5 +4,5 @@ import { defineMethod } from '../define-method.js'
 
 export const eth_getBlockReceipts = defineMethod({
   params: z.tuple([blockArgument]),
-  handler: (resolvers, [block]) => resolvers.getBlockReceipts({ block }),
+  handler: (resolvers, [block]) => resolvers.getBlockReceiptsJson({ block }),
 })
