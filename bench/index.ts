@@ -94,7 +94,7 @@ async function main(): Promise<number> {
     stamp(`write path: ${Math.round(writePath.logsPerSecond)} logs/s`)
 
     stamp('serving: flashgate vs anvil')
-    const serving = await measureServing({ gatewayUrl: gateway.url, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
+    const serving = await measureServing({ gatewayUrl: backfill.servingUrl, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
 
     stamp('pending: flashblocks feed and devnet')
     const pending = await measurePending(log)
