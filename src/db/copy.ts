@@ -7,9 +7,19 @@ export type CopyRows<table extends PgTable = PgTable> = { table: table; rows: ta
 export type EncodedCopy = { tableName: string; columns: string; format: 'binary' | 'text'; payload: Uint8Array }
 
 /** Column types with a binary COPY encoding below; a table with any other type is sent as text. */
-const BINARY_TYPES = new Set(['bigint', 'integer', 'bytea', 'json', 'jsonb', 'text'])
+const BINARY_TYPES = new Set(['bigint', 'integer', 'bytea', 'json', 'jsonb', 'text', 'numeric'])
+/** `numeric(78, 0)` and the like: the binary form carries no precision, Postgres applies the column's. */
+const baseType = (sqlType: string) => sqlType.replace(/\(.*\)$/, '').trim()
 const BINARY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1')
 const INITIAL_BUFFER_BYTES = 1 << 20
+/** Most UTF-8 bytes one UTF-16 code unit of a JS string can take. */
+const MAX_UTF8_BYTES_PER_UNIT = 3
+const TWO_TO_32 = 2 ** 32
+/** `numeric` in base 10,000: four decimal digits per int16 digit. */
+const NUMERIC_DIGIT_DECIMALS = 4
+const NUMERIC_NEGATIVE = 0x4000
+const MINUS = '-'.charCodeAt(0)
+const ZERO = '0'.charCodeAt(0)
 
 /** A growable buffer: one allocation per doubling instead of one per field. */
 function createWriter() {
@@ -22,6 +32,7 @@ function createWriter() {
     buffer = next
   }
   return {
+    ensure,
     int16(value: number) {
       ensure(2)
       offset = buffer.writeInt16BE(value, offset)
@@ -30,25 +41,103 @@ function createWriter() {
       ensure(4)
       offset = buffer.writeInt32BE(value, offset)
     },
-    int64(value: bigint) {
+    /** A non-negative safe integer as an int64, without a BigInt. */
+    int64(value: number) {
       ensure(8)
-      offset = buffer.writeBigInt64BE(value, offset)
+      if (value >= 0 && value <= Number.MAX_SAFE_INTEGER) {
+        offset = buffer.writeUInt32BE(Math.floor(value / TWO_TO_32), offset)
+        offset = buffer.writeUInt32BE(value >>> 0, offset)
+      } else offset = buffer.writeBigInt64BE(BigInt(value), offset)
     },
     bytes(value: Uint8Array) {
       ensure(value.length)
       buffer.set(value, offset)
       offset += value.length
     },
-    /** A length-prefixed UTF-8 field, with an optional version byte first (jsonb). */
+    /**
+     * A length-prefixed UTF-8 field, with an optional version byte first (jsonb). Written in one pass: the
+     * length goes in front once the text is written.
+     */
     text(value: string, prefix?: number) {
-      const length = Buffer.byteLength(value)
-      const total = length + (prefix === undefined ? 0 : 1)
-      ensure(4 + total)
-      offset = buffer.writeInt32BE(total, offset)
+      const extra = prefix === undefined ? 0 : 1
+      ensure(4 + extra + value.length * MAX_UTF8_BYTES_PER_UNIT)
+      const lengthAt = offset
+      offset += 4
       if (prefix !== undefined) offset = buffer.writeUInt8(prefix, offset)
-      offset += buffer.write(value, offset)
+      offset += buffer.write(value, offset, 'utf8')
+      buffer.writeInt32BE(offset - lengthAt - 4, lengthAt)
     },
     done: () => buffer.subarray(0, offset),
+  }
+}
+
+type Writer = ReturnType<typeof createWriter>
+
+/**
+ * A whole number (`numeric(78,0)` wei amounts, as the decimal strings Drizzle uses for `numeric`) in
+ * numeric's binary form: digit count, weight, sign, display scale, then base-10,000 digits, most
+ * significant first. https://github.com/postgres/postgres/blob/master/src/backend/utils/adt/numeric.c
+ * (numeric_send)
+ */
+function writeNumeric(writer: Writer, value: unknown) {
+  const text = typeof value === 'string' ? value : String(value)
+  const negative = text.charCodeAt(0) === MINUS
+  let start = negative ? 1 : 0
+  // Leading zeros carry no digit (one stays, for zero itself).
+  while (start < text.length - 1 && text.charCodeAt(start) === ZERO) start++
+  const decimals = text.length - start
+  const count = Math.ceil(decimals / NUMERIC_DIGIT_DECIMALS)
+  if (count === 0) throw new TypeError(`numeric COPY value is not a whole number: ${text}`)
+  const digits: number[] = new Array(count)
+  // Groups of four decimals from the right: the first group takes what is left over.
+  let position = start
+  for (let group = 0; group < count; group++) {
+    const end = group === 0 ? start + decimals - (count - 1) * NUMERIC_DIGIT_DECIMALS : position + NUMERIC_DIGIT_DECIMALS
+    let digit = 0
+    for (; position < end; position++) {
+      const decimal = text.charCodeAt(position) - ZERO
+      if (decimal < 0 || decimal > 9) throw new TypeError(`numeric COPY value is not a whole number: ${text}`)
+      digit = digit * 10 + decimal
+    }
+    digits[group] = digit
+  }
+  // Trailing zero digits carry no information: numeric_send leaves them out too.
+  let used = count
+  while (used > 0 && digits[used - 1] === 0) used--
+  writer.int32(8 + 2 * used)
+  writer.int16(used)
+  writer.int16(used === 0 ? 0 : count - 1) // weight: the first digit's power of 10,000
+  writer.int16(negative && used > 0 ? NUMERIC_NEGATIVE : 0)
+  writer.int16(0) // display scale: no decimals
+  for (let index = 0; index < used; index++) writer.int16(digits[index]!)
+}
+
+/** Writes one non-null field, length included, for a column of this SQL type. */
+function fieldEncoder(sqlType: string): (writer: Writer, value: unknown) => void {
+  switch (sqlType) {
+    case 'bigint':
+      return (writer, value) => {
+        writer.int32(8)
+        writer.int64(value as number)
+      }
+    case 'integer':
+      return (writer, value) => {
+        writer.int32(4)
+        writer.int32(value as number)
+      }
+    case 'bytea':
+      return (writer, value) => {
+        writer.int32((value as Uint8Array).length)
+        writer.bytes(value as Uint8Array)
+      }
+    case 'json':
+      return (writer, value) => writer.text(JSON.stringify(value))
+    case 'jsonb':
+      return (writer, value) => writer.text(JSON.stringify(value), 1)
+    case 'numeric':
+      return writeNumeric
+    default:
+      return (writer, value) => writer.text(String(value))
   }
 }
 
@@ -61,37 +150,14 @@ function encodeBinary(columns: [string, PgColumn][], rows: Record<string, unknow
   writer.bytes(BINARY_SIGNATURE)
   writer.int32(0) // flags
   writer.int32(0) // header extension length
-  const types = columns.map(([, column]) => column.getSQLType())
+  const keys = columns.map(([key]) => key)
+  const encoders = columns.map(([, column]) => fieldEncoder(baseType(column.getSQLType())))
   for (const row of rows) {
-    writer.int16(columns.length)
-    for (let index = 0; index < columns.length; index++) {
-      const value = row[columns[index]![0]]
-      if (value === null || value === undefined) {
-        writer.int32(-1)
-        continue
-      }
-      switch (types[index]) {
-        case 'bigint':
-          writer.int32(8)
-          writer.int64(BigInt(value as number))
-          break
-        case 'integer':
-          writer.int32(4)
-          writer.int32(value as number)
-          break
-        case 'bytea':
-          writer.int32((value as Uint8Array).length)
-          writer.bytes(value as Uint8Array)
-          break
-        case 'json':
-          writer.text(JSON.stringify(value))
-          break
-        case 'jsonb':
-          writer.text(JSON.stringify(value), 1)
-          break
-        default:
-          writer.text(String(value))
-      }
+    writer.int16(keys.length)
+    for (let index = 0; index < keys.length; index++) {
+      const value = row[keys[index]!]
+      if (value === null || value === undefined) writer.int32(-1)
+      else encoders[index]!(writer, value)
     }
   }
   writer.int16(-1)
@@ -124,7 +190,7 @@ function encodeText(columns: [string, PgColumn][], rows: Record<string, unknown>
  */
 export function encodeCopy({ table, rows }: CopyRows): EncodedCopy {
   const columns = Object.entries(getTableColumns(table)) as [string, PgColumn][]
-  const binary = columns.every(([, column]) => BINARY_TYPES.has(column.getSQLType()))
+  const binary = columns.every(([, column]) => BINARY_TYPES.has(baseType(column.getSQLType())))
   const records = rows as Record<string, unknown>[]
   return {
     tableName: `"${getTableName(table)}"`,

@@ -1,0 +1,63 @@
+import { sql } from 'drizzle-orm'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { createTestDatabase, type TestDatabase } from '../../test/fixtures/db.js'
+import { encodeCopy } from './copy.js'
+import { createDb, type Db, hexToBytea, schema } from './index.js'
+
+let database: TestDatabase
+let db: Db
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  db = await createDb({ databaseUrl: database.databaseUrl })
+})
+
+afterAll(async () => {
+  await db?.close()
+  await database?.drop()
+})
+
+/** Wei amounts at the edges of numeric's base-10,000 digits, zero groups in the middle and at the end. */
+const AMOUNTS = [
+  0n, 1n, 9_999n, 10_000n, 10_001n, 100_000_000n, 1_000_000_000_000_000_000n, 1_000_000_007_000_000_000n,
+  123_456_789_012_345_678_901_234_567_890n, 2n ** 255n, 2n ** 256n - 1n, 10n ** 77n,
+]
+/** Block numbers and nonces around the 32-bit boundary, up to the largest safe integer. */
+const COUNTS = [0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 1_700_000_000_123, Number.MAX_SAFE_INTEGER]
+
+describe('binary COPY', () => {
+  test('account changes, numeric and bigint columns included, go in binary form', () => {
+    const { format } = encodeCopy({ table: schema.accountChanges, rows: [] })
+    expect(format).toBe('binary')
+  })
+
+  test('numeric and bigint values round-trip exactly', async () => {
+    const address = hexToBytea(`0x${'5c'.repeat(20)}`)
+    const rows = AMOUNTS.map((amount, index) => ({
+      address,
+      blockNumber: COUNTS[index % COUNTS.length]! + index,
+      balanceBefore: amount.toString(),
+      nonceBefore: COUNTS[(index + 3) % COUNTS.length]!,
+      balance: amount.toString(),
+      nonce: COUNTS[index % COUNTS.length]!,
+    }))
+    await db.copyInTransaction([{ table: schema.accountChanges, rows }])
+    const stored = await db.query<{ block_number: string; balance: string; balance_before: string; nonce: string; nonce_before: string }>(sql`
+      select block_number::text, balance::text, balance_before::text, nonce::text, nonce_before::text
+      from ${schema.accountChanges} order by ${schema.accountChanges.blockNumber}`)
+    expect(stored).toEqual(
+      rows.toSorted((left, right) => left.blockNumber - right.blockNumber).map((row) => ({
+        block_number: String(row.blockNumber),
+        balance: row.balance,
+        balance_before: row.balanceBefore,
+        nonce: String(row.nonce),
+        nonce_before: String(row.nonceBefore),
+      })),
+    )
+  })
+
+  test('a numeric value that is not a whole number is refused before anything is sent', () => {
+    const row = { address: new Uint8Array(20), blockNumber: 1, balanceBefore: '1.5', nonceBefore: 0, balance: '1', nonce: 0 }
+    expect(() => encodeCopy({ table: schema.accountChanges, rows: [row] })).toThrow(/whole number/)
+  })
+})
