@@ -30,6 +30,7 @@ beforeAll(async () => {
   anvil = await startAnvil()
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+  await gateway.ingester.waitForBlock(0)
   client = createPublicClient({ chain: foundry, transport: http(gateway.url), pollingInterval: 50 })
 })
 
@@ -124,6 +125,7 @@ describe('forwarding', () => {
     const wsDatabase = await createTestDatabase()
     const wsGateway = await startTestGateway({ upstreamRpc: anvil.wsUrl, databaseUrl: wsDatabase.databaseUrl })
     try {
+      await wsGateway.ingester.waitForBlock(0)
       const direct = await rpc(anvil.rpcUrl, 'eth_call', [call, 'latest'])
       expect(direct.error).toBeDefined()
       expect(await rpc(wsGateway.url, 'eth_call', [call, 'latest'])).toEqual(direct)
