@@ -12,6 +12,36 @@ export type AccountState = { balance: bigint; nonce: bigint }
 export type AccountParameters = { address: Address; block: BlockSelector }
 
 /**
+ * An account's balance and nonce changes are read whole, once, when there are at most this many: then any
+ * indexed height below the head they were read at is answered from memory (an indexer walking an account's
+ * history, a wallet polling old blocks). Busier accounts are read per block.
+ */
+const MAX_HISTORY_CHANGES = 4_096
+/** Memory one change takes in a cached history, for the answer cache's bound. */
+const HISTORY_BYTES_PER_CHANGE = 80
+
+/**
+ * Every change of one account, as read when the index's head was `upTo`: the blocks that changed it, the
+ * state after each, and the state before the first.
+ */
+type AccountHistory = { upTo: number; blocks: number[]; after: AccountState[]; first: AccountState | null }
+
+/** The state at `number` (at most `history.upTo`), as `fromChanges` below would read it; `null` if it never changed. */
+function stateAt(history: AccountHistory, number: number): AccountState | null {
+  const { blocks } = history
+  // The last change at or before `number`, by binary search.
+  let low = 0
+  let high = blocks.length
+  while (low < high) {
+    const middle = (low + high) >>> 1
+    if (blocks[middle]! <= number) low = middle + 1
+    else high = middle
+  }
+  // None at or before it: the state before the first change, if there is one.
+  return low > 0 ? history.after[low - 1]! : history.first
+}
+
+/**
  * Balance and nonce at a block, from `account_changes` (written from `prestateTracer` diffs):
  * the latest change at or before the block, else the "before" values of the first change after it.
  * An account the index never saw change is read once from the upstream and cached, since its state is the
@@ -123,7 +153,44 @@ export function createAccountResolvers({
   async function getAccount({ address, block }: AccountParameters): Promise<AccountState> {
     if (isPendingTag(block)) return pendingAccount(address)
     const { number, indexed } = await blockNumberFor(block)
+    if (indexed && (await chain.view()).accountSource === 'trace') {
+      const history = await accountHistory(address)
+      if (history !== null && number <= history.upTo) {
+        const state = stateAt(history, number)
+        if (state !== null) return state
+        // Never changed while indexed: one state stands for every indexed height up to the history's head.
+        return cache.remember(`account-unchanged:${address}:${history.upTo}`, () => loadAccount(address, number, indexed), () => ANSWER_BYTES.account)
+      }
+    }
     return cache.remember(`account:${address}:${number}`, () => loadAccount(address, number, indexed), () => ANSWER_BYTES.account)
+  }
+
+  /** The account's whole history of changes (cached), or `null` when it has too many to keep. */
+  async function accountHistory(address: Address): Promise<AccountHistory | null> {
+    const cached = await cache.remember(`account-history:${address}`, () => loadAccountHistory(address), (loaded) =>
+      loaded.history === null ? 1 : loaded.history.blocks.length * HISTORY_BYTES_PER_CHANGE,
+    )
+    return cached.history
+  }
+
+  async function loadAccountHistory(address: Address): Promise<{ history: AccountHistory | null }> {
+    // The head first: every change at or below it is committed, so the rows below are complete up to it.
+    const upTo = (await chain.view()).head?.number ?? -1
+    const changes = schema.accountChanges
+    const rows = await db.query<{ block_number: string; balance: string; nonce: string; balance_before: string; nonce_before: string }>(sql`
+      select ${changes.blockNumber}::text as block_number, ${changes.balance}::text as balance, ${changes.nonce}::text as nonce,
+        ${changes.balanceBefore}::text as balance_before, ${changes.nonceBefore}::text as nonce_before
+      from ${changes} where ${changes.address} = ${hexToBytea(address)}
+      order by ${changes.blockNumber} limit ${MAX_HISTORY_CHANGES + 1}`)
+    if (rows.length > MAX_HISTORY_CHANGES) return { history: null }
+    return {
+      history: {
+        upTo,
+        blocks: rows.map((row) => Number(row.block_number)),
+        after: rows.map((row) => ({ balance: BigInt(row.balance), nonce: BigInt(row.nonce) })),
+        first: rows[0] === undefined ? null : { balance: BigInt(rows[0].balance_before), nonce: BigInt(rows[0].nonce_before) },
+      },
+    }
   }
 
   async function loadAccount(address: Address, number: number, indexed: boolean): Promise<AccountState> {
