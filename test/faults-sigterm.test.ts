@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { Agent, request } from 'node:http'
+import { Agent, type IncomingMessage, request } from 'node:http'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -37,6 +37,14 @@ async function freePort(): Promise<number> {
   return port
 }
 
+/** Reads a whole JSON answer off an HTTP response. */
+function collectAnswer(response: IncomingMessage, resolve: (answer: { status: number; body: unknown }) => void, reject: (error: Error) => void) {
+  const chunks: Buffer[] = []
+  response.on('data', (chunk: Buffer) => chunks.push(chunk))
+  response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }))
+  response.on('error', reject)
+}
+
 /**
  * A JSON-RPC call on a connection of its own, whose body is sent in two halves: the server is in the middle
  * of reading it until `finish()`.
@@ -48,12 +56,7 @@ function slowCall(port: number, body: unknown) {
   const answer = new Promise<{ status: number; body: unknown }>((resolve, reject) => {
     const outgoing = request(
       { host: '127.0.0.1', port, method: 'POST', path: '/', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
-      (response) => {
-        const chunks: Buffer[] = []
-        response.on('data', (chunk: Buffer) => chunks.push(chunk))
-        response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }))
-        response.on('error', reject)
-      },
+      (response) => collectAnswer(response, resolve, reject),
     )
     outgoing.on('error', reject)
     outgoing.write(text.slice(0, half))
@@ -75,12 +78,7 @@ function call(agent: Agent, port: number, body: unknown) {
   const answer = new Promise<{ status: number; body: unknown }>((resolve, reject) => {
     const outgoing = request(
       { host: '127.0.0.1', port, method: 'POST', path: '/', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
-      (response) => {
-        const chunks: Buffer[] = []
-        response.on('data', (chunk: Buffer) => chunks.push(chunk))
-        response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }))
-        response.on('error', reject)
-      },
+      (response) => collectAnswer(response, resolve, reject),
     )
     outgoing.on('error', reject)
     outgoing.end(text, () => sent())

@@ -1,21 +1,10 @@
 import { sql } from 'drizzle-orm'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createTestDatabase, type TestDatabase } from '../../test/fixtures/db.js'
+import { describe, expect, test } from 'vitest'
+import { useTestDb } from '../../test/fixtures/db.js'
 import { encodeCopy } from './copy.js'
-import { createDb, type Db, hexToBytea, schema } from './index.js'
+import { hexToBytea, schema } from './index.js'
 
-let database: TestDatabase
-let db: Db
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  db = await createDb({ databaseUrl: database.databaseUrl })
-})
-
-afterAll(async () => {
-  await db?.close()
-  await database?.drop()
-})
+const testDb = useTestDb()
 
 /** Wei amounts at the edges of numeric's base-10,000 digits, zero groups in the middle and at the end. */
 const AMOUNTS = [
@@ -41,8 +30,8 @@ describe('binary COPY', () => {
       balance: amount.toString(),
       nonce: COUNTS[index % COUNTS.length]!,
     }))
-    await db.copyInTransaction([{ table: schema.accountChanges, rows }])
-    const stored = await db.query<{ block_number: string; balance: string; balance_before: string; nonce: string; nonce_before: string }>(sql`
+    await testDb().copyInTransaction([{ table: schema.accountChanges, rows }])
+    const stored = await testDb().query<{ block_number: string; balance: string; balance_before: string; nonce: string; nonce_before: string }>(sql`
       select block_number::text, balance::text, balance_before::text, nonce::text, nonce_before::text
       from ${schema.accountChanges} order by ${schema.accountChanges.blockNumber}`)
     expect(stored).toEqual(
