@@ -10,11 +10,11 @@ import {
   InvalidQueryError,
   InvalidRequestBodyError,
   NotFoundError,
-  PayloadTooLargeError,
   toHttpError,
   TooManyRequestsError,
   UnsupportedMediaTypeError,
 } from '../errors.js'
+import { readBody } from '../http/read-body.js'
 import type { Resolvers } from '../resolvers/index.js'
 import { clientAddress, createRateLimiter } from '../policy/index.js'
 
@@ -42,28 +42,6 @@ function send(response: ServerResponse, status: number, body: unknown, headers: 
   const text = JSON.stringify(body)
   response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store', ...headers })
   response.end(text)
-}
-
-function readBody(request: IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(request.headers['content-length'])
-    if (declared > limit) return reject(new PayloadTooLargeError(limit))
-    const chunks: Buffer[] = []
-    let size = 0
-    request.on('data', (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) {
-        // Stop reading, but let the answer go out before the connection closes.
-        request.removeAllListeners('data')
-        request.resume()
-        reject(new PayloadTooLargeError(limit))
-        return
-      }
-      chunks.push(chunk)
-    })
-    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
-    request.on('error', reject)
-  })
 }
 
 function isJsonContentType(header: string | undefined): boolean {

@@ -2,7 +2,8 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
-import { InternalError, isFlashgateError, toJsonRpcError, UnauthorizedError } from '../errors.js'
+import { InternalError, isFlashgateError, PayloadTooLargeError, toJsonRpcError, UnauthorizedError } from '../errors.js'
+import { readBody } from '../http/read-body.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
 import { serializeJsonRpc } from '../jsonrpc/serialize.js'
@@ -41,31 +42,6 @@ export type ServerConfig = {
   pending?: PendingState | null
   /** Builder-code registrations per second per client address (src/rest); 0 turns the limit off. */
   registrationRateLimit?: number
-}
-
-class BodyTooLargeError extends Error {
-  override readonly name = 'BodyTooLargeError'
-}
-
-function readBody(request: IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    if (Number(request.headers['content-length']) > limit) return reject(new BodyTooLargeError())
-    const chunks: Buffer[] = []
-    let size = 0
-    request.on('data', (chunk: Buffer) => {
-      size += chunk.length
-      if (size > limit) {
-        // Stop reading, but let the answer go out before the connection closes.
-        request.removeAllListeners('data')
-        request.resume()
-        reject(new BodyTooLargeError())
-        return
-      }
-      chunks.push(chunk)
-    })
-    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
-    request.on('error', reject)
-  })
 }
 
 function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
@@ -143,7 +119,7 @@ export function createServer(config: ServerConfig) {
     try {
       body = await readBody(request, maxBodyBytes)
     } catch (error) {
-      if (error instanceof BodyTooLargeError)
+      if (error instanceof PayloadTooLargeError)
         sendJson(response, 413, { jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${maxBodyBytes} bytes` } }, { connection: 'close' })
       return
     }
