@@ -84,12 +84,15 @@ export function createServer(config: ServerConfig) {
   const limiter = createRateLimiter({ ratePerSecond: 0 })
   const metrics = createMetrics(config.metrics)
 
+  /** The public endpoint, as the client at this address uses it: its bucket is the address. */
+  function publicEndpoint(request: IncomingMessage): Endpoint {
+    const policy = policies.public
+    return { policy, jsonRpc: jsonRpcHandlers.public, client: `ip:${clientAddress(request, trustProxy)}`, rate: policy.rateLimit }
+  }
+
   /** The endpoint a JSON-RPC path names, or `null` when the path is not a JSON-RPC one. */
   async function endpointOf(request: IncomingMessage, path: string): Promise<Endpoint | null> {
-    if (JSON_RPC_PATHS.has(path)) {
-      const policy = policies.public
-      return { policy, jsonRpc: jsonRpcHandlers.public, client: `ip:${clientAddress(request, trustProxy)}`, rate: policy.rateLimit }
-    }
+    if (JSON_RPC_PATHS.has(path)) return publicEndpoint(request)
     if (!path.startsWith(DEDICATED_PATH_PREFIX)) return null
     const key = path.slice(DEDICATED_PATH_PREFIX.length)
     const record = key === '' || key.includes('/') ? null : await resolvers.lookupApiKey(key)
@@ -146,11 +149,9 @@ export function createServer(config: ServerConfig) {
     }
     if (await rest(request, response)) return
     if (path === GRAPHQL_PATH) {
-      const wait = limiter.take(`ip:${clientAddress(request, trustProxy)}`, { rate: policies.public.rateLimit })
-      if (wait > 0) {
-        metrics.rateLimited(policies.public.name)
+      const wait = admitter(publicEndpoint(request))(1)
+      if (wait > 0)
         return sendJson(response, 429, { errors: [{ message: `rate limit exceeded; retry in ${wait} s`, extensions: { code: 'RATE_LIMITED' } }] }, { 'retry-after': String(wait) })
-      }
       return graphql(request, response)
     }
     if (path === '/healthz') return sendJson(response, 200, { status: 'ok' })
