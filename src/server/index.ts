@@ -192,21 +192,22 @@ export function createServer(config: ServerConfig) {
 
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
     sockets.handleUpgrade(request, socket, head, (ws) => {
-      const send = (message: unknown) => {
+      /** Sends JSON text (a text frame, also when it comes as UTF-8 bytes). */
+      const send = (json: string | Buffer) => {
         if (ws.readyState !== ws.OPEN) return
         if (ws.bufferedAmount > MAX_WS_BUFFERED_BYTES) {
           logger.warn({ bufferedBytes: ws.bufferedAmount }, 'closing a WebSocket that does not read its messages')
           ws.terminate()
           return
         }
-        ws.send(JSON.stringify(message))
+        ws.send(json, { binary: false })
       }
       const subscriptions = createSubscriptions({
         resolvers: config.resolvers,
         chainEvents: config.chainEvents ?? null,
         pending: config.pending ?? null,
         logger,
-        notify: (subscription, result) => send({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription, result } }),
+        notify: (subscription, result) => send(JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription, result } })),
       })
       const local = {
         eth_subscribe: async (params: unknown) => subscriptions.subscribe(params),
@@ -215,7 +216,8 @@ export function createServer(config: ServerConfig) {
       const admit = admitter(endpoint)
       ws.on('message', (data) => {
         endpoint.jsonRpc.handle(data.toString(), { local, admit }).then(
-          (reply) => reply.body !== null && send(reply.body),
+          // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
+          (reply) => reply.body !== null && send(serializeJsonRpc(reply.body)),
           (error: unknown) => logger.error({ err: error }, 'unhandled error on a WebSocket'),
         )
       })
