@@ -66,6 +66,16 @@ test('flashgate keys create, list and revoke; the key opens a dedicated endpoint
 
   expect((await keys('revoke', 'indexer-1')).lines[0]).toMatch(/indexer-1 .* revoked /)
   expect((await keys('revoke', 'nobody')).error).toBe('no API key named or numbered "nobody"')
+  // A name that looks like an id: revoking it takes that key only, not the key with that number too.
+  const idOf = async (name: string) => (await keys('list')).lines.find((line) => line.includes(` ${name} `))!.trim().split(/\s+/)[0]!
+  expect((await keys('create', '--name', 'indexer-2')).error).toBeNull()
+  const id = await idOf('indexer-2')
+  expect((await keys('create', '--name', id)).error).toBeNull()
+  expect((await keys('revoke', id)).lines[0]).toMatch(new RegExp(`^\\s*\\d+ +${id} +.* revoked `))
+  expect((await keys('list')).lines.find((line) => line.includes(' indexer-2 '))).toMatch(/ active$/)
+  // An id that is no key's name revokes the key with that id.
+  expect((await keys('create', '--name', 'indexer-3')).error).toBeNull()
+  expect((await keys('revoke', await idOf('indexer-3'))).lines[0]).toMatch(/indexer-3 .* revoked /)
 
   const again = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
   try {

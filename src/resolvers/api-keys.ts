@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { asc, eq, or, sql } from 'drizzle-orm'
+import { asc, eq, type SQL, sql } from 'drizzle-orm'
 import { LRUCache } from 'lru-cache'
 import { type Db, schema } from '../db/index.js'
 import { DuplicateApiKeyNameError } from '../errors.js'
@@ -67,15 +67,20 @@ export function createApiKeyResolvers({ db }: { db: Db }) {
     return rows.map(toRecord)
   }
 
-  /** Revokes the key with this name or id; `null` when there is none. Revoking twice keeps the first time. */
+  /**
+   * Revokes the key with this name, or else with this id; `null` when there is none. A name wins over an id,
+   * so that revoking "3" never takes a key named "3" and key number 3 together. Revoking twice keeps the
+   * first time.
+   */
   async function revokeApiKey(nameOrId: string): Promise<ApiKeyRecord | null> {
-    const byName = eq(schema.apiKeys.name, nameOrId)
-    const where = /^\d+$/.test(nameOrId) ? or(byName, eq(schema.apiKeys.id, Number(nameOrId))) : byName
-    const rows = await db.drizzle
-      .update(schema.apiKeys)
-      .set({ revokedAt: sql`coalesce(${schema.apiKeys.revokedAt}, (extract(epoch from now()) * 1000)::bigint)` })
-      .where(where)
-      .returning()
+    const revoke = (where: SQL) =>
+      db.drizzle
+        .update(schema.apiKeys)
+        .set({ revokedAt: sql`coalesce(${schema.apiKeys.revokedAt}, (extract(epoch from now()) * 1000)::bigint)` })
+        .where(where)
+        .returning()
+    let rows = await revoke(eq(schema.apiKeys.name, nameOrId))
+    if (rows.length === 0 && /^\d{1,9}$/.test(nameOrId)) rows = await revoke(eq(schema.apiKeys.id, Number(nameOrId)))
     cache.clear()
     return rows[0] === undefined ? null : toRecord(rows[0])
   }
