@@ -72,6 +72,18 @@ export const receipts = pgTable(
 )
 
 /**
+ * Each block's `eth_getBlockReceipts` answer, rendered once at ingest (ingest/block-data.ts) from the same
+ * rows and in the same bytes as resolvers/receipt-json.ts would render it, so that serving a block's
+ * receipts is one row read instead of a join over its receipts and logs (~115 KB of JSON for a block of
+ * 160 logs). It holds the logs a second time: that is the price of the fastest answer to the heaviest
+ * method. Blocks indexed before this table existed are rendered from their rows on each read.
+ */
+export const blockReceipts = pgTable('block_receipts', {
+  blockNumber: blockNumber('block_number').primaryKey(),
+  body: text('body').notNull(),
+})
+
+/**
  * One row per log. The indexes follow the `eth_getLogs` shapes clients send most (see bench/logs-plan.ts):
  * address + topic0 over a block range, topic0 alone over a range, and whole blocks (by number or hash).
  */

@@ -1,6 +1,7 @@
 import type { Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { decodeAttribution } from '../attribution/index.js'
-import { hexToBytea, type schema } from '../db/index.js'
+import { hexToBytea, type LogRow, type schema } from '../db/index.js'
+import { renderBlockReceipts } from '../resolvers/receipt-json.js'
 import { type AccountChange, foldPrestateDiffs, type PrestateDiff } from './account-diffs.js'
 
 export type RawBlock = RpcBlock<'latest', true, RpcTransaction> & { hash: Hash; number: Hex }
@@ -18,6 +19,7 @@ export type BlockRows = {
   block: typeof schema.blocks.$inferInsert
   transactions: (typeof schema.transactions.$inferInsert)[]
   receipts: (typeof schema.receipts.$inferInsert)[]
+  blockReceipts: typeof schema.blockReceipts.$inferInsert
   logs: (typeof schema.logs.$inferInsert)[]
   accountChanges: (typeof schema.accountChanges.$inferInsert)[]
   /** One row per (code, transaction) for calldata that ends in an ERC-8021 suffix (DESIGN.md §7). */
@@ -46,7 +48,7 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
   const number = toNumber(block.number)
   const timestamp = toNumber(block.timestamp)
   const blockHash = hexToBytea(block.hash)
-  const logs: BlockRows['logs'] = []
+  const logs: LogRow[] = []
   for (const receipt of receipts) {
     for (const log of receipt.logs) {
       const [topic0, topic1, topic2, topic3] = log.topics
@@ -66,6 +68,12 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
       })
     }
   }
+  const receiptRows = receipts.map((receipt, index) => ({
+    transactionHash: hexToBytea(receipt.transactionHash),
+    blockNumber: number,
+    transactionIndex: index,
+    body: { ...receipt, logs: [] },
+  }))
   const attributions: BlockRows['attributions'] = []
   block.transactions.forEach((transaction, index) => {
     const decoded = decodeAttribution(transaction.input)
@@ -94,12 +102,8 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
       to: transaction.to ? hexToBytea(transaction.to) : null,
       body: transaction as unknown as Record<string, unknown>,
     })),
-    receipts: receipts.map((receipt, index) => ({
-      transactionHash: hexToBytea(receipt.transactionHash),
-      blockNumber: number,
-      transactionIndex: index,
-      body: { ...receipt, logs: [] },
-    })),
+    receipts: receiptRows,
+    blockReceipts: { blockNumber: number, body: renderBlockReceipts(receiptRows, logs) },
     logs,
     accountChanges: (accountChanges ?? []).map((change) => ({
       address: hexToBytea(change.address),

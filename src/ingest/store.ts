@@ -42,6 +42,7 @@ export function createStore({ db }: { db: DbSession }) {
         { table: schema.blocks, rows: batch.map((rows) => rows.block) },
         { table: schema.transactions, rows: batch.flatMap((rows) => rows.transactions) },
         { table: schema.receipts, rows: batch.flatMap((rows) => rows.receipts) },
+        { table: schema.blockReceipts, rows: batch.map((rows) => rows.blockReceipts) },
         { table: schema.logs, rows: batch.flatMap((rows) => rows.logs) },
         { table: schema.accountChanges, rows: batch.flatMap((rows) => rows.accountChanges) },
         { table: schema.attributions, rows: batch.flatMap((rows) => rows.attributions) },
@@ -63,6 +64,7 @@ export function createStore({ db }: { db: DbSession }) {
         .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
       await tx.delete(schema.logs).where(gt(schema.logs.blockNumber, ancestor))
       await tx.delete(schema.receipts).where(gt(schema.receipts.blockNumber, ancestor))
+      await tx.delete(schema.blockReceipts).where(gt(schema.blockReceipts.blockNumber, ancestor))
       await tx.delete(schema.transactions).where(gt(schema.transactions.blockNumber, ancestor))
       await tx.delete(schema.accountChanges).where(gt(schema.accountChanges.blockNumber, ancestor))
       await tx.delete(schema.accountReads).where(gt(schema.accountReads.blockNumber, ancestor))
@@ -79,7 +81,7 @@ export function createStore({ db }: { db: DbSession }) {
   return {
     /** Refreshes the planner statistics of the tables a backfill grows. */
     async analyze() {
-      await db.query(sql`analyze ${schema.logs}, ${schema.transactions}, ${schema.receipts}, ${schema.blocks}, ${schema.accountChanges}, ${schema.attributions}`)
+      await db.query(sql`analyze ${schema.logs}, ${schema.transactions}, ${schema.receipts}, ${schema.blockReceipts}, ${schema.blocks}, ${schema.accountChanges}, ${schema.attributions}`)
     },
     head,
     hashesFrom,

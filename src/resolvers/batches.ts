@@ -6,7 +6,7 @@ import { InvalidBlockRangeError, LimitExceededError } from '../errors.js'
 import type { ChainState } from './chain.js'
 import { rangeEnd } from './logs.js'
 import { formatPendingBlock, formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
-import { assemble } from './receipts.js'
+import { assemble } from './receipt-json.js'
 
 /** Largest `blocks(from, to)` range: whole blocks are large objects. */
 export const MAX_BLOCKS_PER_QUERY = 100

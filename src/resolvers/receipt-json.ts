@@ -1,6 +1,8 @@
 import { type SQL, sql } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
-import { schema } from '../db/index.js'
+import type { RpcTransactionReceipt } from 'viem'
+import { type LogRow, schema } from '../db/index.js'
+import { formatLog } from './logs.js'
 
 const { blocks, logs, receipts } = schema
 
@@ -12,6 +14,27 @@ const { blocks, logs, receipts } = schema
  * and the text is written the way `JSON.stringify(formatLog(row))` writes a log (resolvers/logs.ts):
  * same keys, same order.
  */
+
+export type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
+
+/** Puts each log back into its receipt, at the `logs` key the upstream's receipt had. */
+export function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
+  return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
+}
+
+/**
+ * A block's `eth_getBlockReceipts` answer from its receipt rows (in index order) and log rows, for
+ * `block_receipts` at ingest: the same text `renderReceipts` builds from the stored rows.
+ */
+export function renderBlockReceipts(receipts: ReceiptRow[], logs: LogRow[]): string {
+  const logsByTransaction = new Map<number, LogRow[]>()
+  for (const log of logs) {
+    const transactionLogs = logsByTransaction.get(log.transactionIndex)
+    if (transactionLogs === undefined) logsByTransaction.set(log.transactionIndex, [log])
+    else transactionLogs.push(log)
+  }
+  return JSON.stringify(receipts.map((receipt) => assemble(receipt, logsByTransaction.get(receipt.transactionIndex) ?? [])))
+}
 
 /** One row of the statement below: a receipt (`kind` 0) or one of its logs (`kind` 1). */
 export type ReceiptJsonRow = {

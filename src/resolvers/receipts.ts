@@ -4,19 +4,11 @@ import type { BlockSelector } from '../codecs/index.js'
 import { type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
 import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
-import { formatLog } from './logs.js'
 import { isPendingTag, type PendingView } from './pending.js'
 import { RawJson } from './raw-json.js'
 import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from './receipt-json.js'
 
-export type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
-
-/** Puts each log back into its receipt, at the `logs` key the upstream's receipt had. */
-export function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
-  return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
-}
-
-const { logs, receipts } = schema
+const { blockReceipts, logs, receipts } = schema
 
 /**
  * Receipts are read as JSON text (receipt-json.ts) and cached as that text, sized by its bytes: JSON-RPC
@@ -55,6 +47,11 @@ export function createReceiptResolvers({
   }
 
   async function loadBlockReceipts(number: number): Promise<RawJson> {
+    const [rendered] = await db.query<{ body: string }>(
+      sql`select ${blockReceipts.body} as body from ${blockReceipts} where ${blockReceipts.blockNumber} = ${number}`,
+    )
+    if (rendered !== undefined) return RawJson.fromText(rendered.body)
+    // A block indexed before block_receipts existed: rendered from its receipt and log rows.
     const rows = await db.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${number}`, sql`${logs.blockNumber} = ${number}`))
     return RawJson.fromText(`[${renderReceipts(rows).join(',')}]`)
   }
