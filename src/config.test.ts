@@ -1,0 +1,233 @@
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { describe, expect, test } from 'vitest'
+import { ConfigError, DEFAULT_DATABASE_URL, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from './config.js'
+
+const run = promisify(execFile)
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url))
+const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
+const UPSTREAM_RPC = 'http://127.0.0.1:1'
+
+/** `flashgate serve` config with the one required flag given, plus `flags` and `env`. */
+function serveConfig(flags: Record<string, string | undefined> = {}, env: Record<string, string | undefined> = {}) {
+  return parseConfig(serveConfigSchema, { 'upstream-rpc': UPSTREAM_RPC, ...flags }, env)
+}
+
+/** The ConfigError `parse` throws; fails the test when it throws nothing or something else. */
+function configErrorOf(parse: () => unknown): ConfigError {
+  try {
+    parse()
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError)
+    return error as ConfigError
+  }
+  throw new Error('expected a ConfigError, but the configuration was accepted')
+}
+
+describe('parseConfig(serveConfigSchema)', () => {
+  test('every option has its default when neither flag nor environment variable is given', () => {
+    expect(serveConfig()).toEqual({
+      port: 8545,
+      host: '127.0.0.1',
+      databaseUrl: './.flashgate/pglite',
+      upstreamRpc: UPSTREAM_RPC,
+      startBlock: { latestMinus: 10_000 },
+      publicRateLimit: 50,
+      publicMaxBatch: 100,
+      publicMaxBody: 1_048_576,
+      publicMaxBlockRange: 2_000,
+      publicMaxLogs: 10_000,
+      maxBatch: 1_000,
+      maxBody: 5_242_880,
+      maxBlockRange: 10_000,
+      maxLogs: 10_000,
+      trustProxy: false,
+      maxQueryCost: 250_000,
+      answerCacheMb: 64,
+      ingestBatchSize: 100,
+      registrationRateLimit: 20,
+      logLevel: 'info',
+    })
+    expect(DEFAULT_DATABASE_URL).toBe('./.flashgate/pglite')
+  })
+
+  test('an environment variable sets its option when no flag is given', () => {
+    const config = serveConfig({}, { PORT: '9001', ANSWER_CACHE_MB: '8', TRUST_PROXY: 'true', DATABASE_URL: 'memory://', START_BLOCK: '17' })
+    expect(config.port).toBe(9001)
+    expect(config.answerCacheMb).toBe(8)
+    expect(config.trustProxy).toBe(true)
+    expect(config.databaseUrl).toBe('memory://')
+    expect(config.startBlock).toBe(17)
+  })
+
+  test('the upstream RPC URL can come from UPSTREAM_RPC_URL alone', () => {
+    expect(parseConfig(serveConfigSchema, {}, { UPSTREAM_RPC_URL: 'wss://node.example/ws' }).upstreamRpc).toBe('wss://node.example/ws')
+  })
+
+  test('a flag wins over its environment variable', () => {
+    const config = serveConfig(
+      { port: '9000', 'max-query-cost': '7', 'log-level': 'debug', 'database-url': 'postgres://flag/db' },
+      { PORT: '9001', MAX_QUERY_COST: '8', LOG_LEVEL: 'warn', DATABASE_URL: 'postgres://env/db' },
+    )
+    expect(config.port).toBe(9000)
+    expect(config.maxQueryCost).toBe(7)
+    expect(config.logLevel).toBe('debug')
+    expect(config.databaseUrl).toBe('postgres://flag/db')
+  })
+
+  test('a flag wins over a bad environment variable, which is then not reported', () => {
+    expect(serveConfig({ port: '9000' }, { PORT: 'abc' }).port).toBe(9000)
+  })
+
+  test('an empty string counts as absent: the default applies', () => {
+    expect(serveConfig({ port: '', 'database-url': '', 'log-level': '' }).port).toBe(8545)
+    expect(serveConfig({ 'database-url': '' }).databaseUrl).toBe('./.flashgate/pglite')
+    expect(serveConfig({}, { PORT: '', DATABASE_URL: '', LOG_LEVEL: '', ANSWER_CACHE_MB: '' })).toMatchObject({
+      port: 8545,
+      databaseUrl: './.flashgate/pglite',
+      logLevel: 'info',
+      answerCacheMb: 64,
+    })
+  })
+
+  test('without --upstream-rpc, a one-line ConfigError says it is required', () => {
+    const error = configErrorOf(() => parseConfig(serveConfigSchema, {}, {}))
+    expect(error.name).toBe('ConfigError')
+    expect(error.message).toBe('invalid configuration: --upstream-rpc (UPSTREAM_RPC_URL) is required')
+  })
+
+  test.each([
+    ['port', 'abc', '--port (PORT) must be a port number (got "abc")'],
+    ['port', '70000', '--port (PORT) must be between 0 and 65535 (got "70000")'],
+    ['port', '-1', '--port (PORT) must be between 0 and 65535 (got "-1")'],
+    ['port', '80.5', '--port (PORT) must be a whole number (got "80.5")'],
+    ['answer-cache-mb', '-1', '--answer-cache-mb (ANSWER_CACHE_MB) must not be negative (got "-1")'],
+    ['answer-cache-mb', 'lots', '--answer-cache-mb (ANSWER_CACHE_MB) must be a number (got "lots")'],
+    ['max-query-cost', 'Infinity', '--max-query-cost (MAX_QUERY_COST) must be a number (got "Infinity")'],
+    ['max-batch', '0', '--max-batch (MAX_BATCH) must be positive (got "0")'],
+    ['ingest-batch-size', '2.5', '--ingest-batch-size (INGEST_BATCH_SIZE) must be a whole number (got "2.5")'],
+    ['trust-proxy', 'maybe', '--trust-proxy (TRUST_PROXY) must be true or false (got "maybe")'],
+    ['start-block', 'soon', '--start-block (START_BLOCK) must be a block number or latest-N (got "soon")'],
+    ['start-block', 'latest-', '--start-block (START_BLOCK) must be a block number or latest-N (got "latest-")'],
+    ['start-block', '-5', '--start-block (START_BLOCK) must be a block number or latest-N (got "-5")'],
+    ['upstream-rpc', 'ftp://node.example', '--upstream-rpc (UPSTREAM_RPC_URL) must be a http or https or ws or wss URL (got "ftp://node.example")'],
+    ['upstream-ws', 'http://node.example', '--upstream-ws (UPSTREAM_WS_URL) must be a ws or wss URL (got "http://node.example")'],
+    ['flashblocks-ws', 'not a url', '--flashblocks-ws (FLASHBLOCKS_WS_URL) must be a ws or wss URL (got "not a url")'],
+  ])('--%s %j is refused in one line naming the flag, its variable and the value', (flag, value, expected) => {
+    const error = configErrorOf(() => serveConfig({ [flag]: value }))
+    expect(error.message).toBe(`invalid configuration: ${expected}`)
+    expect(error.message).not.toContain('\n')
+  })
+
+  test('a bad environment variable is reported by its flag and variable, echoing its value', () => {
+    const error = configErrorOf(() => serveConfig({}, { ANSWER_CACHE_MB: '-3' }))
+    expect(error.message).toBe('invalid configuration: --answer-cache-mb (ANSWER_CACHE_MB) must not be negative (got "-3")')
+  })
+
+  test('--log-level loud is refused in one line naming the flag, its variable and the value', () => {
+    // The detail is zod's enum message; pinned at both ends only.
+    const { message } = configErrorOf(() => serveConfig({ 'log-level': 'loud' }))
+    expect(message.startsWith('invalid configuration: --log-level (LOG_LEVEL) ')).toBe(true)
+    expect(message.endsWith(' (got "loud")')).toBe(true)
+    expect(message).toContain('"silent"')
+    expect(message).not.toContain('\n')
+  })
+
+  test('a value with a line break is echoed escaped, so the message stays one line', () => {
+    const { message } = configErrorOf(() => serveConfig({ 'start-block': '1\n2' }))
+    expect(message).toBe('invalid configuration: --start-block (START_BLOCK) must be a block number or latest-N (got "1\\n2")')
+  })
+
+  test('--answer-cache-mb 0 is accepted (no answer cache) and gives 0', () => {
+    expect(serveConfig({ 'answer-cache-mb': '0' }).answerCacheMb).toBe(0)
+    expect(serveConfig({}, { ANSWER_CACHE_MB: '0' }).answerCacheMb).toBe(0)
+  })
+
+  test('--answer-cache-mb accepts a fraction of a MiB', () => {
+    expect(serveConfig({ 'answer-cache-mb': '1.5' }).answerCacheMb).toBe(1.5)
+  })
+
+  test('--start-block: a number, latest, or latest-N', () => {
+    expect(serveConfig({ 'start-block': '0' }).startBlock).toBe(0)
+    expect(serveConfig({ 'start-block': '123456' }).startBlock).toBe(123_456)
+    expect(serveConfig({ 'start-block': 'latest' }).startBlock).toEqual({ latestMinus: 0 })
+    expect(serveConfig({ 'start-block': 'latest-42' }).startBlock).toEqual({ latestMinus: 42 })
+  })
+
+  test('--trust-proxy takes true or false', () => {
+    expect(serveConfig({ 'trust-proxy': 'true' }).trustProxy).toBe(true)
+    expect(serveConfig({ 'trust-proxy': 'false' }).trustProxy).toBe(false)
+  })
+
+  test('devnet-only variables in the environment are ignored by serve', () => {
+    expect(serveConfig({}, { BLOCK_TIME: 'never', FLASHBLOCKS_PLAIN: 'perhaps' })).not.toHaveProperty('blockTime')
+  })
+})
+
+describe('parseConfig(devnetConfigSchema)', () => {
+  test('every option has its default when nothing is given', () => {
+    expect(parseConfig(devnetConfigSchema, {}, {})).toEqual({ port: 8546, flashblocksPort: 8547, blockTime: 2, flashblockInterval: 200, plain: false, logLevel: 'info' })
+  })
+
+  test('serve-only variables in the environment are ignored, even when they would be invalid', () => {
+    expect(parseConfig(devnetConfigSchema, {}, { MAX_BATCH: 'abc', UPSTREAM_RPC_URL: 'ftp://x' }).port).toBe(8546)
+  })
+
+  test('a fractional block time is accepted; zero is refused in one line', () => {
+    expect(parseConfig(devnetConfigSchema, { 'block-time': '0.5' }, {}).blockTime).toBe(0.5)
+    expect(configErrorOf(() => parseConfig(devnetConfigSchema, { 'block-time': '0' }, {})).message).toBe(
+      'invalid configuration: --block-time (BLOCK_TIME) must be positive (got "0")',
+    )
+  })
+
+  test('--flashblocks-port is validated as a port', () => {
+    expect(configErrorOf(() => parseConfig(devnetConfigSchema, {}, { FLASHBLOCKS_PORT: 'x' })).message).toBe(
+      'invalid configuration: --flashblocks-port (FLASHBLOCKS_PORT) must be a port number (got "x")',
+    )
+  })
+})
+
+describe('OPTIONS', () => {
+  test('every flag, environment variable and key is unique', () => {
+    const flags = OPTIONS.map((option) => option.flag)
+    const envs = OPTIONS.map((option) => option.env)
+    const keys = OPTIONS.map((option) => option.key)
+    expect(new Set(flags).size).toBe(OPTIONS.length)
+    expect(new Set(envs).size).toBe(OPTIONS.length)
+    expect(new Set(keys).size).toBe(OPTIONS.length)
+  })
+
+  test('every key of the serve and devnet schemas has an entry, so it can be set', () => {
+    const keys = new Set<string>(OPTIONS.map((option) => option.key))
+    expect(Object.keys(serveConfigSchema.shape).filter((key) => !keys.has(key))).toEqual([])
+    expect(Object.keys(devnetConfigSchema.shape).filter((key) => !keys.has(key))).toEqual([])
+  })
+
+  test('every entry sets a key of the serve or devnet schema', () => {
+    const schemaKeys = new Set([...Object.keys(serveConfigSchema.shape), ...Object.keys(devnetConfigSchema.shape)])
+    expect(OPTIONS.filter((option) => !schemaKeys.has(option.key))).toEqual([])
+  })
+
+  test('flags are kebab-case and variables SCREAMING_SNAKE_CASE', () => {
+    for (const option of OPTIONS) {
+      expect(option.flag).toMatch(/^[a-z]+(-[a-z]+)*$/)
+      expect(option.env).toMatch(/^[A-Z]+(_[A-Z]+)*$/)
+    }
+  })
+})
+
+test('flashgate serve --port abc exits 2 with one line on stderr, before opening anything', async () => {
+  // A clean environment: the developer's PORT, DATABASE_URL or LOG_LEVEL must not change the outcome.
+  const outcome = await run(process.execPath, [BIN, 'serve', '--upstream-rpc', UPSTREAM_RPC, '--port', 'abc'], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH },
+    timeout: 30_000,
+  }).then(
+    () => ({ code: 0, stdout: '', stderr: '' }),
+    (error: { code: number; stdout: string; stderr: string }) => error,
+  )
+  expect(outcome.code).toBe(2)
+  expect(outcome.stdout).toBe('')
+  expect(outcome.stderr).toBe('flashgate: invalid configuration: --port (PORT) must be a port number (got "abc")\n')
+})
