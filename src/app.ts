@@ -46,6 +46,7 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     upstream,
     pending,
     limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
+    cacheBytes: config.answerCacheMb * 1024 * 1024,
   })
   const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize })
   // A serving process that also ingests sees its own commits at once; others poll (resolvers/chain.ts).

@@ -144,8 +144,27 @@ describe('parseConfig(serveConfigSchema)', () => {
     expect(serveConfig({}, { ANSWER_CACHE_MB: '0' }).answerCacheMb).toBe(0)
   })
 
-  test('--answer-cache-mb accepts a fraction of a MiB', () => {
-    expect(serveConfig({ 'answer-cache-mb': '1.5' }).answerCacheMb).toBe(1.5)
+  test('--answer-cache-mb is whole MiB: a fraction is refused in one line', () => {
+    expect(configErrorOf(() => serveConfig({ 'answer-cache-mb': '0.3' })).message).toBe(
+      'invalid configuration: --answer-cache-mb (ANSWER_CACHE_MB) must be a whole number (got "0.3")',
+    )
+  })
+
+  test('an empty flag leaves its environment variable in force', () => {
+    expect(serveConfig({ port: '' }, { PORT: '9000' }).port).toBe(9000)
+  })
+
+  test('an empty required value is reported as missing, not as a bad value', () => {
+    expect(configErrorOf(() => parseConfig(serveConfigSchema, { 'upstream-rpc': '' }, {})).message).toBe(
+      'invalid configuration: --upstream-rpc (UPSTREAM_RPC_URL) is required',
+    )
+    expect(configErrorOf(() => parseConfig(serveConfigSchema, {}, { UPSTREAM_RPC_URL: '' })).message).toBe(
+      'invalid configuration: --upstream-rpc (UPSTREAM_RPC_URL) is required',
+    )
+  })
+
+  test.each([' ', '0x10', '1e3', '12abc'])('a number option takes plain decimals only: --port %j is refused', (value) => {
+    expect(configErrorOf(() => serveConfig({ port: value })).message).toBe(`invalid configuration: --port (PORT) must be a port number (got ${JSON.stringify(value)})`)
   })
 
   test('--start-block: a number, latest, or latest-N', () => {

@@ -3,15 +3,29 @@ import type { StartBlock } from './ingest/index.js'
 
 export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
 
-const port = z.coerce
-  .number({ error: 'must be a port number' })
-  .int({ error: 'must be a whole number' })
-  .min(0, { error: 'must be between 0 and 65535' })
-  .max(65_535, { error: 'must be between 0 and 65535' })
+/**
+ * Flags and environment variables are strings: only plain decimals count as numbers (`z.coerce` would take
+ * `" "` as 0 and `0x10` as 16). Numbers given directly (tests, embedding) pass as they are.
+ */
+const decimal = (error: string) =>
+  z.preprocess(
+    (value) => (typeof value === 'string' ? (/^-?\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN) : value),
+    z.number({ error }),
+  )
 
-const positiveInt = z.coerce.number({ error: 'must be a number' }).int({ error: 'must be a whole number' }).positive({ error: 'must be positive' })
+const port = decimal('must be a port number').pipe(
+  z
+    .number()
+    .int({ error: 'must be a whole number' })
+    .min(0, { error: 'must be between 0 and 65535' })
+    .max(65_535, { error: 'must be between 0 and 65535' }),
+)
 
-const nonNegative = z.coerce.number({ error: 'must be a number' }).min(0, { error: 'must not be negative' })
+const positiveInt = decimal('must be a number').pipe(z.number().int({ error: 'must be a whole number' }).positive({ error: 'must be positive' }))
+
+const nonNegative = decimal('must be a number').pipe(z.number().min(0, { error: 'must not be negative' }))
+
+const nonNegativeInt = decimal('must be a number').pipe(z.number().int({ error: 'must be a whole number' }).min(0, { error: 'must not be negative' }))
 
 const url = (protocols: string[]) =>
   z
@@ -59,6 +73,7 @@ export const serveConfigSchema = z.object({
   maxLogs: positiveInt.default(10_000),
   trustProxy: z.stringbool({ error: 'must be true or false' }).default(false),
   maxQueryCost: nonNegative.default(250_000),
+  answerCacheMb: nonNegativeInt.default(64),
   ingestBatchSize: positiveInt.default(100),
   registrationRateLimit: nonNegative.default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -70,7 +85,7 @@ export type ServeConfig = z.output<typeof serveConfigSchema>
 export const devnetConfigSchema = z.object({
   port: port.default(8546),
   flashblocksPort: port.default(8547),
-  blockTime: z.coerce.number({ error: 'must be a number of seconds' }).positive({ error: 'must be positive' }).default(2),
+  blockTime: decimal('must be a number of seconds').pipe(z.number().positive({ error: 'must be positive' })).default(2),
   flashblockInterval: positiveInt.default(200),
   plain: z.stringbool().default(false),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -97,6 +112,7 @@ export const OPTIONS = [
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'dedicated endpoints: largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'dedicated endpoints: largest eth_getLogs result (default 10000)' },
   { key: 'maxQueryCost', flag: 'max-query-cost', env: 'MAX_QUERY_COST', help: 'largest planner cost of an eth_getLogs that no index answers exactly, 0 for no estimate (default 250000)' },
+  { key: 'answerCacheMb', flag: 'answer-cache-mb', env: 'ANSWER_CACHE_MB', help: 'memory for answers kept by block (receipts, logs, account reads), in MiB; 0 for none (default 64)' },
   { key: 'trustProxy', flag: 'trust-proxy', env: 'TRUST_PROXY', help: 'take client addresses from X-Forwarded-For, behind a reverse proxy (true/false, default false)' },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
   { key: 'registrationRateLimit', flag: 'registration-rate-limit', env: 'REGISTRATION_RATE_LIMIT', help: 'builder-code registrations per second per client address, 0 for no limit (default 20)' },
@@ -117,18 +133,21 @@ export function parseConfig<schema extends z.ZodObject>(
   flags: Record<string, string | undefined>,
   env: Record<string, string | undefined>,
 ): z.output<schema> {
+  // An empty value counts as absent, so an empty flag leaves its environment variable in force.
+  const nonEmpty = (value: string | undefined) => (value === '' ? undefined : value)
+  const given = (option: (typeof OPTIONS)[number]) => nonEmpty(flags[option.flag]) ?? nonEmpty(env[option.env])
   const input: Record<string, string> = {}
   for (const option of OPTIONS) {
     if (!(option.key in schema.shape)) continue
-    const value = flags[option.flag] ?? env[option.env]
-    if (value !== undefined && value !== '') input[option.key] = value
+    const value = given(option)
+    if (value !== undefined) input[option.key] = value
   }
   const result = schema.safeParse(input)
   if (result.success) return result.data
   const issue = result.error.issues[0]!
   const option = OPTIONS.find((candidate) => candidate.key === issue.path[0])
   const name = option ? `--${option.flag} (${option.env})` : String(issue.path[0])
-  const given = option ? (flags[option.flag] ?? env[option.env]) : undefined
-  const detail = issue.code === 'invalid_type' && given === undefined ? 'is required' : issue.message
-  throw new ConfigError(`invalid configuration: ${name} ${detail}${given === undefined ? '' : ` (got ${JSON.stringify(given)})`}`)
+  const value = option ? given(option) : undefined
+  const detail = issue.code === 'invalid_type' && value === undefined ? 'is required' : issue.message
+  throw new ConfigError(`invalid configuration: ${name} ${detail}${value === undefined ? '' : ` (got ${JSON.stringify(value)})`}`)
 }

@@ -10,10 +10,9 @@ export const DEFAULT_ANSWER_CACHE_BYTES = 64 * 1024 * 1024
  * for other processes). Bounded by an estimate of the bytes each answer takes.
  */
 export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { maxBytes?: number } = {}) {
-  const store = new LRUCache<string, { value: unknown; bytes: number }>({
-    maxSize: maxBytes,
-    sizeCalculation: (entry) => Math.max(1, entry.bytes),
-  })
+  // `--answer-cache-mb 0`: nothing is kept (lru-cache needs a positive size).
+  const store =
+    maxBytes > 0 ? new LRUCache<string, { value: unknown; bytes: number }>({ maxSize: maxBytes, sizeCalculation: (entry) => Math.max(1, entry.bytes) }) : null
 
   // Bumped by `clear`, so that an answer computed before a reorg is not stored after it.
   let generation = 0
@@ -24,6 +23,7 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
      * cached (a transaction unknown now may be indexed a moment later). Cached values are shared: read-only.
      */
     async remember<value>(key: string, compute: () => Promise<value>, bytes: (value: value) => number): Promise<value> {
+      if (store === null) return compute()
       const hit = store.get(key)
       if (hit !== undefined) return hit.value as value
       const startedAt = generation
@@ -33,10 +33,10 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
     },
     clear() {
       generation++
-      store.clear()
+      store?.clear()
     },
     get size() {
-      return store.size
+      return store?.size ?? 0
     },
   }
 }
