@@ -48,7 +48,7 @@ export async function measureBackfill({
   log: (line: string) => void
   /** Gets the gateway as soon as it runs, so that the caller can stop it even if the backfill fails. */
   onGateway: (gateway: Gateway) => void
-}): Promise<{ gateway: Gateway; servingUrl: string; result: BackfillResult }> {
+}): Promise<{ gateway: Gateway; apiKey: string; servingUrl: string; result: BackfillResult }> {
   const config = serveConfigSchema.parse({
     port: 0,
     databaseUrl,
@@ -74,6 +74,7 @@ export async function measureBackfill({
   const blocks = head + 1
   return {
     gateway,
+    apiKey: key,
     servingUrl: `${gateway.url}/rpc/${key}`,
     result: { blocks, logs, seconds, blocksPerSecond: blocks / seconds, logsPerSecond: logs / seconds, accountSource: view.accountSource },
   }

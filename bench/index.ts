@@ -3,7 +3,8 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { pino } from 'pino'
-import type { Gateway } from '../src/app.js'
+import { type Gateway, startGateway } from '../src/app.js'
+import { serveConfigSchema } from '../src/config.js'
 import { startAnvil } from '../src/devnet/anvil.js'
 import { runAttributionBench } from './attribution.js'
 import { measureBackfill, measureWritePath } from './backfill.js'
@@ -93,8 +94,18 @@ async function main(): Promise<number> {
     await writeDatabase.drop()
     stamp(`write path: ${Math.round(writePath.logsPerSecond)} logs/s`)
 
+    // A second, serving-only gateway on the same database with no answer cache: every answer comes from
+    // Postgres. PGlite is one process's database, so only the Postgres run has it.
+    let uncachedUrl: string | null = null
+    if (!options.pglite) {
+      const uncachedConfig = serveConfigSchema.parse({ port: 0, databaseUrl: gatewayDatabase.databaseUrl, upstreamRpc: anvil.rpcUrl, answerCacheMb: 0, logLevel: 'silent' })
+      const uncached = await startGateway({ config: uncachedConfig, logger })
+      cleanup.defer('uncached gateway', uncached.stop)
+      uncachedUrl = `${uncached.url}/rpc/${backfill.apiKey}`
+    }
+
     stamp('serving: flashgate vs anvil')
-    const serving = await measureServing({ gatewayUrl: backfill.servingUrl, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
+    const serving = await measureServing({ gatewayUrl: backfill.servingUrl, uncachedUrl, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
 
     stamp('pending: flashblocks feed and devnet')
     const pending = await measurePending(log)

@@ -65,20 +65,25 @@ export function formatReport(results: BenchResults): string {
   )
   lines.push(`  (write path excludes fetching, ${writePath.fetchSeconds.toFixed(1)} s, and toRows, ${writePath.toRowsSeconds.toFixed(1)} s; accounts served from: ${backfill.accountSource})`)
   lines.push('')
-  const rows = [['method', 'flashgate req/s', 'p50 ms', 'p99 ms', 'anvil req/s', 'p50 ms', 'p99 ms', 'req/s fg/anvil', 'p50 fg/anvil', 'fg cached req/s', 'failures']]
-  for (const [method, { flashgate, anvil, flashgateCached }] of Object.entries(results.throughput)) {
+  const rows = [['method', 'flashgate req/s', 'p50 ms', 'p99 ms', 'anvil req/s', 'p50 ms', 'p99 ms', 'req/s fg/anvil', 'p50 fg/anvil', 'fg cached req/s', 'fg no cache req/s', 'no cache/anvil', 'failures']]
+  for (const [method, { flashgate, anvil, flashgateCached, flashgateUncached }] of Object.entries(results.throughput)) {
+    // Results written before the no-cache column existed have no such field.
+    const uncached = flashgateUncached ?? null
     rows.push([
       method, integer(flashgate.requestsPerSecond), ms(flashgate.p50Ms), ms(flashgate.p99Ms),
       integer(anvil.requestsPerSecond), ms(anvil.p50Ms), ms(anvil.p99Ms),
       ratio(flashgate.requestsPerSecond / anvil.requestsPerSecond), ratio(flashgate.p50Ms / anvil.p50Ms),
       integer(flashgateCached.requestsPerSecond),
-      `${flashgate.failures}/${anvil.failures}/${flashgateCached.failures}`,
+      uncached === null ? '-' : integer(uncached.requestsPerSecond),
+      uncached === null ? '-' : ratio(uncached.requestsPerSecond / anvil.requestsPerSecond),
+      [flashgate, anvil, flashgateCached, ...(uncached === null ? [] : [uncached])].map((report) => report.failures).join('/'),
     ])
   }
   lines.push(
     `throughput: autocannon, ${results.options.connections} connections, ${results.options.loadDurationS} s per method and target, distinct requests (target: req/s ratio ≥ 1);`,
   )
-  lines.push(`  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass`)
+  lines.push(`  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass;`)
+  lines.push(`  "fg no cache": a second flashgate on the same database with --answer-cache-mb 0, the same distinct requests (Postgres only)`)
   lines.push(table(rows, (column) => column > 0))
   lines.push('')
   lines.push(

@@ -18,6 +18,8 @@ export type MethodFigures = {
   anvil: LoadReport
   /** flashgate on a small pool of repeated bodies: its answer cache serves them. */
   flashgateCached: LoadReport
+  /** A second flashgate on the same database started with `--answer-cache-mb 0`; `null` on PGlite. */
+  flashgateUncached: LoadReport | null
 }
 
 export type HeadlineFigures = { rangeBlocks: number; queries: number; averageLogs: number; flashgate: LoadReport; anvil: LoadReport }
@@ -36,6 +38,7 @@ export type ServingFigures = {
  */
 export async function measureServing({
   gatewayUrl,
+  uncachedUrl,
   anvilUrl,
   chain,
   options,
@@ -43,6 +46,7 @@ export async function measureServing({
   log,
 }: {
   gatewayUrl: string
+  uncachedUrl: string | null
   anvilUrl: string
   chain: BenchChain
   options: BenchOptions
@@ -76,9 +80,11 @@ export async function measureServing({
     const flashgate = await runLoad({ ...job, url: gatewayUrl, bodiesFile: cold })
     const anvil = await runLoad({ ...job, url: anvilUrl, bodiesFile: cold })
     const flashgateCached = await runLoad({ ...job, url: gatewayUrl, bodiesFile: hot })
-    throughput[method] = { flashgate, anvil, flashgateCached }
+    const flashgateUncached = uncachedUrl === null ? null : await runLoad({ ...job, url: uncachedUrl, bodiesFile: cold })
+    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached }
+    const uncachedFigure = flashgateUncached === null ? '' : `, no cache ${Math.round(flashgateUncached.requestsPerSecond)}`
     log(
-      `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}), anvil ${Math.round(anvil.requestsPerSecond)} req/s`,
+      `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}${uncachedFigure}), anvil ${Math.round(anvil.requestsPerSecond)} req/s`,
     )
   }
 

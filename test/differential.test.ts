@@ -1,3 +1,4 @@
+import { inflateRawSync } from 'node:zlib'
 import { sql } from 'drizzle-orm'
 import { numberToHex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -66,13 +67,13 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
 
   test("each block's stored eth_getBlockReceipts answer is, byte for byte, what its receipt and log rows render", async () => {
     const { blockReceipts, logs, receipts } = schema
-    const stored = await gateway.db.query<{ number: number; body: string }>(
-      sql`select ${blockReceipts.blockNumber}::int as number, ${blockReceipts.body} as body from ${blockReceipts} order by 1`,
+    const stored = await gateway.db.query<{ number: number; deflated: Uint8Array }>(
+      sql`select ${blockReceipts.blockNumber}::int as number, ${blockReceipts.deflated} as deflated from ${blockReceipts} order by 1`,
     )
     expect(stored.map((row) => row.number)).toEqual(Array.from({ length: facts.head + 1 }, (_, number) => number))
-    for (const { number, body } of stored) {
+    for (const { number, deflated } of stored) {
       const rows = await gateway.db.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${number}`, sql`${logs.blockNumber} = ${number}`))
-      expect(body, `block ${number}`).toBe(`[${renderReceipts(rows).join(',')}]`)
+      expect(inflateRawSync(deflated).toString('utf8'), `block ${number}`).toBe(`[${renderReceipts(rows).join(',')}]`)
     }
   })
 

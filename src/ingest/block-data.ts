@@ -1,3 +1,4 @@
+import { deflateRawSync } from 'node:zlib'
 import type { Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { decodeAttribution } from '../attribution/index.js'
 import { hexToBytea, type LogRow, type schema } from '../db/index.js'
@@ -40,6 +41,9 @@ export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: Pres
   })
   return { block, receipts, accountChanges: diffs === null ? null : foldPrestateDiffs(diffs) }
 }
+
+/** zlib's default: 6 inflates faster than 1 (smaller input) and still deflates a block in ~0.5 ms. */
+const BLOCK_RECEIPTS_DEFLATE_LEVEL = 6
 
 const toNumber = (value: Hex | null | undefined) => Number.parseInt(value ?? '0x0', 16)
 
@@ -103,7 +107,7 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
       body: transaction as unknown as Record<string, unknown>,
     })),
     receipts: receiptRows,
-    blockReceipts: { blockNumber: number, body: renderBlockReceipts(receiptRows, logs) },
+    blockReceipts: { blockNumber: number, deflated: deflateRawSync(renderBlockReceipts(receiptRows, logs), { level: BLOCK_RECEIPTS_DEFLATE_LEVEL }) },
     logs,
     accountChanges: (accountChanges ?? []).map((change) => ({
       address: hexToBytea(change.address),

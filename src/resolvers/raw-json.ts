@@ -12,6 +12,11 @@ export class RawJson {
     this.bytes = bytes
   }
 
+  /** UTF-8 JSON bytes, taken as they are (not copied). */
+  static fromBytes(bytes: Buffer): RawJson {
+    return new RawJson(bytes)
+  }
+
   static fromText(text: string): RawJson {
     return new RawJson(Buffer.from(text, 'utf8'))
   }

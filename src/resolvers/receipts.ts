@@ -1,7 +1,8 @@
+import { deflateRawSync, inflateRawSync } from 'node:zlib'
 import { sql } from 'drizzle-orm'
 import type { Hash, RpcTransactionReceipt } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
-import { type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
+import { type Db, hexToBytea, schema } from '../db/index.js'
 import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 import { isPendingTag, type PendingView } from './pending.js'
@@ -28,7 +29,10 @@ export function createReceiptResolvers({
     }
     const resolved = await chain.resolve(block)
     if (resolved.status !== 'known') return null
-    return cache.remember(`receipts:${resolved.number}`, () => loadBlockReceipts(resolved.number), (answer) => answer.byteLength)
+    // Cached deflated (~3 KB for a block of 160 logs instead of ~107 KB): the cache holds ~35 times more
+    // blocks, and an inflate costs less than a database round trip.
+    const deflated = await cache.remember(`receipts:${resolved.number}`, () => loadDeflatedReceipts(resolved.number), (answer) => answer.byteLength)
+    return RawJson.fromBytes(inflateRawSync(deflated))
   }
 
   async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
@@ -46,14 +50,19 @@ export function createReceiptResolvers({
     return newest.receipts.filter((receipt) => receipt !== null) as unknown as RpcTransactionReceipt[]
   }
 
-  async function loadBlockReceipts(number: number): Promise<RawJson> {
-    const [rendered] = await db.query<{ body: string }>(
-      sql`select ${blockReceipts.body} as body from ${blockReceipts} where ${blockReceipts.blockNumber} = ${number}`,
+  /** The block's answer as raw DEFLATE, in a buffer of its own (a pooled slice would keep its whole pool). */
+  async function loadDeflatedReceipts(number: number): Promise<Buffer> {
+    const [stored] = await db.query<{ deflated: Uint8Array }>(
+      sql`select ${blockReceipts.deflated} as deflated from ${blockReceipts} where ${blockReceipts.blockNumber} = ${number}`,
     )
-    if (rendered !== undefined) return RawJson.fromText(rendered.body)
+    if (stored !== undefined) {
+      const own = Buffer.allocUnsafeSlow(stored.deflated.byteLength)
+      own.set(stored.deflated)
+      return own
+    }
     // A block indexed before block_receipts existed: rendered from its receipt and log rows.
     const rows = await db.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${number}`, sql`${logs.blockNumber} = ${number}`))
-    return RawJson.fromText(`[${renderReceipts(rows).join(',')}]`)
+    return deflateRawSync(`[${renderReceipts(rows).join(',')}]`)
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
