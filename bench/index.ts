@@ -96,16 +96,18 @@ async function main(): Promise<number> {
 
     // A second, serving-only gateway on the same database with no answer cache: every answer comes from
     // Postgres. PGlite is one process's database, so only the Postgres run has it.
-    let uncachedUrl: string | null = null
+    let uncached: Gateway | null = null
     if (!options.pglite) {
       const uncachedConfig = serveConfigSchema.parse({ port: 0, databaseUrl: gatewayDatabase.databaseUrl, upstreamRpc: anvil.rpcUrl, answerCacheMb: 0, logLevel: 'silent' })
-      const uncached = await startGateway({ config: uncachedConfig, logger })
+      uncached = await startGateway({ config: uncachedConfig, logger })
       cleanup.defer('uncached gateway', uncached.stop)
-      uncachedUrl = `${uncached.url}/rpc/${backfill.apiKey}`
     }
 
     stamp('serving: flashgate vs anvil')
+    const uncachedUrl = uncached === null ? null : `${uncached.url}/rpc/${backfill.apiKey}`
     const serving = await measureServing({ gatewayUrl: backfill.servingUrl, uncachedUrl, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
+    // Stopped before the pending measurement, which wants a quiet machine.
+    await uncached?.stop()
 
     stamp('pending: flashblocks feed and devnet')
     const pending = await measurePending(log)

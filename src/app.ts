@@ -109,6 +109,7 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
   ingester.start()
   feed?.start()
 
+  let stopping: Promise<void> | null = null
   return {
     url,
     port,
@@ -117,11 +118,15 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     ingester,
     pending,
     feed,
-    async stop() {
-      await feed?.stop()
-      await server.close()
-      await ingester.stop()
-      await db.close()
+    /** Idempotent: a second call waits for the first. */
+    stop() {
+      stopping ??= (async () => {
+        await feed?.stop()
+        await server.close()
+        await ingester.stop()
+        await db.close()
+      })()
+      return stopping
     },
   }
 }

@@ -153,7 +153,8 @@ export function createAccountResolvers({
   async function getAccount({ address, block }: AccountParameters): Promise<AccountState> {
     if (isPendingTag(block)) return pendingAccount(address)
     const { number, indexed } = await blockNumberFor(block)
-    if (indexed && (await chain.view()).accountSource === 'trace') {
+    // An account's whole history pays off only when it is kept: without an answer cache, one probe per read.
+    if (indexed && cache.enabled && (await chain.view()).accountSource === 'trace') {
       const history = await accountHistory(address)
       if (history !== null && number <= history.upTo) {
         const state = stateAt(history, number)

@@ -52,6 +52,8 @@ describe('createAnswerCache', () => {
     expect(cache.size).toBe(0)
     expect(() => cache.clear()).not.toThrow()
     expect(cache.size).toBe(0)
+    expect(cache.enabled).toBe(false)
+    expect(createAnswerCache({ maxBytes: 1 }).enabled).toBe(true)
   })
 
   test('the byte bound evicts the least recently used entry', async () => {

@@ -35,6 +35,10 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
       generation++
       store?.clear()
     },
+    /** `false` with `--answer-cache-mb 0`: nothing computed is kept, so callers should not compute more than one answer needs. */
+    get enabled() {
+      return store !== null
+    },
     get size() {
       return store?.size ?? 0
     },
