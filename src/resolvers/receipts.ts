@@ -12,8 +12,9 @@ import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from './receipt-
 const { blockReceipts, logs, receipts } = schema
 
 /**
- * Receipts are read as JSON text (receipt-json.ts) and cached as that text, sized by its bytes: JSON-RPC
- * writes it as it is (the `…Json` resolvers), GraphQL parses it (the object resolvers).
+ * Receipts are answered as JSON text: a block's from `block_receipts` (rendered and deflated at ingest),
+ * a transaction's built from its rows (receipt-json.ts). JSON-RPC writes the text as it is (the `…Json`
+ * resolvers), GraphQL parses it (the object resolvers).
  */
 export function createReceiptResolvers({
   db,
