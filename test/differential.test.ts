@@ -1,39 +1,29 @@
 import { inflateRawSync } from 'node:zlib'
 import { sql } from 'drizzle-orm'
 import { numberToHex } from 'viem'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { beforeAll, describe, expect, test } from 'vitest'
 import { schema } from '../src/db/index.js'
 import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from '../src/resolvers/receipt-json.js'
-import { type Anvil, startAnvil } from './fixtures/anvil.js'
-import { generateChain } from './fixtures/chain.js'
+import type { Anvil } from './fixtures/anvil.js'
 import { compareWithReference } from './fixtures/compare.js'
-import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { type ChainFacts, generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
+import { useFollowedChain } from './fixtures/followed-chain.js'
+import { rpc, type TestGateway } from './fixtures/gateway.js'
+import { type ChainFacts, generateQueries, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 
 const SEED = 8021
 const BLOCKS = 80
 const GENERATED_QUERIES = 1_500
 
+const followed = useFollowedChain({ seed: SEED, blocks: BLOCKS })
 let anvil: Anvil
-let database: TestDatabase
 let gateway: TestGateway
 let facts: ChainFacts
-
-beforeAll(async () => {
-  anvil = await startAnvil()
-  const chain = await generateChain(anvil.rpcUrl, { seed: SEED, blocks: BLOCKS })
-  facts = await readChainFacts(anvil.rpcUrl, { accounts: [...chain.senders, ...chain.recipients], contracts: chain.contracts })
-  database = await createTestDatabase()
-  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
-  await gateway.ingester.waitForBlock(facts.head)
-})
-
-afterAll(async () => {
-  await gateway?.stop()
-  await anvil?.stop()
-  await database?.drop()
+beforeAll(() => {
+  const ready = followed()
+  anvil = ready.anvil
+  gateway = ready.gateway
+  facts = ready.facts
 })
 
 describe('flashgate answers exactly as anvil for the same chain', () => {

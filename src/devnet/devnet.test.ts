@@ -132,12 +132,17 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
   test('a block mined around the sequencer (evm_mine through the RPC) voids the open block; the next message opens a new one', async () => {
     await waitFor(() => (feed.frames.at(-1)?.message.index ?? 0) >= 3)
     await rpc('evm_mine')
-    const mined = await rpc<{ hash: Hash; number: Hex }>('eth_getBlockByNumber', ['latest', false])
     const count = feed.frames.length
-    await waitFor(() => feed.frames.length > count + 1)
-    const next = feed.frames.slice(count).find(({ message }) => message.base?.parent_hash === mined.hash)?.message
-    expect(next?.index).toBe(0)
-    expect(next?.metadata.block_number).toBe(Number(mined.number) + 1)
+    const mined = await rpc<{ hash: Hash; number: Hex }>('eth_getBlockByNumber', ['latest', false])
+    const opening = () => feed.frames.slice(count).findIndex(({ message }) => message.index === 0)
+    await waitFor(() => opening() !== -1)
+    // Only a tick already under way when the block was mined may still send a flashblock of the void
+    // block (or seal it on top of the mined one): the next after that opens a new block.
+    expect(opening()).toBeLessThanOrEqual(1)
+    const next = feed.frames[count + opening()]!.message
+    expect(next.metadata.block_number).toBeGreaterThan(Number(mined.number))
+    const parent = await rpc<{ hash: Hash }>('eth_getBlockByNumber', [`0x${(next.metadata.block_number - 1).toString(16)}`, false])
+    expect(next.base?.parent_hash).toBe(parent.hash)
   })
 })
 
