@@ -66,9 +66,7 @@ export function formatReport(results: BenchResults): string {
   lines.push(`  (write path excludes fetching, ${writePath.fetchSeconds.toFixed(1)} s, and toRows, ${writePath.toRowsSeconds.toFixed(1)} s; accounts served from: ${backfill.accountSource})`)
   lines.push('')
   const rows = [['method', 'flashgate req/s', 'p50 ms', 'p99 ms', 'anvil req/s', 'p50 ms', 'p99 ms', 'req/s fg/anvil', 'p50 fg/anvil', 'fg cached req/s', 'fg no cache req/s', 'no cache/anvil', 'failures']]
-  for (const [method, { flashgate, anvil, flashgateCached, flashgateUncached }] of Object.entries(results.throughput)) {
-    // Results written before the no-cache column existed have no such field.
-    const uncached = flashgateUncached ?? null
+  for (const [method, { flashgate, anvil, flashgateCached, flashgateUncached: uncached }] of Object.entries(results.throughput)) {
     rows.push([
       method, integer(flashgate.requestsPerSecond), ms(flashgate.p50Ms), ms(flashgate.p99Ms),
       integer(anvil.requestsPerSecond), ms(anvil.p50Ms), ms(anvil.p99Ms),

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { ServeConfig } from './config.js'
+import { MIB, type ServeConfig } from './config.js'
 import { createDb, type Db } from './db/index.js'
 import { createIngester, type Ingester } from './ingest/index.js'
 import { createFlashblocksFeed, createPendingState, type FlashblocksFeed, type PendingState } from './pending/index.js'
@@ -46,7 +46,7 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     upstream,
     pending,
     limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
-    cacheBytes: config.answerCacheMb * 1024 * 1024,
+    cacheBytes: config.answerCacheMb * MIB,
   })
   const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize })
   // A serving process that also ingests sees its own commits at once; others poll (resolvers/chain.ts).

@@ -1,7 +1,10 @@
 import { z } from 'zod'
 import type { StartBlock } from './ingest/index.js'
+import { DEFAULT_ANSWER_CACHE_BYTES } from './resolvers/cache.js'
 
 export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
+
+export const MIB = 1024 * 1024
 
 /**
  * Flags and environment variables are strings: only plain decimals count as numbers (`z.coerce` would take
@@ -73,7 +76,7 @@ export const serveConfigSchema = z.object({
   maxLogs: positiveInt.default(10_000),
   trustProxy: z.stringbool({ error: 'must be true or false' }).default(false),
   maxQueryCost: nonNegative.default(250_000),
-  answerCacheMb: nonNegativeInt.default(64),
+  answerCacheMb: nonNegativeInt.default(DEFAULT_ANSWER_CACHE_BYTES / MIB),
   ingestBatchSize: positiveInt.default(100),
   registrationRateLimit: nonNegative.default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

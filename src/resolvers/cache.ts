@@ -48,4 +48,4 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
 export type AnswerCache = ReturnType<typeof createAnswerCache>
 
 /** Rough JSON sizes, enough to bound memory without serialising anything. */
-export const ANSWER_BYTES = { account: 120, log: 700, receipt: 1_400, transaction: 900, header: 1_600 } as const
+export const ANSWER_BYTES = { account: 120, log: 700, transaction: 900, header: 1_600 } as const
