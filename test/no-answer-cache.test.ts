@@ -1,8 +1,10 @@
 import { expect, test } from 'vitest'
 import { compareWithReference } from './fixtures/compare.js'
 import { useFollowedChain } from './fixtures/followed-chain.js'
+import { rpc } from './fixtures/gateway.js'
 import { generateQueries, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
+import { countStatements } from './fixtures/statements.js'
 
 /**
  * `--answer-cache-mb 0`: every answer is computed from the database on each request, through the paths
@@ -23,4 +25,25 @@ test('without an answer cache, every block, transaction, receipt and generated q
     for (const method of ['eth_getLogs', 'eth_getBlockReceipts', 'eth_getTransactionCount', 'eth_getBalance'])
       expect(outcome.nonEmpty[method] ?? 0, `pass ${pass}: ${method}`).toBeGreaterThan(20)
   }
+})
+
+test('without an answer cache, a repeated question goes to the database again, and an account read is one index probe', async () => {
+  const { gateway, facts } = followed()
+  const block = `0x${facts.head.toString(16)}`
+  const [account] = facts.accounts
+  const counter = countStatements(gateway.db)
+  try {
+    for (let pass = 0; pass < 2; pass++) {
+      expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', [block])).toHaveProperty('result')
+      expect(await rpc(gateway.dedicatedUrl, 'eth_getBalance', [account, block])).toHaveProperty('result')
+    }
+  } finally {
+    counter.stop()
+  }
+  expect(counter.statements.filter((statement) => statement.includes('"block_receipts"'))).toHaveLength(2)
+  // The probe (resolvers/accounts.ts `fromChanges`) reads at most one change each side of the block; the
+  // cached-history path would read all of the account's changes instead.
+  const accountReads = counter.statements.filter((statement) => statement.includes('"account_changes"'))
+  expect(accountReads).toHaveLength(2)
+  for (const statement of accountReads) expect(statement).toContain('union all')
 })
