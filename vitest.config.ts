@@ -1,14 +1,20 @@
 import { defineConfig } from 'vitest/config'
 
+/** Tests that measure the server under load: they run after the rest, alone, so no other file competes for the two cores. */
+const ALONE = ['test/load-limit.test.ts']
+
 export default defineConfig({
   // One graphql instance: Node loads graphql's CommonJS build for graphql-yoga and Pothos, so source files
   // under test must get the same one, not its ES build (graphql refuses types from "another realm").
   resolve: { alias: [{ find: /^graphql$/, replacement: 'graphql/index.js' }] },
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // anvil, PGlite and the gateway all run in-process or on loopback; two cores.
     maxWorkers: 2,
+    projects: [
+      { extends: true, test: { name: 'suite', include: ['src/**/*.test.ts', 'test/**/*.test.ts'], exclude: ALONE, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'load', include: ALONE, sequence: { groupOrder: 1 } } },
+    ],
   },
 })

@@ -154,4 +154,12 @@ async function main(): Promise<number> {
   }
 }
 
-process.exit(await main())
+/** `--scale` and `--follow` are benches of their own (bench/scale.ts, bench/follow.ts), loaded only when asked for. */
+async function dispatch(argv: string[]): Promise<number> {
+  const rest = (flag: string) => argv.filter((argument) => argument !== flag)
+  if (argv.includes('--scale')) return (await import('./scale.js')).runScaleBench(rest('--scale'))
+  if (argv.includes('--follow')) return (await import('./follow.js')).runFollowBench(rest('--follow'))
+  return main()
+}
+
+process.exit(await dispatch(process.argv.slice(2)))

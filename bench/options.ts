@@ -31,7 +31,9 @@ export type BenchOptions = {
   deadlineMs: number
 }
 
-const USAGE = `npm run bench -- [--quick] [--logs N] [--pglite] [--duration S] [--connections N] [--seed N] [--admin-database-url URL]`
+const USAGE = `npm run bench -- [--quick] [--logs N] [--pglite] [--duration S] [--connections N] [--seed N] [--admin-database-url URL]
+       npm run bench -- --scale [--sizes 10M,50M,100M] …   (bench/scale.ts)
+       npm run bench -- --follow [--duration S] …          (bench/follow.ts)`
 
 export function parseBenchOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({

@@ -101,13 +101,22 @@ export function formatReport(results: BenchResults): string {
     ),
   )
   lines.push(`  target p50 < ${TARGETS.headlineP50Ms} ms with ${integer(chain.logs)} logs stored: ${verdict(headline.flashgate.p50Ms < TARGETS.headlineP50Ms)}`)
-  const { feedToVisible, sendToVisible, transactionsPerFlashblock } = results.pending
+  const { feedToVisible, sendToVisible, hydration, syncSend, transactionsPerFlashblock } = results.pending
   lines.push('')
   lines.push(
     `pending: flashblock frame → pending view (${transactionsPerFlashblock} tx per flashblock): p50 ${ms(feedToVisible.p50Ms)} ms, p99 ${ms(feedToVisible.p99Ms)} ms, target p99 < ${TARGETS.flashblockToVisibleP99Ms} ms: ${verdict(feedToVisible.p99Ms < TARGETS.flashblockToVisibleP99Ms)}`,
   )
   lines.push(
     `pending: eth_sendRawTransaction on the devnet → visible through flashgate: p50 ${ms(sendToVisible.p50Ms)} ms, p99 ${ms(sendToVisible.p99Ms)} ms, target p99 < ${TARGETS.sendToVisibleP99Ms} ms: ${verdict(sendToVisible.p99Ms < TARGETS.sendToVisibleP99Ms)}`,
+  )
+  lines.push(
+    `pending (today's frames, hydrated from the devnet): applied → receipts visible p50 ${ms(hydration.visible.p50Ms)} ms, p99 ${ms(hydration.visible.p99Ms)} ms; upstream round trips p99 ${ms(hydration.upstream.p99Ms)} ms; flashgate's own p99 ${ms(hydration.overhead.p99Ms)} ms, target < ${TARGETS.flashblockToVisibleP99Ms} ms: ${verdict(hydration.overhead.p99Ms < TARGETS.flashblockToVisibleP99Ms)}`,
+  )
+  lines.push(
+    `pending: hydration by a batch of eth_getTransactionReceipt p50 ${ms(hydration.batchRoundTrip.p50Ms)} ms, p99 ${ms(hydration.batchRoundTrip.p99Ms)} ms; by eth_getBlockReceipts("pending") p50 ${ms(hydration.blockReceiptsRoundTrip.p50Ms)} ms, p99 ${ms(hydration.blockReceiptsRoundTrip.p99Ms)} ms`,
+  )
+  lines.push(
+    `pending: eth_sendRawTransactionSync through flashgate → receipt: p50 ${ms(syncSend.p50Ms)} ms, p99 ${ms(syncSend.p99Ms)} ms (${syncSend.preConfirmed}/${syncSend.samples} pre-confirmed), target p99 < ${TARGETS.sendToVisibleP99Ms} ms: ${verdict(syncSend.p99Ms < TARGETS.sendToVisibleP99Ms)}`,
   )
   const differences = Object.entries(results.verification).filter(([, outcome]) => outcome.differenceCount > 0)
   lines.push('')

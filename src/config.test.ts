@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { describe, expect, test } from 'vitest'
-import { ConfigError, DEFAULT_DATABASE_URL, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from './config.js'
+import { ConfigError, DEFAULT_DATABASE_URL, devConfigSchema, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from './config.js'
 
 const run = promisify(execFile)
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url))
@@ -32,6 +32,11 @@ describe('parseConfig(serveConfigSchema)', () => {
       host: '127.0.0.1',
       databaseUrl: './.flashgate/pglite',
       upstreamRpc: UPSTREAM_RPC,
+      pendingSource: 'auto',
+      history: 'upstream',
+      role: 'all',
+      corsOrigins: '*',
+      redisPrefix: 'flashgate:',
       startBlock: { latestMinus: 10_000 },
       publicRateLimit: 50,
       publicMaxBatch: 100,
@@ -114,6 +119,7 @@ describe('parseConfig(serveConfigSchema)', () => {
     ['upstream-rpc', 'ftp://node.example', '--upstream-rpc (UPSTREAM_RPC_URL) must be a http or https or ws or wss URL (got "ftp://node.example")'],
     ['upstream-ws', 'http://node.example', '--upstream-ws (UPSTREAM_WS_URL) must be a ws or wss URL (got "http://node.example")'],
     ['flashblocks-ws', 'not a url', '--flashblocks-ws (FLASHBLOCKS_WS_URL) must be a ws or wss URL (got "not a url")'],
+    ['redis-url', '127.0.0.1:6379', '--redis-url (REDIS_URL) must be a redis or rediss URL (got "127.0.0.1:6379")'],
   ])('--%s %j is refused in one line naming the flag, its variable and the value', (flag, value, expected) => {
     const error = configErrorOf(() => serveConfig({ [flag]: value }))
     expect(error.message).toBe(`invalid configuration: ${expected}`)
@@ -186,7 +192,24 @@ describe('parseConfig(serveConfigSchema)', () => {
 
 describe('parseConfig(devnetConfigSchema)', () => {
   test('every option has its default when nothing is given', () => {
-    expect(parseConfig(devnetConfigSchema, {}, {})).toEqual({ port: 8546, flashblocksPort: 8547, blockTime: 2, flashblockInterval: 200, plain: false, logLevel: 'info' })
+    expect(parseConfig(devnetConfigSchema, {}, {})).toEqual({
+      port: 8546,
+      flashblocksPort: 8547,
+      blockTime: 2,
+      flashblockInterval: 200,
+      plain: false,
+      feedFormat: 'current',
+      profile: 'none',
+      logLevel: 'info',
+    })
+  })
+
+  test('--profile takes base (or LOAD_PROFILE), for the devnet and dev; anything else is refused in one line', () => {
+    expect(parseConfig(devnetConfigSchema, { profile: 'base' }, {}).profile).toBe('base')
+    expect(parseConfig(devConfigSchema, {}, { LOAD_PROFILE: 'base' }).profile).toBe('base')
+    expect(configErrorOf(() => parseConfig(devnetConfigSchema, { profile: 'mainnet' }, {})).message).toBe(
+      'invalid configuration: --profile (LOAD_PROFILE) must be one of none, base (got "mainnet")',
+    )
   })
 
   test('serve-only variables in the environment are ignored, even when they would be invalid', () => {
@@ -223,8 +246,8 @@ describe('OPTIONS', () => {
     expect(Object.keys(devnetConfigSchema.shape).filter((key) => !keys.has(key))).toEqual([])
   })
 
-  test('every entry sets a key of the serve or devnet schema', () => {
-    const schemaKeys = new Set([...Object.keys(serveConfigSchema.shape), ...Object.keys(devnetConfigSchema.shape)])
+  test('every entry sets a key of the serve, devnet or dev schema', () => {
+    const schemaKeys = new Set([...Object.keys(serveConfigSchema.shape), ...Object.keys(devnetConfigSchema.shape), ...Object.keys(devConfigSchema.shape)])
     expect(OPTIONS.filter((option) => !schemaKeys.has(option.key))).toEqual([])
   })
 
@@ -249,4 +272,16 @@ test('flashgate serve --port abc exits 2 with one line on stderr, before opening
   expect(outcome.code).toBe(2)
   expect(outcome.stdout).toBe('')
   expect(outcome.stderr).toBe('flashgate: invalid configuration: --port (PORT) must be a port number (got "abc")\n')
+})
+
+describe('pending source and feed format', () => {
+  test('--pending-source and --feed-format take their named values and refuse others, naming the flag', () => {
+    expect(parseConfig(serveConfigSchema, { 'upstream-rpc': 'http://127.0.0.1:1', 'pending-source': 'frames' }, {}).pendingSource).toBe('frames')
+    expect(parseConfig(serveConfigSchema, { 'upstream-rpc': 'http://127.0.0.1:1' }, { PENDING_SOURCE: 'hydrate' }).pendingSource).toBe('hydrate')
+    expect(() => parseConfig(serveConfigSchema, { 'upstream-rpc': 'http://127.0.0.1:1', 'pending-source': 'magic' }, {})).toThrow(
+      /--pending-source \(PENDING_SOURCE\) must be one of auto, hydrate, frames \(got "magic"\)/,
+    )
+    expect(parseConfig(devnetConfigSchema, { 'feed-format': 'legacy' }, {}).feedFormat).toBe('legacy')
+    expect(() => parseConfig(devnetConfigSchema, {}, { FEED_FORMAT: 'v2' })).toThrow(/--feed-format \(FEED_FORMAT\) must be one of current, legacy/)
+  })
 })

@@ -1,5 +1,7 @@
 import { z } from 'zod'
 import type { StartBlock } from './ingest/index.js'
+import { LOAD_PROFILES } from './devnet/profile.js'
+import { DEFAULT_REDIS_PREFIX } from './redis/index.js'
 import { DEFAULT_ANSWER_CACHE_BYTES } from './resolvers/cache.js'
 
 export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
@@ -54,16 +56,43 @@ export const startBlock = z
     return Number(value)
   })
 
+/**
+ * Where pre-confirmed receipts, logs and balances come from when the feed carries none (Base since Azul):
+ * `auto` hydrates from the upstream when it is flashblocks-aware and keeps to the frames otherwise.
+ */
+export const PENDING_SOURCES = ['auto', 'hydrate', 'frames'] as const
+/** Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly. */
+export const HISTORY_MODES = ['upstream', 'refuse'] as const
+/** The devnet's Flashblocks format: Base's since Azul (no receipts, no balances), or the older one with them. */
+export const FEED_FORMATS = ['current', 'legacy'] as const
+
 const databaseUrl = z.string().min(1, { error: 'must not be empty' })
+/**
+ * What a `serve` process does: `ingest` keeps the index (and answers health and metrics only), `serve`
+ * answers the APIs and never writes what a read brings, `all` both (one process, the default).
+ */
+export const ROLES = ['all', 'ingest', 'serve'] as const
+export type Role = (typeof ROLES)[number]
 
 export const serveConfigSchema = z.object({
   port: port.default(8545),
   host: z.string().min(1).default('127.0.0.1'),
   databaseUrl: databaseUrl.default(DEFAULT_DATABASE_URL),
+  // Reads from a streaming replica; writes (registrations, keys) still go to `databaseUrl` (docs/DEPLOY.md).
+  databaseReadUrl: databaseUrl.optional(),
+  role: z.enum(ROLES, { error: `must be one of ${ROLES.join(', ')}` }).default('all'),
   upstreamRpc: url(['http:', 'https:', 'ws:', 'wss:']),
   upstreamWs: url(['ws:', 'wss:']).optional(),
   flashblocksWs: url(['ws:', 'wss:']).optional(),
+  pendingSource: z.enum(PENDING_SOURCES, { error: `must be one of ${PENDING_SOURCES.join(', ')}` }).default('auto'),
+  history: z.enum(HISTORY_MODES, { error: `must be one of ${HISTORY_MODES.join(', ')}` }).default('upstream'),
+  corsOrigins: z.string().min(1, { error: 'must not be empty' }).default('*'),
+  // Shared by all serving processes: rate limits, key revocations, forwarded nonces (src/redis).
+  redisUrl: url(['redis:', 'rediss:']).optional(),
+  redisPrefix: z.string().min(1, { error: 'must not be empty' }).default(DEFAULT_REDIS_PREFIX),
   startBlock: startBlock.prefault('latest-10000'),
+  // Keep the newest N blocks, prune older history in the background (src/ingest/retention.ts); absent: keep all.
+  retainBlocks: positiveInt.optional(),
   // Endpoint policies (src/policy): the public endpoint's limits, then the dedicated endpoints' ones.
   publicRateLimit: nonNegative.default(50),
   publicMaxBatch: positiveInt.default(100),
@@ -91,20 +120,35 @@ export const devnetConfigSchema = z.object({
   blockTime: decimal('must be a number of seconds').pipe(z.number().positive({ error: 'must be positive' })).default(2),
   flashblockInterval: positiveInt.default(200),
   plain: z.stringbool().default(false),
+  feedFormat: z.enum(FEED_FORMATS, { error: `must be one of ${FEED_FORMATS.join(', ')}` }).default('current'),
+  profile: z.enum(LOAD_PROFILES, { error: `must be one of ${LOAD_PROFILES.join(', ')}` }).default('none'),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 
 export type DevnetConfig = z.output<typeof devnetConfigSchema>
+
+/** `flashgate dev`: the devnet's options, its JSON-RPC on `--devnet-port` (`--port` is the gateway's). */
+export const devConfigSchema = devnetConfigSchema.omit({ port: true }).extend({ devnetPort: port.default(8546) })
+
+export type DevConfig = z.output<typeof devConfigSchema>
 
 /** Flag name, environment variable, and what it sets: the single table behind `--help` and the README. */
 export const OPTIONS = [
   { key: 'port', flag: 'port', env: 'PORT', help: 'gateway HTTP port (default 8545)' },
   { key: 'host', flag: 'host', env: 'HOST', help: 'interface to bind (default 127.0.0.1)' },
   { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', help: `postgres://… or a PGlite directory or memory:// (default ${DEFAULT_DATABASE_URL})` },
+  { key: 'databaseReadUrl', flag: 'database-read-url', env: 'DATABASE_READ_URL', help: 'postgres://… of a streaming replica to read from; the head served is the replica\'s own (optional)' },
+  { key: 'role', flag: 'role', env: 'ROLE', help: 'all (default), ingest (index only; health and metrics) or serve (APIs only, no ingester)' },
   { key: 'upstreamRpc', flag: 'upstream-rpc', env: 'UPSTREAM_RPC_URL', help: 'upstream node JSON-RPC URL (http(s) or ws(s))' },
   { key: 'upstreamWs', flag: 'upstream-ws', env: 'UPSTREAM_WS_URL', help: 'upstream WebSocket URL for newHeads (optional; polling otherwise)' },
   { key: 'flashblocksWs', flag: 'flashblocks-ws', env: 'FLASHBLOCKS_WS_URL', help: 'Flashblocks WebSocket feed for the pending view (optional)' },
+  { key: 'pendingSource', flag: 'pending-source', env: 'PENDING_SOURCE', help: 'pre-confirmed receipts and balances when the feed has none: auto|hydrate|frames (default auto)' },
+  { key: 'history', flag: 'history', env: 'HISTORY', help: 'reads below the first indexed block: upstream (answered from the node) or refuse (default upstream)' },
+  { key: 'corsOrigins', flag: 'cors-origins', env: 'CORS_ORIGINS', help: 'origins allowed to call the JSON-RPC endpoints from a browser: * or a comma-separated list (default *)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', help: 'redis://… shared by all serving processes: rate limits, key revocations, forwarded nonces (optional; per process otherwise)' },
+  { key: 'redisPrefix', flag: 'redis-prefix', env: 'REDIS_PREFIX', help: `prefix of flashgate's Redis keys and channels, one per deployment sharing a Redis (default ${DEFAULT_REDIS_PREFIX})` },
   { key: 'startBlock', flag: 'start-block', env: 'START_BLOCK', help: 'first block of a new index: a number or latest-N (default latest-10000)' },
+  { key: 'retainBlocks', flag: 'retain-blocks', env: 'RETAIN_BLOCKS', help: 'keep the newest N blocks and prune older ones in the background; reads below follow --history (default: keep all)' },
   { key: 'publicRateLimit', flag: 'public-rate-limit', env: 'PUBLIC_RATE_LIMIT', help: 'public endpoint: requests per second per client address, 0 for no limit (default 50)' },
   { key: 'publicMaxBatch', flag: 'public-max-batch', env: 'PUBLIC_MAX_BATCH', help: 'public endpoint: calls per batch (default 100)' },
   { key: 'publicMaxBody', flag: 'public-max-body', env: 'PUBLIC_MAX_BODY', help: 'public endpoint: bytes per request body (default 1048576)' },
@@ -119,10 +163,13 @@ export const OPTIONS = [
   { key: 'trustProxy', flag: 'trust-proxy', env: 'TRUST_PROXY', help: 'take client addresses from X-Forwarded-For, behind a reverse proxy (true/false, default false)' },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
   { key: 'registrationRateLimit', flag: 'registration-rate-limit', env: 'REGISTRATION_RATE_LIMIT', help: 'builder-code registrations per second per client address, 0 for no limit (default 20)' },
+  { key: 'devnetPort', flag: 'devnet-port', env: 'DEVNET_PORT', help: "dev: the devnet's JSON-RPC port (default 8546; devnet itself takes --port)" },
   { key: 'flashblocksPort', flag: 'flashblocks-port', env: 'FLASHBLOCKS_PORT', help: 'devnet: Flashblocks WebSocket port (default 8547)' },
   { key: 'blockTime', flag: 'block-time', env: 'BLOCK_TIME', help: 'devnet: seconds per block (default 2)' },
   { key: 'flashblockInterval', flag: 'flashblock-interval', env: 'FLASHBLOCK_INTERVAL', help: 'devnet: milliseconds per flashblock (default 200)' },
   { key: 'plain', flag: 'plain', env: 'FLASHBLOCKS_PLAIN', help: 'devnet: send JSON text frames instead of Brotli (true/false)' },
+  { key: 'feedFormat', flag: 'feed-format', env: 'FEED_FORMAT', help: "devnet: Flashblocks format, current (Base since Azul) or legacy (with receipts and balances) (default current)" },
+  { key: 'profile', flag: 'profile', env: 'LOAD_PROFILE', help: 'devnet: load profile, none or base (~250 transactions and ~1,500 logs a block, ERC-8021 suffixes on a share) (default none)' },
   { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
 ] as const
 

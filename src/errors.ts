@@ -60,10 +60,13 @@ export class BlockRangeBeyondHeadError extends FlashgateError {
   }
 }
 
-/** geth's wording and code for `fromBlock > toBlock`. */
+/**
+ * geth's wording for `fromBlock > toBlock`, with the code of the current execution-apis fixture
+ * (`tests/eth_getLogs/filter-error-reversed-block-range.io`).
+ */
 export class InvalidBlockRangeError extends FlashgateError {
   override readonly name = 'InvalidBlockRangeError'
-  readonly code = -32000
+  readonly code = -32602
   constructor() {
     super('invalid block range params')
   }
@@ -149,6 +152,32 @@ export class UpstreamRpcError extends FlashgateError {
     super(error.message, error.data === undefined ? undefined : { data: error.data })
     this.code = error.code
   }
+}
+
+/**
+ * EIP-7966: the transaction was accepted but no receipt came within the timeout; `data` is its hash, so
+ * the caller can keep waiting by other means.
+ */
+export class TransactionTimeoutError extends FlashgateError {
+  override readonly name = 'TransactionTimeoutError'
+  readonly code = 4
+  constructor(hash: string, timeoutMs: number) {
+    super(`The transaction was added to the mempool but wasn't processed within ${timeoutMs} ms.`, { data: hash })
+  }
+}
+
+/**
+ * Longest error message written to the log. A database error's message can hold the whole statement and
+ * its parameters (a 5 MB filter made 30 MB log lines); the log gets the name, the code and this much text.
+ */
+const MAX_LOGGED_MESSAGE_CHARS = 300
+
+/** An unexpected error as the log may show it: never its parameters, its cause's payload or its full text. */
+export function loggableError(error: unknown): { name: string; message: string; code?: string | number } {
+  if (!(error instanceof Error)) return { name: typeof error, message: String(error).slice(0, MAX_LOGGED_MESSAGE_CHARS) }
+  const message = error.message.length > MAX_LOGGED_MESSAGE_CHARS ? `${error.message.slice(0, MAX_LOGGED_MESSAGE_CHARS)}… (${error.message.length} chars)` : error.message
+  const code = (error as { code?: unknown }).code ?? (error.cause as { code?: unknown } | undefined)?.code
+  return typeof code === 'string' || typeof code === 'number' ? { name: error.name, message, code } : { name: error.name, message }
 }
 
 export function isFlashgateError(error: unknown): error is FlashgateError {

@@ -45,6 +45,12 @@ describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : `
     })
     const errors: string[] = []
     page.on('pageerror', (error) => errors.push(error.message))
+    // Bytes on the wire: every response's headers and (encoded) body, as Chromium received them.
+    let wireBytes = 0
+    page.on('requestfinished', async (request) => {
+      const sizes = await request.sizes().catch(() => null)
+      if (sizes !== null) wireBytes += sizes.responseHeadersSize + sizes.responseBodySize
+    })
     await page.goto(`${gateway.url}/graphql`)
     await page.waitForSelector('.graphiql-execute-button', { timeout: 20_000 })
     // The default query is in the editor.
@@ -59,7 +65,29 @@ describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : `
     expect(response).toMatch(/^\{\s*"data"/)
     expect(response).not.toContain('"errors"')
     await keepScreenshot(page, 'graphiql.png')
+    console.log(`GraphiQL: ${wireBytes} bytes on the wire (page, scripts, styles, workers, introspection and the query)`)
     expect(foreign).toEqual([])
     expect(errors).toEqual([])
+    // br or gzip and a small page: about a fifth of the library's 9 MB single page.
+    expect(wireBytes).toBeLessThan(3_000_000)
+  })
+
+  test("GraphiQL's files are cacheable: an ETag, a year's Cache-Control, 304 on If-None-Match; the page revalidates", async () => {
+    const page = await fetch(`${gateway.url}/graphql`, { headers: { accept: 'text/html' } })
+    const html = await page.text()
+    expect(html.length).toBeLessThan(5_000)
+    const pageTag = page.headers.get('etag')!
+    expect(page.headers.get('cache-control')).toBe('no-cache')
+    expect((await fetch(`${gateway.url}/graphql`, { headers: { accept: 'text/html', 'if-none-match': pageTag } })).status).toBe(304)
+    const assets = [...html.matchAll(/\/graphql\/assets\/[\w.-]+/g)].map((match) => match[0])
+    expect(assets.length).toBe(5)
+    for (const path of assets) {
+      const answer = await fetch(`${gateway.url}${path}`, { headers: { 'accept-encoding': 'br' } })
+      expect(answer.status, path).toBe(200)
+      expect(answer.headers.get('content-encoding')).toBe('br')
+      expect(answer.headers.get('cache-control')).toContain('immutable')
+      const tag = answer.headers.get('etag')!
+      expect((await fetch(`${gateway.url}${path}`, { headers: { 'if-none-match': tag } })).status).toBe(304)
+    }
   })
 })

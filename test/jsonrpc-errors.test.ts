@@ -1,3 +1,4 @@
+import { getLogsRetryHelper } from '@ponder/utils'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
@@ -91,6 +92,22 @@ describe('JSON-RPC envelope errors', () => {
     expect(body).toEqual([{ jsonrpc: '2.0', id: 2, result: '0x14' }])
   })
 
+  test('ids are echoed exactly as written, whatever their size, in single requests and batches', async () => {
+    async function raw(body: string) {
+      const response = await fetch(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+      return response.text()
+    }
+    expect(await raw('{"jsonrpc":"2.0","id":9007199254740993,"method":"eth_blockNumber","params":[]}')).toBe(
+      '{"jsonrpc":"2.0","id":9007199254740993,"result":"0x14"}',
+    )
+    expect(await raw('{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"nope","params":[]}')).toMatch(
+      /^\{"jsonrpc":"2.0","id":123456789012345678901234567890,"error":/,
+    )
+    expect(await raw('[{"jsonrpc":"2.0","id":18446744073709551617,"method":"eth_blockNumber"},{"jsonrpc":"2.0","id":3,"method":"eth_blockNumber"}]')).toBe(
+      '[{"jsonrpc":"2.0","id":18446744073709551617,"result":"0x14"},{"jsonrpc":"2.0","id":3,"result":"0x14"}]',
+    )
+  })
+
   test('GET on the JSON-RPC path is 405 and an unknown path is 404', async () => {
     expect((await fetch(gateway.url)).status).toBe(405)
     expect((await fetch(`${gateway.url}/nope`)).status).toBe(404)
@@ -103,12 +120,30 @@ describe('JSON-RPC params errors', () => {
     ['eth_getBalance', [ADDRESS, 'newest'], /invalid argument 1/],
     ['eth_getBalance', [ADDRESS, '0x'], /invalid argument 1/],
     ['eth_getBalance', [ADDRESS, '0x1ffffffffffffffffffff'], /invalid argument 1/],
-    ['eth_getBalance', [ADDRESS, 'latest', 'extra'], /invalid/],
+    ['eth_getBalance', [ADDRESS, 'latest', 'extra'], /^too many arguments, want at most 2$/],
     ['eth_getTransactionCount', [`${ADDRESS}00`, 'latest'], /invalid argument 0/],
     ['eth_getTransactionCount', [ADDRESS, { blockHash: '0x1234' }], /invalid argument 1/],
     ['eth_getBlockReceipts', ['0xnothex'], /invalid argument 0/],
-    ['eth_getBlockReceipts', [], /invalid/],
-    ['eth_getLogs', [], /invalid/],
+    ['eth_getBlockReceipts', [], /^missing value for required argument 0$/],
+    ['eth_getLogs', [], /^missing value for required argument 0$/],
+    ['eth_getBlockByNumber', ['0x1'], /^missing value for required argument 1$/],
+    ['eth_getBlockByHash', [HASH], /^missing value for required argument 1$/],
+    ['eth_getBlockByNumber', [null, false], /^invalid argument 0: expected a 0x-prefixed hex block number/],
+    ['eth_getBlockByNumber', [HASH, false], /^invalid argument 0: expected a 0x-prefixed hex block number/],
+    ['eth_getBlockByNumber', ['0x8000000000000000', false], /^invalid argument 0: block number larger than int64$/],
+    ['eth_getBalance', [ADDRESS, '0x8000000000000000'], /^invalid argument 1: blocknumber too high$/],
+    ['eth_getBalance', [ADDRESS, '0xffffffffffffffff'], /^invalid argument 1: blocknumber too high$/],
+    ['eth_getBalance', [ADDRESS, { blockNumber: '0x8000000000000000' }], /^invalid argument 1: blockNumber: block number larger than int64$/],
+    ['eth_getBlockReceipts', ['0x8000000000000000'], /^invalid argument 0: blocknumber too high$/],
+    ['eth_getLogs', [{ fromBlock: '0x8000000000000000' }], /^invalid argument 0 \(fromBlock\): block number larger than int64$/],
+    ['eth_getBalance', [ADDRESS, { blockHash: HASH, blockNumber: '0x1' }], /cannot specify both BlockHash and BlockNumber/],
+    ['eth_getBalance', [ADDRESS, { blockHash: HASH, requireCanonical: 'yes' }], /requireCanonical must be a boolean/],
+    ['eth_getBalance', [ADDRESS, `0x${'zz'.repeat(32)}`], /^invalid argument 1: invalid hex string/],
+    ['eth_getBalance', ['0x123', 'latest'], /^invalid argument 0: hex string has length 3, want 40 for common.Address \(a 0x-prefixed 20-byte hex address\)$/],
+    ['eth_getBalance', [ADDRESS.slice(2), 'latest'], /^invalid argument 0: hex string without 0x prefix/],
+    ['eth_getBalance', [42, 'latest'], /^invalid argument 0: expected a 0x-prefixed 20-byte hex address, got a number$/],
+    ['eth_getLogs', [{ address: [ADDRESS, '0x12'] }], /^invalid argument 0 \(address.1\): hex string has length 2, want 40 for common.Address \(a 0x-prefixed 20-byte hex address\)$/],
+    ['eth_getTransactionReceipt', [`0x${'ab'.repeat(31)}`], /^invalid argument 0: hex string has length 62, want 64 for common.Hash \(a 0x-prefixed 32-byte hex hash\)$/],
     ['eth_getLogs', ['latest'], /invalid argument 0/],
     ['eth_getLogs', [{ address: '0x12' }], /invalid argument 0/],
     ['eth_getLogs', [{ topics: ['0x12'] }], /invalid argument 0/],
@@ -129,10 +164,55 @@ describe('JSON-RPC params errors', () => {
   })
 })
 
+describe('block arguments in every form the node takes', () => {
+  test('a bare 32-byte block hash, an EIP-1898 object, 0X and null name the same block as its number', async () => {
+    const block = (await rpc(gateway.url, 'eth_getBlockByNumber', ['0x5', false])).result as { hash: string }
+    const forms = [block.hash, block.hash.toUpperCase().replace('0X', '0x'), `0X${block.hash.slice(2)}`, { blockHash: block.hash }, { blockHash: block.hash, requireCanonical: true }, { blockNumber: '0x5' }, '0X5', '0x0005']
+    for (const method of ['eth_getBalance', 'eth_getTransactionCount']) {
+      const expected = (await rpc(gateway.url, method, [ADDRESS, '0x5'])).result
+      for (const form of forms) expect(await rpc(gateway.url, method, [ADDRESS, form]), `${method} ${JSON.stringify(form)}`).toMatchObject({ result: expected })
+      const latest = (await rpc(gateway.url, method, [ADDRESS, 'latest'])).result
+      expect(await rpc(gateway.url, method, [ADDRESS, null])).toMatchObject({ result: latest })
+    }
+    const receipts = (await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['0x5'])).result
+    for (const form of forms) expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', [form]), JSON.stringify(form)).toMatchObject({ result: receipts })
+    expect(await rpc(gateway.url, 'eth_getBlockByNumber', ['0X5', false])).toMatchObject({ result: { hash: block.hash } })
+    expect((await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: '0X12', toBlock: null, address: null, topics: null, blockHash: null }])).result).toEqual([])
+  })
+
+  test('a hash of no canonical block is an error for state, with or without requireCanonical', async () => {
+    for (const form of [HASH, { blockHash: HASH }, { blockHash: HASH, requireCanonical: true }])
+      expect((await rpc(gateway.url, 'eth_getBalance', [ADDRESS, form])).error?.code).toBe(-32000)
+  })
+})
+
+describe('filters of any size', () => {
+  const addresses = (count: number) => Array.from({ length: count }, (_, index) => `0x${index.toString(16).padStart(40, '0')}`)
+  const topics = (count: number) => Array.from({ length: count }, (_, index) => `0x${index.toString(16).padStart(64, '0')}`)
+
+  test('1,000 addresses and 1,000 alternatives at each topic position are answered', async () => {
+    const filter = { fromBlock: '0x10', toBlock: '0x14', address: addresses(1_000), topics: [topics(1_000), topics(1_000), topics(1_000), topics(1_000)] }
+    expect(await rpc(gateway.dedicatedUrl, 'eth_getLogs', [filter])).toMatchObject({ result: [] })
+  })
+
+  test('more addresses or topic alternatives than the cap are -32602 naming the limit, up to 65,536 of them', async () => {
+    for (const count of [1_001, 65_536]) {
+      expect((await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ address: addresses(count) }])).error).toEqual({
+        code: -32602,
+        message: 'invalid argument 0 (address): too many addresses: at most 1000 per filter',
+      })
+      expect((await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ topics: [null, topics(count)] }])).error).toEqual({
+        code: -32602,
+        message: 'invalid argument 0 (topics.1): too many topic alternatives: at most 1000 per position',
+      })
+    }
+  })
+})
+
 describe('eth_getLogs range and result limits', () => {
-  test('fromBlock above toBlock is -32000 invalid block range params', async () => {
-    expect((await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: '0x5', toBlock: '0x4' }])).error).toEqual({
-      code: -32000,
+  test('fromBlock above toBlock is -32602 invalid block range params (execution-apis filter-error-reversed-block-range)', async () => {
+    expect((await rpc(gateway.url, 'eth_getLogs', [{ address: null, fromBlock: '0x5', toBlock: '0x4', topics: null }])).error).toEqual({
+      code: -32602,
       message: 'invalid block range params',
     })
   })
@@ -145,11 +225,17 @@ describe('eth_getLogs range and result limits', () => {
       })
   })
 
-  test('a range over the cap is -32602 and names a range that fits, which then succeeds', async () => {
-    const { error } = await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: '0x2', toBlock: '0x10' }])
+  test('a range over the cap is -32602 and names a range that fits, in words @ponder/utils parses and as error.data, which then succeeds', async () => {
+    const params = { fromBlock: '0x2', toBlock: '0x10' }
+    const { error } = (await rpc(gateway.url, 'eth_getLogs', [params])) as { error?: { code: number; message: string; data?: unknown } }
     expect(error?.code).toBe(-32602)
-    const match = error?.message.match(/retry with the range (0x[0-9a-f]+)-(0x[0-9a-f]+)/)
+    expect(error?.data).toEqual({ from: '0x2', to: '0x6', limit: 5 })
+    const match = error?.message.match(/Try with this block range \[(0x[0-9a-f]+), (0x[0-9a-f]+)\]/)
     expect(match?.slice(1)).toEqual(['0x2', '0x6'])
+    // The indexer's own retry helper reads the same range from the error.
+    const retry = getLogsRetryHelper({ params: [params as never], error: error as never })
+    expect(retry).toMatchObject({ shouldRetry: true, isSuggestedRange: true })
+    expect(retry.ranges?.[0]).toEqual({ fromBlock: '0x2', toBlock: '0x6' })
     expect((await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: match![1], toBlock: match![2] }])).result).toEqual([])
   })
 

@@ -3,6 +3,7 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { keysCommand } from '../src/cli/keys.js'
 import { UsageError } from '../src/cli/usage-error.js'
+import { isPostgresUrl } from '../src/db/index.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc, startTestGateway } from './fixtures/gateway.js'
@@ -23,7 +24,7 @@ async function keys(...args: string[]): Promise<{ lines: string[]; error: string
     else positionals.push(args[i]!)
   }
   try {
-    await keysCommand({ action: positionals[0], argument: positionals[1], flags, env: {}, print: (line) => lines.push(...line.split('\n')) })
+    await keysCommand({ action: positionals[0], argument: positionals[1], flags, env: {}, print: (line) => lines.push(...line.split('\n')), inform: () => {} })
     return { lines, error: null }
   } catch (error) {
     if (!(error instanceof UsageError)) throw error
@@ -94,3 +95,30 @@ test('the flashgate binary runs the keys command: output on stdout, a bad option
   expect(listed.stdout).toMatch(/indexer-1 .* revoked /)
   expect(refused).toMatchObject({ code: 1, stderr: expect.stringMatching(/^flashgate: --name must be 1 to 64 letters/) })
 }, 60_000)
+
+test('flashgate keys says on stderr which database it used, a Postgres password masked', async () => {
+  const listed = await run(process.execPath, [BIN, 'keys', 'list', '--database-url', database.databaseUrl])
+  let shown = database.databaseUrl
+  if (isPostgresUrl(shown)) {
+    const url = new URL(shown)
+    if (url.password !== '') url.password = '***'
+    shown = url.toString()
+  }
+  expect(listed.stderr).toBe(`database: ${shown}\n`)
+}, 60_000)
+
+test.skipIf(isPostgresUrl(process.env.DATABASE_URL ?? ''))(
+  'on PGlite, keys refuses in one line a directory another process holds without an admin endpoint, and never opens it',
+  async () => {
+    // This process holds the directory (a gateway embedded without the CLI's admin endpoint).
+    const gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+    try {
+      const refused = await run(process.execPath, [BIN, 'keys', 'list', '--database-url', database.databaseUrl]).catch((error: { code: number; stderr: string }) => error)
+      expect(refused).toMatchObject({ code: 1, stderr: expect.stringMatching(new RegExp(`^flashgate: the PGlite database \\S+ is in use by flashgate \\S+ \\(pid ${process.pid}\\)[^\\n]*\\n$`)) })
+      expect(await rpc(gateway.url, 'eth_chainId')).toMatchObject({ result: expect.any(String) })
+    } finally {
+      await gateway.stop()
+    }
+  },
+  60_000,
+)

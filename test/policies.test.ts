@@ -99,7 +99,8 @@ describe('API keys', () => {
     for (const key of ['fg_nope', 'x'.repeat(200), '%zz', '']) {
       const answer = await post(`${gateway.url}/rpc/${key}`, call('eth_blockNumber'))
       expect(answer.status).toBe(401)
-      expect(answer.body).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'unknown or revoked API key' } })
+      // The request's id comes back, as on any other JSON-RPC error.
+      expect(answer.body).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32000, message: 'unknown or revoked API key' } })
     }
   })
 
@@ -213,7 +214,8 @@ describe('size limits', () => {
     const refused = await post(gateway.url, call('eth_getLogs', [filter]))
     expect(refused.body.error).toEqual({
       code: -32602,
-      message: `block range too large: at most ${PUBLIC.range} blocks per query; retry with the range 0x1-${hex(PUBLIC.range)}`,
+      message: `block range too large: at most ${PUBLIC.range} blocks per query. Try with this block range [0x1, ${hex(PUBLIC.range)}].`,
+      data: { from: '0x1', to: hex(PUBLIC.range), limit: PUBLIC.range },
     })
     expect((await post(gateway.dedicatedUrl, call('eth_getLogs', [filter]))).body.result).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [filter]))
     const tooWide = await post(gateway.dedicatedUrl, call('eth_getLogs', [{ fromBlock: '0x0', toBlock: hex(DEDICATED.range) }]))
@@ -246,7 +248,7 @@ describe('size limits', () => {
     const withTopics = logs.find((log) => log.topics.length >= 2)!
     const topicOnly = logFilter.parse({ fromBlock: '0x1', toBlock: '0x20', topics: [null, withTopics.topics[1]] })
     await expect(priced.getLogs({ filter: topicOnly })).rejects.toThrow(
-      /^query would scan too many logs \(estimated cost \d+, at most 1\); filter by address and topic0, or retry with the range 0x1-0x[0-9a-f]+$/,
+      /^query would scan too many logs \(estimated cost \d+, at most 1\); filter by address and topic0, or ask for fewer blocks\. Try with this block range \[0x1, 0x[0-9a-f]+\]\.$/,
     )
     // An address with topic0 is answered by its index: never priced, answered as the node does.
     const exact = { fromBlock: '0x1', toBlock: '0x20', address: withTopics.address, topics: [withTopics.topics[0]] }

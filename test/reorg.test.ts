@@ -33,7 +33,7 @@ beforeAll(async () => {
   await generateChain(anvil.rpcUrl, { seed: 1, blocks: 15 })
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
-  gateway.ingester.events.on('reorg', ({ ancestor, removedLogs }) => reorgs.push({ ancestor, removedLogs: removedLogs.length }))
+  gateway.ingester.events.on('reorg', ({ ancestor, removedLogs }) => reorgs.push({ ancestor, removedLogs }))
   await waitForSameHead(gateway, anvil.rpcUrl)
 })
 

@@ -1,12 +1,17 @@
 import { z } from 'zod'
-import { serveConfigSchema } from '../config.js'
-import { createDb } from '../db/index.js'
+import { createDb, DatabaseInUseError, directoryHolder, pgliteDirectory } from '../db/index.js'
 import { isApiError } from '../errors.js'
-import { API_KEY_POLICIES, type ApiKeyRecord, createResolvers } from '../resolvers/index.js'
+import { createLogger } from '../logger.js'
+import { createRedis, DEFAULT_REDIS_PREFIX } from '../redis/index.js'
+import { API_KEY_POLICIES, type ApiKeyPolicy, type ApiKeyRecord, createResolvers } from '../resolvers/index.js'
+import { type AdminEndpoint, type AdminKeyRecord, readAdminEndpoint } from '../server/admin.js'
+import { chooseDatabase, describeDatabaseUrl } from './databases.js'
 import { UsageError } from './usage-error.js'
 
 /** Requests per second of a new API key unless `--rate` says otherwise. */
 const DEFAULT_KEY_RATE_LIMIT = 100
+/** How long `keys` waits for a running gateway's admin endpoint. */
+const ADMIN_TIMEOUT_MS = 10_000
 
 const keyOptions = z.object({
   name: z
@@ -16,10 +21,93 @@ const keyOptions = z.object({
   rate: z.coerce.number({ error: 'must be a number' }).int({ error: 'must be a whole number' }).min(0, { error: 'must not be negative' }).default(DEFAULT_KEY_RATE_LIMIT),
 })
 
+/** Where `keys` reads and writes keys: the database itself, or the running gateway that holds it. */
+type KeyStore = {
+  /** Which database, and how it was reached. */
+  description: string
+  create(parameters: { name: string; policy: ApiKeyPolicy; rateLimit: number }): Promise<{ key: string; record: ApiKeyRecord }>
+  list(): Promise<ApiKeyRecord[]>
+  revoke(nameOrId: string): Promise<ApiKeyRecord | null>
+  close(): Promise<void>
+}
+
 function describeKey(key: ApiKeyRecord): string {
   const status = key.revokedAt === null ? 'active' : `revoked ${key.revokedAt.toISOString()}`
   const rate = key.rateLimit === 0 ? 'no limit' : `${key.rateLimit} req/s`
   return `${String(key.id).padStart(4)}  ${key.name.padEnd(24)} ${key.prefix}…  ${key.policy.padEnd(9)} ${rate.padEnd(12)} ${key.createdAt.toISOString()}  ${status}`
+}
+
+const fromWire = (record: AdminKeyRecord): ApiKeyRecord => ({
+  ...record,
+  createdAt: new Date(record.createdAt),
+  revokedAt: record.revokedAt === null ? null : new Date(record.revokedAt),
+})
+
+/** The keys of a PGlite directory that a running `flashgate serve` or `dev` holds, through its admin endpoint. */
+function adminKeyStore(endpoint: AdminEndpoint, description: string): KeyStore {
+  async function call<answer>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<answer> {
+    let response: Response
+    try {
+      response = await fetch(`${endpoint.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${endpoint.token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(ADMIN_TIMEOUT_MS),
+      })
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name
+      throw new UsageError(`could not reach the flashgate process (pid ${endpoint.pid}) that holds the database at ${endpoint.url} (${cause})`)
+    }
+    const answer = (await response.json().catch(() => ({ error: `HTTP ${response.status}` }))) as answer & { error?: string }
+    if (!response.ok) throw new UsageError(`the running flashgate (pid ${endpoint.pid}) answered: ${answer.error ?? `HTTP ${response.status}`}`)
+    return answer
+  }
+  return {
+    description,
+    async create(parameters) {
+      const { key, record } = await call<{ key: string; record: AdminKeyRecord }>('POST', '/keys', parameters)
+      return { key, record: fromWire(record) }
+    },
+    async list() {
+      return (await call<{ keys: AdminKeyRecord[] }>('GET', '/keys')).keys.map(fromWire)
+    },
+    async revoke(nameOrId) {
+      const { record } = await call<{ record: AdminKeyRecord | null }>('POST', '/keys/revoke', { nameOrId })
+      return record === null ? null : fromWire(record)
+    },
+    async close() {},
+  }
+}
+
+/**
+ * Opens the keys of `databaseUrl`: Postgres directly (any number of processes share it); a PGlite directory
+ * directly when nobody holds it, through the holder's admin endpoint when a gateway does, and not at all
+ * (one line saying who holds it) otherwise. With `redis` (`--redis-url`), a revocation is announced to the
+ * gateways at once; without it they see it within their key cache's lifetime.
+ */
+async function openKeyStore(databaseUrl: string, note: string | null, redis: { url: string; prefix: string } | null): Promise<KeyStore> {
+  const shown = describeDatabaseUrl(databaseUrl)
+  const noted = note === null ? '' : ` (${note})`
+  const directory = pgliteDirectory(databaseUrl)
+  const holder = directory === null ? null : directoryHolder(directory)
+  if (directory !== null && holder !== null) {
+    const endpoint = readAdminEndpoint(directory)
+    if (endpoint === null || endpoint.pid !== holder.pid) throw new DatabaseInUseError(databaseUrl, holder)
+    return adminKeyStore(endpoint, `database: ${shown}, through the running flashgate ${holder.command} (pid ${holder.pid})${noted}`)
+  }
+  const db = await createDb({ databaseUrl })
+  const shared = redis === null ? null : await createRedis({ ...redis, logger: createLogger('warn') })
+  const resolvers = createResolvers({ db, upstream: null, redis: shared })
+  return {
+    description: `database: ${shown}${noted}`,
+    create: (parameters) => resolvers.createApiKey(parameters),
+    list: () => resolvers.listApiKeys(),
+    revoke: (nameOrId) => resolvers.revokeApiKey(nameOrId),
+    async close() {
+      await shared?.close()
+      await db.close()
+    },
+  }
 }
 
 /** `flashgate keys create|list|revoke`: API keys of the dedicated endpoints, in the configured database. */
@@ -29,14 +117,17 @@ export async function keysCommand({
   flags,
   env,
   print = console.log,
+  inform = console.error,
 }: {
   action: string | undefined
   argument: string | undefined
   flags: Record<string, string | undefined>
   env: Record<string, string | undefined>
+  /** The command's output (stdout). */
   print?: (line: string) => void
+  /** Which database was used (stderr, so that stdout stays the output alone). */
+  inform?: (line: string) => void
 }) {
-  const databaseUrl = flags['database-url'] ?? env.DATABASE_URL ?? serveConfigSchema.shape.databaseUrl.parse(undefined)
   if (action !== 'create' && action !== 'list' && action !== 'revoke') throw new UsageError('usage: flashgate keys create|list|revoke')
   let options: z.output<typeof keyOptions> | null = null
   if (action === 'create') {
@@ -48,21 +139,32 @@ export async function keysCommand({
     options = parsed.data
   }
   if (action === 'revoke' && argument === undefined) throw new UsageError('usage: flashgate keys revoke <name|id>')
-  const db = await createDb({ databaseUrl })
+  const { databaseUrl, note } = chooseDatabase(flags, env)
+  // An empty flag leaves its environment variable in force, as in parseConfig.
+  const given = (flag: string, name: string) => flags[flag] || env[name] || null
+  const redisUrl = given('redis-url', 'REDIS_URL')
+  const redis = redisUrl === null ? null : { url: redisUrl, prefix: given('redis-prefix', 'REDIS_PREFIX') ?? DEFAULT_REDIS_PREFIX }
+  let store: KeyStore
   try {
-    const resolvers = createResolvers({ db, upstream: null })
+    store = await openKeyStore(databaseUrl, note, redis)
+  } catch (error) {
+    if (error instanceof DatabaseInUseError) throw new UsageError(error.message)
+    throw error
+  }
+  inform(store.description)
+  try {
     if (options !== null) {
-      const { key, record } = await resolvers.createApiKey({ name: options.name, policy: options.policy, rateLimit: options.rate })
+      const { key, record } = await store.create({ name: options.name, policy: options.policy, rateLimit: options.rate })
       print(`${key}
 
 API key ${JSON.stringify(record.name)} (${record.policy}, ${record.rateLimit === 0 ? 'no rate limit' : `${record.rateLimit} req/s`}).`)
       print('Use it as POST /rpc/<key>. It is shown only now: flashgate stores a hash of it.')
     } else if (action === 'list') {
-      const records = await resolvers.listApiKeys()
+      const records = await store.list()
       if (records.length === 0) print('no API keys; create one with flashgate keys create --name NAME')
       for (const record of records) print(describeKey(record))
     } else {
-      const record = await resolvers.revokeApiKey(argument!)
+      const record = await store.revoke(argument!)
       if (record === null) throw new UsageError(`no API key named or numbered ${JSON.stringify(argument)}`)
       print(describeKey(record))
     }
@@ -70,6 +172,6 @@ API key ${JSON.stringify(record.name)} (${record.policy}, ${record.rateLimit ===
     if (isApiError(error)) throw new UsageError(error.message)
     throw error
   } finally {
-    await db.close()
+    await store.close()
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
-import { address, blockArgument, logFilter, quantity } from './index.js'
+import { z } from 'zod'
+import { address, blockArgument, describeParamsError, logFilter, optionalBlockArgument, quantity } from './index.js'
 
 describe('codecs', () => {
   test('quantity accepts 0x-prefixed hex and rejects empty, unprefixed and non-hex values', () => {
@@ -19,8 +20,27 @@ describe('codecs', () => {
     expect(blockArgument.parse({ blockNumber: '0x2' })).toEqual({ kind: 'number', number: 2n })
     const hash = `0x${'ab'.repeat(32)}`
     expect(blockArgument.parse({ blockHash: hash, requireCanonical: true })).toEqual({ kind: 'hash', hash, requireCanonical: true })
-    for (const bad of ['newest', '0x1ffffffffffffffff', { blockHash: '0x12' }, { blockNumber: '0x1', extra: 1 }, null])
+    for (const bad of ['newest', '0x1ffffffffffffffff', '0x8000000000000000', { blockHash: '0x12' }, { blockNumber: '0x1', extra: 1 }, null, {}])
       expect(blockArgument.safeParse(bad).success).toBe(false)
+  })
+
+  test('block argument takes a bare block hash and 0X as geth does; an optional one takes null as latest', () => {
+    const hash = `0x${'ab'.repeat(32)}`
+    expect(blockArgument.parse(hash)).toEqual({ kind: 'hash', hash, requireCanonical: false })
+    expect(blockArgument.parse(`0X${'AB'.repeat(32)}`)).toEqual({ kind: 'hash', hash, requireCanonical: false })
+    expect(blockArgument.parse('0X1f')).toEqual({ kind: 'number', number: 31n })
+    expect(blockArgument.parse('0x7fffffffffffffff')).toEqual({ kind: 'number', number: 2n ** 63n - 1n })
+    expect(optionalBlockArgument.parse(null)).toEqual({ kind: 'tag', tag: 'latest' })
+    expect(optionalBlockArgument.parse(undefined)).toEqual({ kind: 'tag', tag: 'latest' })
+  })
+
+  test('a failed union names the alternatives it expected', () => {
+    const kinds = z.union([z.tuple([z.literal('newHeads')]), z.tuple([z.literal('logs')]).rest(z.unknown())])
+    expect(describeParamsError(kinds.safeParse(['blocks']).error!)).toBe('invalid argument 0: expected one of "newHeads", "logs"')
+    const filter = z.tuple([logFilter])
+    expect(describeParamsError(filter.safeParse([{ address: '0x12' }]).error!)).toBe(
+      'invalid argument 0 (address): hex string has length 2, want 40 for common.Address (a 0x-prefixed 20-byte hex address)',
+    )
   })
 
   test('log filter defaults omitted bounds to latest and normalises topics', () => {

@@ -19,29 +19,48 @@ export const quantity = z
   .transform((value) => BigInt(value))
   .refine((value) => value <= MAX_UINT256, { error: 'quantity exceeds 256 bits' })
 
-/** A block number: a quantity that fits in 64 bits. */
-export const blockNumberQuantity = z
-  .string({ error: 'expected a hex block number' })
-  .regex(/^0x[0-9a-fA-F]{1,16}$/, { error: 'expected a 0x-prefixed hex block number of at most 64 bits' })
-  .transform((value) => BigInt(value))
-  .refine((value) => value <= MAX_UINT64)
-
 export const hexData = z
   .string({ error: 'expected hex data' })
   .regex(/^0x([0-9a-fA-F]{2})*$/, { error: 'expected 0x-prefixed hex data of whole bytes' })
   .transform((value) => value.toLowerCase() as Hex)
 
+/**
+ * The message of a missing argument; `describeParamsError` names its position as geth does
+ * (`missing value for required argument 1`).
+ */
+const MISSING_ARGUMENT = 'missing value for required argument'
+
+const describeType = (input: unknown) => (input === null ? 'null' : Array.isArray(input) ? 'an array' : `a ${typeof input}`)
+
+/** What is wrong with a fixed-size hex string, in geth's words (`hexutil.UnmarshalFixedJSON`), or `null`. */
+function fixedHexProblem(value: string, bytes: number, typeName: string, what: string): string | null {
+  const expected = `a 0x-prefixed ${bytes}-byte hex ${what}`
+  if (!/^0[xX]/.test(value)) return `hex string without 0x prefix, want ${expected}`
+  const digits = value.length - 2
+  if (digits !== bytes * 2) return `hex string has length ${digits}, want ${bytes * 2} for ${typeName} (${expected})`
+  if (!/^[0-9a-fA-F]*$/.test(value.slice(2))) return `invalid hex string, want ${expected}`
+  return null
+}
+
+/** A fixed-size hex value (`0x` or `0X`, as geth accepts), normalised to `0x` and lower case. */
+function fixedHex<type extends Hex>(bytes: number, typeName: string, what: string) {
+  return z
+    .string({
+      error: (issue) =>
+        issue.input === undefined ? MISSING_ARGUMENT : `expected a 0x-prefixed ${bytes}-byte hex ${what}, got ${describeType(issue.input)}`,
+    })
+    .superRefine((value, context) => {
+      const problem = fixedHexProblem(value, bytes, typeName, what)
+      if (problem !== null) context.addIssue({ code: 'custom', message: problem })
+    })
+    .transform((value) => `0x${value.slice(2).toLowerCase()}` as type)
+}
+
 /** 20-byte address, any case; normalised to lower case (checksums are not enforced on reads, like geth). */
-export const address = z
-  .string({ error: 'expected an address string' })
-  .regex(/^0x[0-9a-fA-F]{40}$/, { error: 'expected a 0x-prefixed 20-byte hex address' })
-  .transform((value) => value.toLowerCase() as Address)
+export const address = fixedHex<Address>(20, 'common.Address', 'address')
 
 /** 32-byte hash or topic, normalised to lower case. */
-export const hash = z
-  .string({ error: 'expected a hash string' })
-  .regex(/^0x[0-9a-fA-F]{64}$/, { error: 'expected a 0x-prefixed 32-byte hex hash' })
-  .transform((value) => value.toLowerCase() as Hash)
+export const hash = fixedHex<Hash>(32, 'common.Hash', 'hash')
 
 export const blockTag = z.enum(BLOCK_TAGS, { error: `expected one of ${BLOCK_TAGS.join(', ')}` })
 
@@ -50,54 +69,99 @@ export type BlockSelector =
   | { kind: 'number'; number: bigint }
   | { kind: 'hash'; hash: Hash; requireCanonical: boolean }
 
-const blockNumberOrTag = z.union([blockTag, blockNumberQuantity], {
-  error: 'expected a hex block number or one of latest, pending, safe, finalized, earliest',
-})
+/** geth keeps block numbers in an `int64` (rpc/types.go); anything above is refused with -32602. */
+const MAX_BLOCK_NUMBER = 2n ** 63n - 1n
+const BLOCK_HASH_LENGTH = 66
+const EXPECTED_NUMBER_OR_TAG = `expected a 0x-prefixed hex block number of at most 64 bits or one of ${BLOCK_TAGS.join(', ')}`
 
-/** A block number or tag, as `eth_getLogs` takes in `fromBlock`/`toBlock`. */
-export const blockNumberOrTagSelector = blockNumberOrTag.transform(
-  (value): BlockSelector =>
-    typeof value === 'bigint' ? { kind: 'number', number: value } : { kind: 'tag', tag: value },
-)
+type Parsed<value> = { value: value } | { problem: string }
 
 /**
- * Block argument of state and receipt methods: number, tag, or an EIP-1898 object.
- * https://eips.ethereum.org/EIPS/eip-1898
+ * A block number or tag as geth's `BlockNumber` reads it: a tag, or hex with `0x` or `0X` (leading zeros
+ * accepted, as reth and anvil do). `tooHigh` is geth's message for a number above int64, which differs
+ * between `BlockNumber` and `BlockNumberOrHash`.
  */
-export const blockArgument = z.union(
-  [
-    blockNumberOrTagSelector,
-    z
-      .object({ blockHash: hash, requireCanonical: z.boolean().optional() })
-      .strict()
-      .transform(
-        (value): BlockSelector => ({
-          kind: 'hash',
-          hash: value.blockHash,
-          requireCanonical: value.requireCanonical ?? false,
-        }),
-      ),
-    z
-      .object({ blockNumber: blockNumberOrTag })
-      .strict()
-      .transform(
-        (value): BlockSelector =>
-          typeof value.blockNumber === 'bigint'
-            ? { kind: 'number', number: value.blockNumber }
-            : { kind: 'tag', tag: value.blockNumber },
-      ),
-  ],
-  { error: 'expected a block number, tag, or {blockHash}/{blockNumber} object' },
-)
+function parseNumberOrTag(input: unknown, tooHigh: string): Parsed<BlockSelector> {
+  if (input === undefined) return { problem: MISSING_ARGUMENT }
+  if (typeof input !== 'string') return { problem: `${EXPECTED_NUMBER_OR_TAG}, got ${describeType(input)}` }
+  if ((BLOCK_TAGS as readonly string[]).includes(input)) return { value: { kind: 'tag', tag: input as BlockTag } }
+  if (!/^0[xX][0-9a-fA-F]{1,16}$/.test(input)) return { problem: EXPECTED_NUMBER_OR_TAG }
+  const number = BigInt(`0x${input.slice(2)}`)
+  if (number > MAX_BLOCK_NUMBER) return { problem: tooHigh }
+  return { value: { kind: 'number', number } }
+}
 
-/** An omitted block argument means `latest` (geth and reth do the same for state reads). */
-export const optionalBlockArgument = blockArgument
+/**
+ * geth's `BlockNumberOrHash`: a number, a tag, a bare 32-byte block hash (a 66-character string), or an
+ * EIP-1898 object `{blockHash, requireCanonical?}` / `{blockNumber}`. https://eips.ethereum.org/EIPS/eip-1898
+ */
+function parseBlockArgument(input: unknown): Parsed<BlockSelector> {
+  if (typeof input === 'string' && input.length === BLOCK_HASH_LENGTH) {
+    const problem = fixedHexProblem(input, 32, 'common.Hash', 'block hash')
+    return problem === null ? { value: { kind: 'hash', hash: `0x${input.slice(2).toLowerCase()}` as Hash, requireCanonical: false } } : { problem }
+  }
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return parseNumberOrTag(input, 'blocknumber too high')
+  const object = input as Record<string, unknown>
+  const unknownKey = Object.keys(object).find((key) => key !== 'blockHash' && key !== 'blockNumber' && key !== 'requireCanonical')
+  if (unknownKey !== undefined) return { problem: `unknown field ${JSON.stringify(unknownKey)} in block argument, expected blockHash, blockNumber or requireCanonical` }
+  if (object.blockHash !== undefined && object.blockNumber !== undefined)
+    return { problem: 'cannot specify both BlockHash and BlockNumber, choose one or the other' }
+  if (object.requireCanonical !== undefined && typeof object.requireCanonical !== 'boolean')
+    return { problem: `requireCanonical must be a boolean, got ${describeType(object.requireCanonical)}` }
+  if (object.blockHash !== undefined) {
+    const parsed = hash.safeParse(object.blockHash)
+    if (!parsed.success) return { problem: `blockHash: ${parsed.error.issues[0]?.message}` }
+    return { value: { kind: 'hash', hash: parsed.data, requireCanonical: object.requireCanonical === true } }
+  }
+  if (object.blockNumber !== undefined) {
+    const parsed = parseNumberOrTag(object.blockNumber, 'block number larger than int64')
+    return 'problem' in parsed ? { problem: `blockNumber: ${parsed.problem}` } : parsed
+  }
+  return { problem: 'invalid arguments; neither block nor hash specified' }
+}
+
+/** A zod schema over one of the parsers above. */
+function parsedBy(parse: (input: unknown) => Parsed<BlockSelector>) {
+  return z.unknown().transform((input, context): BlockSelector => {
+    const parsed = parse(input)
+    if ('value' in parsed) return parsed.value
+    context.addIssue({ code: 'custom', message: parsed.problem })
+    return z.NEVER
+  })
+}
+
+/** A block number or tag, as `eth_getBlockByNumber` and `eth_getLogs`' `fromBlock`/`toBlock` take it. */
+export const blockNumberOrTagSelector = parsedBy((input) => parseNumberOrTag(input, 'block number larger than int64'))
+
+/** Block argument of state and receipt methods: number, tag, block hash or an EIP-1898 object. */
+export const blockArgument = parsedBy(parseBlockArgument)
+
+/** An omitted or `null` block argument means `latest` (geth, reth and anvil do the same for state reads). */
+export const optionalBlockArgument = z
+  .unknown()
   .optional()
-  .transform((value): BlockSelector => value ?? { kind: 'tag', tag: 'latest' })
+  .transform((input): unknown => (input === undefined || input === null ? 'latest' : input))
+  .pipe(blockArgument)
+
+/** A required boolean argument, e.g. `eth_getBlockByNumber`'s full-transactions flag (geth refuses it missing). */
+export const requiredBoolean = z.boolean({
+  error: (issue) => (issue.input === undefined ? MISSING_ARGUMENT : `expected a boolean, got ${describeType(issue.input)}`),
+})
 
 const MAX_TOPIC_POSITIONS = 4
+/**
+ * Most addresses, and most alternatives at one topic position, one log filter may list. Larger lists are
+ * refused with -32602 naming the limit (a 65,533-entry list once reached the database's bind-parameter
+ * limit); below it the list is sent to the database as one array parameter.
+ */
+export const MAX_FILTER_ADDRESSES = 1_000
+export const MAX_TOPIC_ALTERNATIVES = 1_000
 
-const topicPosition = z.union([z.null(), hash, z.array(hash.nullable())]).transform((value) => {
+const topicPosition = z.union([
+  z.null(),
+  hash,
+  z.array(hash.nullable()).max(MAX_TOPIC_ALTERNATIVES, { error: `too many topic alternatives: at most ${MAX_TOPIC_ALTERNATIVES} per position` }),
+]).transform((value) => {
   // `null`, `[]` and any array holding `null` all match every topic at this position.
   if (value === null) return null
   if (Array.isArray(value)) return value.length === 0 || value.includes(null) ? null : (value as Hash[])
@@ -108,18 +172,20 @@ const topicPosition = z.union([z.null(), hash, z.array(hash.nullable())]).transf
 export const logFilter = z
   .object(
     {
-      fromBlock: blockNumberOrTagSelector.optional(),
-      toBlock: blockNumberOrTagSelector.optional(),
-      address: z.union([address, z.array(address)]).nullish(),
+      fromBlock: blockNumberOrTagSelector.nullish(),
+      toBlock: blockNumberOrTagSelector.nullish(),
+      address: z
+        .union([address, z.array(address).max(MAX_FILTER_ADDRESSES, { error: `too many addresses: at most ${MAX_FILTER_ADDRESSES} per filter` })])
+        .nullish(),
       topics: z
         .array(topicPosition)
         .max(MAX_TOPIC_POSITIONS, { error: 'exceed max topics' })
         .nullish(),
-      blockHash: hash.optional(),
+      blockHash: hash.nullish(),
     },
     { error: 'expected a filter object' },
   )
-  .refine((filter) => filter.blockHash === undefined || (filter.fromBlock === undefined && filter.toBlock === undefined), {
+  .refine((filter) => filter.blockHash == null || (filter.fromBlock == null && filter.toBlock == null), {
     error: 'cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other',
   })
   .transform((filter): LogFilter => {
@@ -135,7 +201,7 @@ export const logFilter = z
     const topics = (filter.topics ?? []).slice()
     while (topics.length > 0 && topics[topics.length - 1] === null) topics.pop()
     const base = { addresses, topics }
-    if (filter.blockHash !== undefined) return { ...base, blockHash: filter.blockHash }
+    if (filter.blockHash != null) return { ...base, blockHash: filter.blockHash }
     return {
       ...base,
       fromBlock: filter.fromBlock ?? { kind: 'tag', tag: 'latest' },
@@ -157,11 +223,48 @@ export function toQuantity(value: bigint | number): Hex {
   return `0x${value.toString(16)}`
 }
 
-/** Formats a zod error as geth does for JSON-RPC params: `invalid argument 0: …`. */
-export function describeParamsError(error: z.ZodError): string {
-  const issue = error.issues[0]
-  if (issue === undefined) return 'invalid params'
+type Issue = z.core.$ZodIssue
+
+/** zod's own message for a union none of whose alternatives matched; a union with its own message keeps it. */
+const DEFAULT_UNION_MESSAGE = 'Invalid input'
+
+/**
+ * The issue that says most about a failed union: when every alternative wants a literal (a subscription
+ * kind), one issue listing them; otherwise the alternative that got furthest (a type mismatch says least).
+ * Paths of the alternatives' issues are relative to the union.
+ */
+function unionIssue(issue: Issue): Issue {
+  if (issue.code !== 'invalid_union' || issue.message !== DEFAULT_UNION_MESSAGE) return issue
+  const candidates = issue.errors
+    .map((branch) => branch[0])
+    .filter((candidate): candidate is Issue => candidate !== undefined)
+    .map((candidate) => {
+      const inner = unionIssue(candidate)
+      return { ...inner, path: [...issue.path, ...candidate.path, ...(inner === candidate ? [] : inner.path.slice(candidate.path.length))] } as Issue
+    })
+  if (candidates.length === 0) return issue
+  const literals = candidates.flatMap((candidate) => (candidate.code === 'invalid_value' ? candidate.values : []))
+  const samePath = candidates.every((candidate) => candidate.path.join('.') === candidates[0]!.path.join('.'))
+  if (samePath && candidates.every((candidate) => candidate.code === 'invalid_value'))
+    return { ...candidates[0]!, message: `expected one of ${literals.map((value) => JSON.stringify(value)).join(', ')}` }
+  const score = (candidate: Issue) => candidate.path.length * 2 + (candidate.code === 'invalid_type' ? 0 : 1)
+  return candidates.reduce((best, candidate) => (score(candidate) > score(best) ? candidate : best))
+}
+
+/**
+ * Formats a zod error as geth does for JSON-RPC params: `invalid argument 0: …`, `missing value for required
+ * argument 1`, `too many arguments, want at most 2`. `params` (the positional params as sent) names the first
+ * missing argument when a tuple is too short.
+ */
+export function describeParamsError(error: z.ZodError, params?: unknown): string {
+  const first = error.issues[0]
+  if (first === undefined) return 'invalid params'
+  const issue = unionIssue(first)
   const [position, ...rest] = issue.path
+  if (position === undefined && issue.code === 'too_small' && issue.origin === 'array')
+    return `${MISSING_ARGUMENT} ${Array.isArray(params) ? params.length : Number(issue.minimum) - 1}`
+  if (position === undefined && issue.code === 'too_big' && issue.origin === 'array') return `too many arguments, want at most ${issue.maximum}`
+  if (typeof position === 'number' && issue.message === MISSING_ARGUMENT && rest.length === 0) return `${MISSING_ARGUMENT} ${position}`
   const where = rest.length > 0 ? ` (${rest.join('.')})` : ''
   if (typeof position === 'number') return `invalid argument ${position}${where}: ${issue.message}`
   return `invalid params: ${issue.message}`

@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { PGlite } from '@electric-sql/pglite'
@@ -13,11 +12,13 @@ import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import { type CopyRows, encodeCopy } from './copy.js'
 import * as schema from './schema.js'
+import { type DirectoryLock, lockDirectory } from './lock.js'
 import { noDelayConnections } from './socket.js'
 
 export { schema }
 export { type LogRow, SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
+export { DatabaseInUseError, DIRECTORY_LOCK_FILE, type DirectoryLock, directoryHolder, type LockHolder, lockDirectory } from './lock.js'
 export type { CopyRows } from './copy.js'
 
 const MIGRATIONS_FOLDER = resolve(dirname(fileURLToPath(import.meta.url)), '../../drizzle')
@@ -54,6 +55,8 @@ export type DbConfig = {
   databaseUrl: string
   poolSize?: number
   statementTimeoutMs?: number
+  /** `false` for a read replica: a standby cannot be migrated (its primary's migrations reach it by replication). */
+  migrate?: boolean
 }
 
 /** What the ingester reads and writes through: the whole database, or (on Postgres) the session holding the ingest lock. */
@@ -110,6 +113,12 @@ export function isPostgresUrl(url: string): boolean {
   return url.startsWith('postgres://') || url.startsWith('postgresql://')
 }
 
+/** The directory of a PGlite `databaseUrl` (a path, or `file://` and a path); `null` for Postgres and `memory://`. */
+export function pgliteDirectory(url: string): string | null {
+  if (isPostgresUrl(url) || url === 'memory://') return null
+  return resolve(url.replace(/^file:\/\//, ''))
+}
+
 /** Opens the database named by `databaseUrl` and brings its schema up to date. */
 export async function createDb(config: DbConfig): Promise<Db> {
   const db = isPostgresUrl(config.databaseUrl) ? await openPostgres(config) : await openPglite(config)
@@ -118,15 +127,22 @@ export async function createDb(config: DbConfig): Promise<Db> {
 
 async function openPglite(config: DbConfig): Promise<Db> {
   let client: PGlite
+  let lock: DirectoryLock | null = null
   if (config.databaseUrl === 'memory://') client = new PGlite()
   else {
-    const dataDir = resolve(config.databaseUrl.replace(/^file:\/\//, ''))
-    mkdirSync(dataDir, { recursive: true })
-    client = new PGlite(dataDir)
+    // PGlite is single-process: a directory another process has open is refused, never opened twice.
+    lock = lockDirectory(pgliteDirectory(config.databaseUrl)!)
+    client = new PGlite(lock.directory)
   }
-  await client.waitReady
   const drizzle = drizzlePglite(client, { schema })
-  await migratePglite(drizzle, { migrationsFolder: MIGRATIONS_FOLDER })
+  try {
+    await client.waitReady
+    await migratePglite(drizzle, { migrationsFolder: MIGRATIONS_FOLDER })
+  } catch (error) {
+    await client.close().catch(() => {})
+    lock?.release()
+    throw error
+  }
   const db: Db = {
     kind: 'pglite',
     drizzle: drizzle as unknown as Drizzle,
@@ -153,6 +169,7 @@ async function openPglite(config: DbConfig): Promise<Db> {
     },
     async close() {
       await client.close()
+      lock?.release()
     },
   }
   return db
@@ -249,7 +266,7 @@ end $$`)
 
 async function openPostgres(config: DbConfig): Promise<Db> {
   const statementTimeout = config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
-  await migratePostgresOnce(config.databaseUrl)
+  if (config.migrate !== false) await migratePostgresOnce(config.databaseUrl)
   // The pool is replaced, shortly after any of its connections closes: postgres.js 3.4.9 keeps the error
   // that a dying server sent during a query and hands it to the first query after the reconnect
   // (porsager/postgres#1223), so a pool that lived through a restart would fail reads long after it.

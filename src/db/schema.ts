@@ -74,14 +74,20 @@ export const receipts = pgTable(
 /**
  * Each block's `eth_getBlockReceipts` answer, rendered once at ingest (ingest/block-data.ts) from the same
  * rows and in the same bytes as resolvers/receipt-json.ts renders it, and stored as raw DEFLATE (RFC 1951).
- * Serving a block's receipts is then one row read and an inflate instead of a join over its receipts and
- * logs. Compressed here rather than by Postgres: a block of 160 logs is ~107 KB of JSON but ~3 KB deflated,
+ * Serving a block's receipts is then one row read and an inflate (none for a client accepting `deflate`)
+ * instead of a join over its receipts and logs. Compressed here rather than by Postgres: a block of 160 logs is ~107 KB of JSON but ~3 KB deflated,
  * and moving 107 KB out of Postgres costs more than the join saves. The column is stored `EXTERNAL` (no
  * second compression attempt). Blocks indexed before this table existed are rendered from their rows.
  */
 export const blockReceipts = pgTable('block_receipts', {
   blockNumber: blockNumber('block_number').primaryKey(),
   deflated: bytea('deflated').notNull(),
+  /**
+   * Set when `deflated` is an open stream (codecs/deflated.ts): the JSON's length and Adler-32, so that it
+   * can go to a client accepting `deflate` as it is. Null for rows written before: finished streams.
+   */
+  plainLength: integer('plain_length'),
+  adler32: bigint('adler32', { mode: 'number' }),
 })
 
 /**
@@ -124,18 +130,6 @@ export const accountChanges = pgTable(
     blockNumber: blockNumber('block_number').notNull(),
     balanceBefore: numeric('balance_before', { precision: 78, scale: 0 }).notNull(),
     nonceBefore: bigint('nonce_before', { mode: 'number' }).notNull(),
-    balance: numeric('balance', { precision: 78, scale: 0 }).notNull(),
-    nonce: bigint('nonce', { mode: 'number' }).notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.address, t.blockNumber] })],
-)
-
-/** Read-through cache of upstream state reads, for upstreams that offer no `prestateTracer`. */
-export const accountReads = pgTable(
-  'account_reads',
-  {
-    address: bytea('address').notNull(),
-    blockNumber: blockNumber('block_number').notNull(),
     balance: numeric('balance', { precision: 78, scale: 0 }).notNull(),
     nonce: bigint('nonce', { mode: 'number' }).notNull(),
   },

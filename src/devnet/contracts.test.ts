@@ -8,6 +8,7 @@ import {
   createWalletClient,
   decodeEventLog,
   encodeFunctionData,
+  getAddress,
   http,
   numberToHex,
   pad,
@@ -131,6 +132,21 @@ describe('token contract', () => {
       from: SENDER,
       to: RECIPIENT,
       value: 9n,
+    })
+  })
+
+  test('mint(to, amount) credits balanceOf(to), emits Transfer(0, to, amount); balanceOf reads 0 for anyone else', async () => {
+    const holder: Address = getAddress('0x00000000000000000000000000000000000b0b01')
+    const balanceOf = (owner: Address) => client.readContract({ abi: tokenAbi, address: token, functionName: 'balanceOf', args: [owner] })
+    expect(await balanceOf(holder)).toBe(0n)
+    const first = await send(encodeFunctionData({ abi: tokenAbi, functionName: 'mint', args: [holder, 5n] }))
+    await send(encodeFunctionData({ abi: tokenAbi, functionName: 'mint', args: [holder, 7n] }))
+    expect(await balanceOf(holder)).toBe(12n)
+    expect(await balanceOf(RECIPIENT)).toBe(0n)
+    expect(first.logs).toHaveLength(1)
+    expect(decodeEventLog({ abi: tokenAbi, data: first.logs[0]!.data, topics: first.logs[0]!.topics })).toEqual({
+      eventName: 'Transfer',
+      args: { from: '0x0000000000000000000000000000000000000000', to: holder, value: 5n },
     })
   })
 

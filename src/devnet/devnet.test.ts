@@ -6,12 +6,11 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket } from 'ws'
 import { type Devnet, startDevnet } from './devnet.js'
 import type { FlashblockMessage } from './flashblock-message.js'
+import { PRECONFIRMED_BLOCK_HASH } from './node-view.js'
 
 /** Base's timing, the devnet's defaults. */
 const TICKS_PER_BLOCK = 10
 const FLASHBLOCK_INTERVAL_MS = 200
-/** From sending a transaction to receiving the flashblock that announces it. */
-const LATENCY_BUDGET_MS = 250
 const LATENCY_SAMPLES = 6
 /** Spacing between consecutive messages may wobble by this much around the interval. */
 const CADENCE_TOLERANCE_MS = 60
@@ -38,7 +37,7 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
     await devnet?.stop()
   })
 
-  test('one message per tick: index 0 opens each block with base, then one more per tick, empty ticks included', async () => {
+  test("one message per tick in Base's current format: index 0 opens each block with base, then one more per tick, empty ticks included", async () => {
     // Two whole blocks after the first index 0 seen (the connection may have started mid-block).
     const firstOpen = () => feed.frames.findIndex(({ message }) => message.index === 0)
     await waitFor(() => firstOpen() >= 0 && feed.frames.length - firstOpen() >= 2 * TICKS_PER_BLOCK)
@@ -52,6 +51,9 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
       expect(new Set(block.map(({ message }) => message.metadata.block_number)).size).toBe(1)
       expect(block[0]!.message.payload_id).toMatch(/^0x[0-9a-f]{16}$/)
       expect(block.every(({ isBinary }) => isBinary)).toBe(true)
+      // Since Azul: no receipts, no balances.
+      for (const { message } of block) expect(message.metadata).toEqual({ block_number: message.metadata.block_number, access_list: null })
+      expect(block.every(({ message }) => message.diff.blob_gas_used === '0x0')).toBe(true)
     }
     // Nothing was sent: these are empty ticks, still one message each.
     expect(frames.every(({ message }) => message.diff.transactions.length === 0)).toBe(true)
@@ -65,8 +67,9 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
     expect(Math.abs(medianGap - FLASHBLOCK_INTERVAL_MS)).toBeLessThan(CADENCE_TOLERANCE_MS)
   })
 
-  test(`a transaction sent mid-slot is in the next flashblock, under ${LATENCY_BUDGET_MS} ms later`, async () => {
-    const latencies: number[] = []
+  // The position of the frame is what is checked, not the milliseconds: a loaded machine delays ticks (the
+  // latency itself is measured by `npm run bench`).
+  test('a transaction sent mid-slot is in the next flashblock', async () => {
     for (let sample = 0; sample < LATENCY_SAMPLES; sample++) {
       // Mid-interval, at varied points: 60 to 140 ms after a flashblock arrived.
       const count = feed.frames.length
@@ -78,10 +81,9 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
       await waitFor(() => feed.frames.some(({ message }) => announces(message, hash)))
       const position = feed.frames.findIndex(({ message }) => announces(message, hash))
       // The next tick's message; one sent just before the answer may still have been on its way.
-      expect(position).toBeLessThanOrEqual(framesWhenAnswered + 1)
-      latencies.push(feed.frames[position]!.at - sentAt)
+      expect(position, `sent ${Math.round(performance.now() - sentAt)} ms ago`).toBeLessThanOrEqual(framesWhenAnswered + 1)
+      expect(Object.keys(feed.frames[position]!.message.metadata).sort()).toEqual(['access_list', 'block_number'])
     }
-    expect(Math.max(...latencies), `latencies ${latencies.map(Math.round).join(', ')} ms`).toBeLessThan(LATENCY_BUDGET_MS)
   })
 
   test('a transaction that would replace a pre-confirmed one is refused with "nonce too low"', async () => {
@@ -96,21 +98,52 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
     await waitFor(() => feed.frames.some(({ message }) => announces(message, original)))
 
     // A higher fee would make anvil's pool swap it in, and the sealed block would contradict the feed.
+    // anvil checks it against the pre-confirmed state, so it refuses it in its own words.
     const replacement = await sign(2n, parseGwei('50'))
-    await expect(rpc('eth_sendRawTransaction', [replacement])).rejects.toThrow(/-32000.*nonce too low/)
+    expect(BigInt(await rpc<Hex>('eth_blockNumber'))).toBeLessThan(BigInt((await rpc<{ blockNumber: Hex }>('eth_getTransactionReceipt', [original])).blockNumber))
+    await expect(rpc('eth_sendRawTransaction', [replacement])).rejects.toThrow(/-32003 nonce too low/)
+    await expect(rpc('eth_sendRawTransactionSync', [replacement])).rejects.toThrow(/-32003 nonce too low/)
     await waitFor(() => sealedIn(feed, original))
     const receipt = await rpc<{ transactionHash: Hash } | null>('eth_getTransactionReceipt', [original])
     expect(receipt?.transactionHash).toBe(original)
     expect(await rpc('eth_getTransactionReceipt', [keccak256(replacement)])).toBeNull()
   })
 
-  test('eth_sendRawTransactionSync answers with the sealed receipt (without stalling the sequencer)', async () => {
+  test('eth_sendRawTransactionSync answers with the pre-confirmed receipt (zero block hash) a flashblock later, long before the block seals', async () => {
     const account = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 8 })
     const chainId = Number(await rpc<Hex>('eth_chainId'))
     const nonce = Number(await rpc<Hex>('eth_getTransactionCount', [account.address, 'pending']))
     const raw = await account.signTransaction({ chainId, nonce, to: accounts[9], value: 1n, gas: 21_000n, maxFeePerGas: parseGwei('10'), maxPriorityFeePerGas: 1n })
-    const receipt = await rpc<{ transactionHash: Hash; status: Hex }>('eth_sendRawTransactionSync', [raw])
-    expect(receipt).toMatchObject({ transactionHash: keccak256(raw), status: '0x1' })
+    // Right after a block opens: the block seals ~1.8 s later.
+    await waitFor(() => feed.frames.at(-1)?.message.index === 0)
+    const sentAt = performance.now()
+    const receipt = await rpc<{ transactionHash: Hash; status: Hex; blockHash: Hash; blockNumber: Hex }>('eth_sendRawTransactionSync', [raw])
+    const elapsed = performance.now() - sentAt
+    const sealedHead = await rpc<Hex>('eth_blockNumber')
+    expect(receipt).toMatchObject({ transactionHash: keccak256(raw), status: '0x1', blockHash: PRECONFIRMED_BLOCK_HASH })
+    // Answered before its block sealed: the sealed head is still the block before.
+    expect(elapsed).toBeLessThan(TICKS_PER_BLOCK * FLASHBLOCK_INTERVAL_MS)
+    expect(BigInt(sealedHead)).toBe(BigInt(receipt.blockNumber) - 1n)
+
+    await waitFor(() => sealedIn(feed, keccak256(raw)))
+    const sealed = await rpc<{ blockHash: Hash }>('eth_getTransactionReceipt', [keccak256(raw)])
+    expect(sealed.blockHash).not.toBe(PRECONFIRMED_BLOCK_HASH)
+    expect({ ...receipt, blockHash: sealed.blockHash }).toEqual(sealed)
+  })
+
+  test('eth_sendRawTransactionSync: a transaction not included in time is EIP-7966 error 4 with its hash; the timeout may be hex', async () => {
+    const account = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 5 })
+    const chainId = Number(await rpc<Hex>('eth_chainId'))
+    const nonce = Number(await rpc<Hex>('eth_getTransactionCount', [account.address, 'pending']))
+    // A nonce gap: accepted into the pool, never included.
+    const raw = await account.signTransaction({ chainId, nonce: nonce + 1, to: accounts[9], value: 1n, gas: 21_000n, maxFeePerGas: parseGwei('10'), maxPriorityFeePerGas: 1n })
+    const post = async (params: unknown[]) =>
+      (await (await fetch(devnet.rpcUrl, { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_sendRawTransactionSync', params }) })).json()) as { error?: { code: number; data?: unknown } }
+    const startedAt = performance.now()
+    const { error } = await post([raw, '0x190']) // 400 ms
+    expect(error).toMatchObject({ code: 4, data: keccak256(raw) })
+    expect(performance.now() - startedAt).toBeGreaterThanOrEqual(390)
+    expect((await post([raw, 'soon'])).error?.code).toBe(-32602)
   })
 
   test('JSON-RPC: batches answer in order, bad JSON is a parse error, unknown calls reach anvil', async () => {
@@ -153,9 +186,9 @@ describe('devnet lifecycle', () => {
     expect(childAnvils()).toEqual(before)
   })
 
-  test('plain: true sends JSON text frames; stop() leaves no anvil and no open port', async () => {
+  test("plain: true sends JSON text frames, feedFormat: 'legacy' the older metadata; stop() leaves no anvil and no open port", async () => {
     const before = childAnvils()
-    const devnet = await startDevnet({ port: 0, flashblocksPort: 0, plain: true, blockTimeMs: 500, flashblockIntervalMs: 100 })
+    const devnet = await startDevnet({ port: 0, flashblocksPort: 0, plain: true, feedFormat: 'legacy', blockTimeMs: 500, flashblockIntervalMs: 100 })
     const started = childAnvils().filter((pid) => !before.includes(pid))
     if (process.platform === 'linux') expect(started).toHaveLength(1)
 
@@ -163,6 +196,11 @@ describe('devnet lifecycle', () => {
     await waitFor(() => feed.frames.length >= 3)
     expect(feed.frames.every(({ isBinary }) => !isBinary)).toBe(true)
     expect(feed.frames.every(({ message }) => typeof message.metadata.block_number === 'number')).toBe(true)
+    // Receipts and balances (sequencer.test.ts checks their content), no access_list, no blob_gas_used.
+    for (const { message } of feed.frames) {
+      expect(Object.keys(message.metadata).sort()).toEqual(['block_number', 'new_account_balances', 'receipts'])
+      expect(message.diff.blob_gas_used).toBeUndefined()
+    }
 
     const disconnected = new Promise((resolve) => feed.socket.once('close', resolve))
     await devnet.stop()
@@ -178,7 +216,7 @@ describe('devnet lifecycle', () => {
 // --- helpers -------------------------------------------------------------------------------------------
 
 function announces(message: FlashblockMessage, hash: Hash): boolean {
-  return message.metadata.receipts?.[hash] !== undefined
+  return message.diff.transactions.some((raw) => keccak256(raw) === hash)
 }
 
 /** True once the block holding `hash` has had its sealing flashblock. */

@@ -1,10 +1,14 @@
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import type { Address } from 'viem'
 import { type Anvil, type DevnetLogger, startAnvil } from './anvil.js'
+import type { FeedFormat } from './flashblock-message.js'
 import { type FlashblocksServer, createFlashblocksServer } from './flashblocks-server.js'
+import type { JsonRpcRequest, JsonRpcResponse } from './anvil-client.js'
+import type { BaseContracts } from './base-mix.js'
+import { isBlockPrestateDiffTrace, traceBlockPrestateDiff } from './block-trace.js'
+import { type LoadProfile, type LoadProfileName, type LoadProfileStats, createBaseProfile } from './profile.js'
 import {
-  type JsonRpcRequest,
-  type JsonRpcResponse,
   type Sequencer,
   type SequencerOptions,
   SEQUENCER_ANVIL_ARGS,
@@ -30,20 +34,37 @@ export type StartDevnetOptions = {
   flashblockIntervalMs?: number
   /** JSON text frames instead of Brotli-compressed binary frames. */
   plain?: boolean
+  /** `current` (default): Base's frames since Azul, no receipts or balances; `legacy`: with them. */
+  feedFormat?: FeedFormat
   chainId?: number
   logger?: DevnetLogger
   /** Each tick's index, transaction count and duration (for benchmarks). */
   onTick?: SequencerOptions['onTick']
+  /** `base`: Base-shaped traffic from the start (profile.ts); `none` (default): only what clients send. */
+  profile?: LoadProfileName
+  /** Seeds the profile's senders, recipients and mix (the same seed, the same transactions). */
+  profileSeed?: number
+  /** Transactions a block under the profile (default BASE_TRANSACTIONS_PER_BLOCK); smaller for quick tests. */
+  profileTransactionsPerBlock?: number
 }
 
 export type Devnet = {
-  /** Send transactions here: sends are sequenced into flashblocks; everything else is anvil's answer. */
+  /**
+   * A flashblocks-aware Base node's JSON-RPC: sends are sequenced into flashblocks; `latest` is the sealed
+   * head, `pending` the pre-confirmed block (node-view.ts); the rest is anvil's answer.
+   */
   rpcUrl: string
   /** Base-format flashblocks, one message per tick. */
   flashblocksUrl: string
-  /** anvil itself, for tests that need it. It shows speculative blocks mid-tick, and mining through it voids the open block. */
+  /**
+   * anvil itself, for tests that need it. Between ticks its `latest` is the pre-confirmed block, not the
+   * sealed head; a block mined or state changed through it is undone by the next tick (do that through
+   * `rpcUrl`, which takes the pre-confirmed block down first and opens a new block when the head moved).
+   */
   anvilRpcUrl: string
-  /** Stops the sequencer, closes both ports and stops anvil. Idempotent. */
+  /** The running load profile's contracts, senders and figures; `null` without one. */
+  profile: { name: LoadProfileName; contracts: BaseContracts; senders: Address[]; stats: () => LoadProfileStats } | null
+  /** Stops the load profile and the sequencer, closes both ports and stops anvil. Idempotent. */
   stop: () => Promise<void>
 }
 
@@ -55,14 +76,18 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
     blockTimeMs = DEFAULT_BLOCK_TIME_MS,
     flashblockIntervalMs = DEFAULT_FLASHBLOCK_INTERVAL_MS,
     plain = false,
+    feedFormat = 'current',
+    profile: profileName = 'none',
     logger,
   } = options
-  ticksPerSlot(blockTimeMs, flashblockIntervalMs) // refuse bad timing before anything starts
+  const ticks = ticksPerSlot(blockTimeMs, flashblockIntervalMs) // refuse bad timing before anything starts
   let anvil: Anvil | undefined
   let feed: FlashblocksServer | undefined
   let sequencer: Sequencer | undefined
   let rpc: RpcServer | undefined
+  let profile: LoadProfile | undefined
   const stop = memoize(async () => {
+    await profile?.stop()
     await sequencer?.stop()
     await Promise.all([rpc?.close(), feed?.close()])
     await anvil?.stop()
@@ -74,18 +99,39 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
       anvilRpcUrl: anvil.rpcUrl,
       blockTimeMs,
       flashblockIntervalMs,
+      feedFormat,
       onFlashblock: feed.broadcast,
-      onTick: options.onTick,
+      onTick: (tick) => {
+        options.onTick?.(tick)
+        profile?.onTick()
+      },
       logger,
     })
-    rpc = await startRpcServer(port, sequencer.forward)
+    const { forward } = sequencer
+    const anvilRpcUrl = anvil.rpcUrl
+    // Block tracing in one pass (block-trace.ts): anvil's own takes seconds for a Base-sized block.
+    rpc = await startRpcServer(port, async (request) =>
+      (isBlockPrestateDiffTrace(request) ? await traceBlockPrestateDiff(request, anvilRpcUrl) : undefined) ?? forward(request),
+    )
+    if (profileName === 'base') {
+      const { profileSeed: seed, profileTransactionsPerBlock: transactionsPerBlock } = options
+      profile = createBaseProfile({ forward, ticksPerBlock: ticks, transactionsPerBlock, seed, logger })
+    }
     sequencer.start()
+    await profile?.start()
   } catch (error) {
     await stop()
     throw error
   }
-  logger?.info({ rpcUrl: rpc.url, flashblocksUrl: feed.url, blockTimeMs, flashblockIntervalMs }, 'devnet ready')
-  return { rpcUrl: rpc.url, flashblocksUrl: feed.url, anvilRpcUrl: anvil.rpcUrl, stop }
+  logger?.info({ rpcUrl: rpc.url, flashblocksUrl: feed.url, blockTimeMs, flashblockIntervalMs, feedFormat, profile: profileName }, 'devnet ready')
+  const running = profile
+  return {
+    rpcUrl: rpc.url,
+    flashblocksUrl: feed.url,
+    anvilRpcUrl: anvil.rpcUrl,
+    profile: running === undefined ? null : { name: profileName, contracts: running.contracts(), senders: running.senders, stats: running.stats },
+    stop,
+  }
 }
 
 // --- JSON-RPC over HTTP ---------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 import { brotliDecompressSync } from 'node:zlib'
+import type { RpcBlock } from 'viem'
 import { describe, expect, test } from 'vitest'
-import { type FlashblockMessage, encodeFlashblock } from './flashblock-message.js'
+import { type FlashblockMessage, buildFlashblockMessage, encodeFlashblock } from './flashblock-message.js'
 
 const HASH = `0x${'ab'.repeat(32)}` as const
 
-/** A Base-shaped index-0 message with one transaction, receipt and balance. */
+/** A Base-shaped index-0 message in the legacy format, with one transaction, receipt and balance. */
 const SAMPLE_MESSAGE: FlashblockMessage = {
   payload_id: '0x0307de8ff1df8ed8',
   index: 0,
@@ -62,5 +63,64 @@ describe('encodeFlashblock', () => {
     const parsed = JSON.parse(encodeFlashblock(SAMPLE_MESSAGE, { compress: false }) as string)
     expect(parsed.metadata.block_number).toBe(22585577)
     expect(parsed.base.block_number).toBe('0x158a0e9')
+  })
+})
+
+describe('buildFlashblockMessage', () => {
+  const block = {
+    hash: HASH,
+    parentHash: HASH,
+    parentBeaconBlockRoot: HASH,
+    stateRoot: HASH,
+    receiptsRoot: HASH,
+    logsBloom: `0x${'00'.repeat(256)}`,
+    gasUsed: '0x5208',
+    withdrawalsRoot: HASH,
+    blobGasUsed: '0x0',
+    miner: '0x4200000000000000000000000000000000000011',
+    mixHash: HASH,
+    number: '0x158a0e9',
+    gasLimit: '0x3938700',
+    timestamp: '0x67bf8332',
+    extraData: '0x',
+    baseFeePerGas: '0xfa',
+  } as unknown as RpcBlock<'latest', false>
+
+  test("current format (Base since Azul): the diff with blob_gas_used, metadata only block_number and access_list: null", () => {
+    const message = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 3, block, transactions: ['0x02f86c'] })
+    // Key order as Base sends it.
+    expect(encodeFlashblock(message, { compress: false })).toBe(
+      JSON.stringify({
+        payload_id: '0x0307de8ff1df8ed8',
+        index: 3,
+        diff: {
+          state_root: HASH,
+          receipts_root: HASH,
+          logs_bloom: block.logsBloom,
+          gas_used: '0x5208',
+          block_hash: HASH,
+          transactions: ['0x02f86c'],
+          withdrawals: [],
+          withdrawals_root: HASH,
+          blob_gas_used: '0x0',
+        },
+        metadata: { block_number: 22585577, access_list: null },
+      }),
+    )
+  })
+
+  test('base only at index 0; legacy format carries receipts and balances instead of access_list', () => {
+    const opening = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 0, block, transactions: [] })
+    expect(opening.base).toMatchObject({ block_number: '0x158a0e9', base_fee_per_gas: '0xfa', fee_recipient: block.miner })
+    const legacy = buildFlashblockMessage({
+      payloadId: '0x0307de8ff1df8ed8',
+      index: 1,
+      block,
+      transactions: [],
+      legacy: { receipts: [], balances: { '0x4200000000000000000000000000000000000011': '0x1' } },
+    })
+    expect(legacy.base).toBeUndefined()
+    expect(legacy.metadata).toEqual({ block_number: 22585577, receipts: {}, new_account_balances: { '0x4200000000000000000000000000000000000011': '0x1' } })
+    expect(legacy.diff.blob_gas_used).toBeUndefined()
   })
 })

@@ -32,14 +32,30 @@ export {
 } from './devnet.js'
 export {
   type EncodeFlashblockOptions,
+  type FeedFormat,
   type FlashblockBase,
   type FlashblockDiff,
   type FlashblockLog,
   type FlashblockMessage,
   type FlashblockMetadata,
   type FlashblockReceipt,
+  type FlashblockSource,
   type LegacyFlashblockReceipt,
+  buildFlashblockMessage,
   encodeFlashblock,
 } from './flashblock-message.js'
+export { type PendingBlock, PRECONFIRMED_BLOCK_HASH, readAsNode } from './node-view.js'
+export {
+  BASE_TRANSACTIONS_PER_BLOCK,
+  DEFAULT_PROFILE_SEED,
+  LOAD_PROFILES,
+  type LoadProfile,
+  type LoadProfileName,
+  type LoadProfileOptions,
+  type LoadProfileStats,
+  createBaseProfile,
+} from './profile.js'
+export { ATTRIBUTED_SHARE, BASE_MIX, type BaseContracts, PROFILE_BUILDER_CODES, expectedLogsPerTransaction } from './base-mix.js'
+export { LOGS_PER_HOP, POOL_DEPLOY_BYTECODE, POOL_RUNTIME_BYTECODE, SWAP_TOPIC, SYNC_TOPIC, poolAbi } from './pool.js'
 export { type FlashblocksServer, type FlashblocksServerOptions, createFlashblocksServer } from './flashblocks-server.js'
 export { type Sequencer, type SequencerOptions, SEQUENCER_ANVIL_ARGS, createSequencer, ticksPerSlot } from './sequencer.js'

@@ -20,12 +20,15 @@ import {
 import { mnemonicToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket } from 'ws'
+import { startAnvil } from './anvil.js'
 import { TOKEN_DEPLOY_BYTECODE, deployToken, tokenAbi } from './contracts.js'
 import { type Devnet, startDevnet } from './devnet.js'
 import type { FlashblockMessage, FlashblockReceipt } from './flashblock-message.js'
+import { SEQUENCER_ANVIL_ARGS, createSequencer } from './sequencer.js'
 
-// Proves DESIGN.md §6's invariant on a real anvil: what a flashblock announces (receipts, logs, balances)
-// is what the sealed block holds. Shorter slots than Base's, so that a few seconds cover several blocks.
+// Proves DESIGN.md §6's invariant on a real anvil for the legacy feed: what a flashblock announces
+// (receipts, logs, balances) is what the sealed block holds (preconfirmed.test.ts does the same for the
+// devnet's JSON-RPC). Shorter slots than Base's, so that a few seconds cover several blocks.
 const BLOCK_TIME_MS = 1_000
 const FLASHBLOCK_INTERVAL_MS = 100
 const TICKS_PER_BLOCK = BLOCK_TIME_MS / FLASHBLOCK_INTERVAL_MS
@@ -48,7 +51,8 @@ let feed: { messages: Received[]; close: () => void }
 let rpc: <T>(method: string, params?: unknown[]) => Promise<T>
 
 beforeAll(async () => {
-  devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: BLOCK_TIME_MS, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS })
+  // The legacy feed: its receipts and balances are what this file checks against the sealed blocks.
+  devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: BLOCK_TIME_MS, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS, feedFormat: 'legacy' })
   feed = await collectFlashblocks(devnet.flashblocksUrl)
   rpc = createRawRpc(devnet.rpcUrl)
 })
@@ -144,6 +148,36 @@ describe('sequencer invariant', () => {
     for (const [number, hash] of seenHeads) {
       const final = await rpc<RawBlock>('eth_getBlockByNumber', [number, false])
       expect(final.hash, `head ${number} seen through the devnet`).toBe(hash)
+    }
+  })
+})
+
+describe('sequencer stop', () => {
+  test('stop() takes the pre-confirmed block down: anvil’s head is the sealed one, the unsealed transaction back in its pool', async () => {
+    const anvil = await startAnvil({ noMining: true, extraArgs: [...SEQUENCER_ANVIL_ARGS] })
+    const messages: FlashblockMessage[] = []
+    // Long slots, so that the transaction is pre-confirmed well before its block would seal.
+    const sequencer = createSequencer({ anvilRpcUrl: anvil.rpcUrl, blockTimeMs: 4_000, flashblockIntervalMs: 100, onFlashblock: (message) => messages.push(message) })
+    const anvilRpc = createRawRpc(anvil.rpcUrl)
+    try {
+      sequencer.start()
+      const call = async <T>(method: string, params: unknown[] = []) => (await sequencer.forward({ jsonrpc: '2.0', id: 1, method, params })).result as T
+      const [from, to] = await call<Address[]>('eth_accounts')
+      await waitFor(() => messages.length > 0)
+      const hash = await call<Hash>('eth_sendTransaction', [{ from, to, value: '0x1' }])
+      await waitFor(() => messages.some((message) => message.diff.transactions.some((raw) => keccak256(raw) === hash)))
+      const sealedHead = await call<Hex>('eth_blockNumber')
+      expect(await anvilRpc<Hex>('eth_blockNumber')).toBe(toHex(BigInt(sealedHead) + 1n))
+
+      await sequencer.stop()
+      expect(await anvilRpc<Hex>('eth_blockNumber')).toBe(sealedHead)
+      expect(await anvilRpc('eth_getTransactionReceipt', [hash])).toBeNull()
+      expect(await anvilRpc('txpool_status')).toEqual({ pending: '0x1', queued: '0x0' })
+      await anvilRpc('evm_mine')
+      expect(await anvilRpc<{ status: Hex }>('eth_getTransactionReceipt', [hash])).toMatchObject({ status: '0x1' })
+    } finally {
+      await sequencer.stop()
+      await anvil.stop()
     }
   })
 })
@@ -287,7 +321,9 @@ async function collectFlashblocks(url: string): Promise<{ messages: Received[]; 
 function createRawRpc(url: string) {
   let id = 0
   return async <T>(method: string, params: unknown[] = []): Promise<T> => {
-    const response = await fetch(url, { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) })
+    // anvil itself refuses a body without the content-type; the devnet does not need it.
+    const headers = { 'content-type': 'application/json' }
+    const response = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) })
     const body = (await response.json()) as { result?: T; error?: { message: string } }
     if (body.error) throw new Error(`${method}: ${body.error.message}`)
     return body.result as T

@@ -1,26 +1,18 @@
-import { connect } from 'node:net'
-import {
-  type Address,
-  type Hash,
-  type Hex,
-  type RpcBlock,
-  type RpcTransactionReceipt,
-  concat,
-  keccak256,
-  numberToHex,
-  parseTransaction,
-  recoverTransactionAddress,
-} from 'viem'
-import type { JsonRpcErrorObject } from '../errors.js'
+import { type Address, type Hash, type Hex, type RpcBlock, type RpcTransactionReceipt, concat, keccak256, numberToHex } from 'viem'
 import type { DevnetLogger } from './anvil.js'
-import type { FlashblockMessage, FlashblockReceipt } from './flashblock-message.js'
+import { type JsonRpcRequest, type JsonRpcResponse, createAnvilClient } from './anvil-client.js'
+import { createChainLock } from './chain-lock.js'
+import { type FeedFormat, type FlashblockMessage, buildFlashblockMessage } from './flashblock-message.js'
+import { type PendingBlock, hidePendingBlockHash, readAsNode } from './node-view.js'
 
 // How the devnet turns anvil into a Base-like sequencer (DESIGN.md §6). anvil runs with --no-mining and
-// FIFO ordering; a slot of `blockTimeMs` has `blockTimeMs / flashblockIntervalMs` ticks. On every tick but
-// the last, the slot's transactions so far are mined on top of a snapshot, the new ones are emitted as the
-// next flashblock, and the snapshot is restored (which also empties those transactions out of anvil's
-// pool, so they are sent again). The last tick mines the same way for real. Timestamp and base fee are
-// pinned on every run, so every speculative receipt equals the sealed one.
+// FIFO ordering; a slot of `blockTimeMs` has `blockTimeMs / flashblockIntervalMs` ticks. Every tick but the
+// last mines the slot's transactions so far on a snapshot of the sealed head and leaves that block in place
+// until the next tick, which reverts it, puts the slot's transactions back in the pool ahead of the newer
+// ones, and mines again; the last tick mines for real. Between ticks anvil's `latest` is the pre-confirmed
+// block, which the JSON-RPC serves as `pending` (node-view.ts), and anvil checks new transactions against
+// its state, as a Base node does. Timestamp and base fee are pinned on every run, so every pre-confirmed
+// answer equals the sealed one, block hash aside.
 
 /** anvil flags the sequencer relies on: arrival order decides block order, so a re-sent prefix re-mines identically. */
 export const SEQUENCER_ANVIL_ARGS = ['--order', 'fifo'] as const
@@ -28,27 +20,25 @@ const PAYLOAD_ID_BYTES = 8
 const MS_PER_SECOND = 1_000
 /** anvil's code for "transaction already imported": the transaction is still in the pool. */
 const ALREADY_IMPORTED_CODE = -32003
-/** geth's code and wording for a nonce below the sender's next one. */
-const NONCE_TOO_LOW_CODE = -32000
-const HEADER_END = '\r\n\r\n'
+const INVALID_PARAMS_CODE = -32602
 /** eth_sendRawTransactionSync waits this many block times for the receipt unless the caller says otherwise. */
 const SYNC_SEND_TIMEOUT_BLOCKS = 2
-/** EIP-7966's answer when the transaction is accepted but not included in time. */
+/** EIP-7966's answer when the transaction is accepted but not included in time; `data` is its hash. */
 const SYNC_SEND_TIMEOUT_ERROR = {
   code: 4,
   message: "The transaction was added to the mempool but wasn't processed within the designated timeout interval.",
 }
 /** While anvil is down every tick fails; one log line per this interval is enough. */
 const ERROR_LOG_INTERVAL_MS = 5_000
-
-export type JsonRpcId = string | number | null
-export type JsonRpcRequest = { jsonrpc: '2.0'; id?: JsonRpcId; method: string; params?: unknown }
-export type JsonRpcResponse = { jsonrpc: '2.0'; id: JsonRpcId; result?: unknown; error?: JsonRpcErrorObject }
+/** anvil and hardhat methods that change nothing: every other one is run with the pre-confirmed block taken down. */
+const READ_ONLY_DEV_METHODS = new Set(['anvil_nodeInfo', 'anvil_metadata', 'anvil_getAutomine', 'anvil_getIntervalMining', 'hardhat_getAutomine', 'hardhat_metadata'])
 
 export type SequencerOptions = {
   anvilRpcUrl: string
   blockTimeMs: number
   flashblockIntervalMs: number
+  /** `current` (default): Base's frames since Azul; `legacy`: with receipts and balances. */
+  feedFormat?: FeedFormat
   /** Called inside the tick, before any waiting read or send runs, so feed and chain never disagree. */
   onFlashblock: (message: FlashblockMessage) => void
   /** Called after every tick with its duration (for logs and benchmarks). */
@@ -57,11 +47,14 @@ export type SequencerOptions = {
 }
 
 export type Sequencer = {
-  /** One JSON-RPC request to anvil: sends go through the sequencer; everything waits while a tick runs. */
+  /** One JSON-RPC request, answered as a flashblocks-aware Base node would; everything waits while a tick runs. */
   forward: (request: JsonRpcRequest) => Promise<JsonRpcResponse>
   /** Starts ticking; the first flashblock comes one interval later. */
   start: () => void
-  /** Stops after the tick in flight, which always leaves anvil without a speculative block. Idempotent. */
+  /**
+   * Stops after the tick in flight and takes the pre-confirmed block down: anvil's head is the sealed one,
+   * every unsealed transaction back in its pool in order. Idempotent.
+   */
   stop: () => Promise<void>
 }
 
@@ -73,17 +66,24 @@ type Slot = {
   nextIndex: number
   /** Transactions already sent in this slot's flashblocks, in block order. */
   emitted: Hash[]
-  /** Each sender's next nonce after its pre-confirmed transactions: a lower one would replace one of them. */
-  nextNonces: Map<Address, number>
 }
 
 type BuiltBlock = {
   block: RpcBlock<'latest', false>
   newHashes: Hash[]
   raws: Hex[]
+  /** Of the new transactions: all of them for a legacy feed, else those an eth_sendRawTransactionSync waits for. */
   receipts: RpcTransactionReceipt[]
-  /** After the block, of the accounts the new transactions touched (sender, recipient, created, fee recipient). */
-  balances: Record<Address, Hex>
+  /** Legacy feeds only: after the block, of the accounts the new transactions touched. */
+  balances?: Record<Address, Hex>
+}
+
+/** The block a tick left in place, and the snapshot that takes it down. */
+type Speculative = PendingBlock & { snapshot: Hex; block: RpcBlock<'latest', false> }
+
+/** A slot's flashblocks announced transactions that the re-mined block does not start with. */
+class SlotMismatchError extends Error {
+  override readonly name = 'SlotMismatchError'
 }
 
 /** Flashblocks per block; throws unless the block time is a whole number of flashblock intervals. */
@@ -96,7 +96,7 @@ export function ticksPerSlot(blockTimeMs: number, flashblockIntervalMs: number):
 }
 
 export function createSequencer(options: SequencerOptions): Sequencer {
-  const { blockTimeMs, flashblockIntervalMs, onFlashblock, logger } = options
+  const { blockTimeMs, flashblockIntervalMs, onFlashblock, logger, feedFormat = 'current' } = options
   const ticks = ticksPerSlot(blockTimeMs, flashblockIntervalMs)
   // Whole seconds, as block timestamps are; sub-second blocks still need strictly increasing timestamps.
   const slotSeconds = BigInt(Math.max(1, Math.round(blockTimeMs / MS_PER_SECOND)))
@@ -104,11 +104,14 @@ export function createSequencer(options: SequencerOptions): Sequencer {
   const lock = createChainLock()
   /** Raw form of every transaction sent and not yet sealed, in arrival order: a revert drops them from the pool. */
   const rawByHash = new Map<Hash, Hex>()
+  /** eth_sendRawTransactionSync calls waiting for the flashblock that includes their transaction. */
+  const inclusionWaiters = new Map<Hash, Set<(receipt: RpcTransactionReceipt | undefined) => void>>()
   let slot: Slot | undefined
+  let speculative: Speculative | undefined
   let lastErrorLogAt = 0
 
   async function openSlot(parent: RpcBlock<'latest', false>): Promise<Slot> {
-    // Read before any speculative run: evm_revert does not restore anvil's next base fee.
+    // anvil's next base fee, computed from the sealed parent (evm_revert does not restore it: read it first).
     const { baseFeePerGas } = await anvil.request<{ baseFeePerGas: Hex[] }>('eth_feeHistory', ['0x1', 'latest', []])
     const timestamp = BigInt(parent.timestamp) + slotSeconds
     const payloadId = keccak256(concat([parent.hash, numberToHex(timestamp, { size: 8 })])).slice(0, 2 + 2 * PAYLOAD_ID_BYTES)
@@ -119,7 +122,6 @@ export function createSequencer(options: SequencerOptions): Sequencer {
       baseFeePerGas: BigInt(baseFeePerGas.at(-1) ?? '0x0'),
       nextIndex: 0,
       emitted: [],
-      nextNonces: new Map(),
     }
   }
 
@@ -133,16 +135,18 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     await anvil.request('evm_mine')
     const block = await anvil.request<RpcBlock<'latest', false>>('eth_getBlockByNumber', ['latest', false])
     const prefix = block.transactions.slice(0, current.emitted.length)
-    if (block.parentHash !== current.parentHash || prefix.some((hash, i) => hash !== current.emitted[i])) {
-      throw new Error(`block ${block.number} does not extend this slot's flashblocks (parent ${block.parentHash})`)
+    if (block.parentHash !== current.parentHash || prefix.length < current.emitted.length || prefix.some((hash, i) => hash !== current.emitted[i])) {
+      throw new SlotMismatchError(`block ${block.number} does not extend this slot's flashblocks (parent ${block.parentHash})`)
     }
     const newHashes = block.transactions.slice(current.emitted.length)
+    const withReceipts = feedFormat === 'legacy' ? newHashes : newHashes.filter((hash) => inclusionWaiters.has(hash))
     const [receipts, raws] = await Promise.all([
-      Promise.all(newHashes.map((hash) => anvil.request<RpcTransactionReceipt>('eth_getTransactionReceipt', [hash]))),
+      Promise.all(withReceipts.map((hash) => anvil.request<RpcTransactionReceipt>('eth_getTransactionReceipt', [hash]))),
       Promise.all(newHashes.map(rawTransaction)),
     ])
-    // Read on the mined state, before a revert. Tracing would also find accounts paid by internal calls,
-    // but anvil re-executes the block's prefix for every traced transaction: ~1 s a tick at 200 transactions.
+    if (feedFormat !== 'legacy') return { block, newHashes, raws, receipts }
+    // Tracing would also find accounts paid by internal calls, but anvil re-executes the block's prefix for
+    // every traced transaction: ~1 s a tick at 200 transactions.
     const touched = new Set<Address>(receipts.length === 0 ? [] : [block.miner])
     for (const { from, to, contractAddress } of receipts) for (const address of [from, to, contractAddress]) if (address) touched.add(address)
     const balances = await Promise.all(
@@ -151,7 +155,7 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     return { block, newHashes, raws, receipts, balances: Object.fromEntries(balances) }
   }
 
-  /** A transaction sent straight to anvil is still known by hash while its block exists. */
+  /** A transaction sent straight to anvil is still known by hash while it is in a block or the pool. */
   async function rawTransaction(hash: Hash): Promise<Hex> {
     let raw = rawByHash.get(hash)
     if (raw === undefined) {
@@ -161,46 +165,68 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     return raw
   }
 
-  /** Mines on a snapshot and restores it: anvil's chain, pool order and base fee are as before. */
-  async function speculate(current: Slot): Promise<BuiltBlock> {
-    const snapshot = await anvil.request<Hex>('evm_snapshot')
-    let mined: Hash[] | undefined
-    try {
-      const built = await mine(current)
-      mined = built.block.transactions
-      return built
-    } finally {
-      await anvil.request('evm_revert', [snapshot])
-      await anvil.request('anvil_setNextBlockBaseFeePerGas', [numberToHex(current.baseFeePerGas)])
-      // Block order, so that FIFO rebuilds the same prefix; without a block, arrival order.
-      await resubmit(mined ?? [...rawByHash.keys()])
+  /** Takes the pre-confirmed block down: anvil's head is the sealed one, its pool without the slot's transactions. */
+  async function retract(): Promise<void> {
+    if (speculative === undefined) return
+    const { snapshot, number } = speculative
+    speculative = undefined
+    if (!(await anvil.request<boolean>('evm_revert', [snapshot]))) {
+      logger?.warn({ block: Number(number) }, 'anvil could not revert the pre-confirmed block; it stays in the chain')
     }
   }
 
-  async function resubmit(hashes: Hash[]): Promise<void> {
+  /**
+   * After a revert, puts the transactions it took out of the pool (`unpooled`, in block order) back ahead of
+   * the newer ones, so that FIFO re-mines the announced prefix. The pool is emptied first: a re-sent
+   * transaction would otherwise queue behind the newer ones.
+   */
+  async function restorePool(unpooled: Hash[]): Promise<void> {
+    if (unpooled.length === 0) return
+    const pooled = await poolHashes()
+    for (const hash of pooled) await rawTransaction(hash) // sent to anvil directly
+    const first = new Set(unpooled)
+    const newer = [...rawByHash.keys()].filter((hash) => !first.has(hash))
+    // Replaced or dropped by anvil since: not to be sent again.
+    for (const hash of newer) if (!pooled.has(hash)) rawByHash.delete(hash)
+    await anvil.request('anvil_dropAllTransactions')
+    await resend([...unpooled, ...newer.filter((hash) => pooled.has(hash))])
+  }
+
+  async function resend(hashes: Hash[]): Promise<void> {
     const known = hashes.filter((hash) => rawByHash.has(hash))
     const requests = known.map((hash, i): JsonRpcRequest => ({ jsonrpc: '2.0', id: i, method: 'eth_sendRawTransaction', params: [rawByHash.get(hash)] }))
     const responses = await anvil.forwardInOrder(requests)
     responses.forEach(({ error }, i) => {
       if (error && error.code !== ALREADY_IMPORTED_CODE) {
-        logger?.error?.({ hash: known[i], error }, 'a pre-confirmed transaction could not be re-sent after a revert')
+        logger?.error?.({ hash: known[i], error }, 'an unsealed transaction could not be re-sent after a revert; it is dropped')
+        rawByHash.delete(known[i]!)
       }
     })
   }
 
-  /** Keeps only the transactions still in anvil's pool (the rest were sealed or dropped by anvil). */
-  async function pruneToPool(): Promise<void> {
+  async function poolHashes(): Promise<Set<Hash>> {
     type Pool = Record<'pending' | 'queued', Record<Address, Record<string, { hash: Hash }>>>
     const pool = await anvil.request<Pool>('txpool_content')
-    const inPool = new Set<Hash>()
+    const hashes = new Set<Hash>()
     for (const bySender of [pool.pending, pool.queued]) {
-      for (const byNonce of Object.values(bySender)) for (const tx of Object.values(byNonce)) inPool.add(tx.hash)
+      for (const byNonce of Object.values(bySender)) for (const tx of Object.values(byNonce)) hashes.add(tx.hash)
     }
-    for (const hash of rawByHash.keys()) if (!inPool.has(hash)) rawByHash.delete(hash)
+    return hashes
+  }
+
+  /** Keeps only the transactions still in anvil's pool (the rest were sealed or dropped by anvil). */
+  async function pruneToPool(): Promise<void> {
+    const pooled = await poolHashes()
+    for (const hash of rawByHash.keys()) if (!pooled.has(hash)) rawByHash.delete(hash)
   }
 
   async function tick(): Promise<void> {
     const started = performance.now()
+    if (slot !== undefined && speculative !== undefined && slot.nextIndex < ticks - 1 && (await nothingToInclude())) {
+      // Re-mining the same transactions on the pinned timestamp and base fee would give the same block.
+      return announce(slot, { block: speculative.block, newHashes: [], raws: [], receipts: [], balances: {} }, started)
+    }
+    await retract()
     const parent = await anvil.request<RpcBlock<'latest', false>>('eth_getBlockByNumber', ['latest', false])
     if (slot !== undefined && parent.hash !== slot.parentHash) {
       // Someone mined or reverted through anvil directly: the slot's flashblocks are void; start a new block.
@@ -209,17 +235,56 @@ export function createSequencer(options: SequencerOptions): Sequencer {
       await pruneToPool()
     }
     const current = (slot ??= await openSlot(parent))
+    await restorePool(current.emitted)
+    const sealing = current.nextIndex === ticks - 1
+    const snapshot = sealing ? undefined : await anvil.request<Hex>('evm_snapshot')
+    let built: BuiltBlock
+    try {
+      built = await mine(current)
+    } catch (error) {
+      if (snapshot !== undefined) {
+        await anvil.request('evm_revert', [snapshot])
+        await restorePool([...new Set([...current.emitted, ...rawByHash.keys()])])
+      }
+      // A block that contradicts the flashblocks sent cannot be sealed: the next tick opens a new one.
+      if (error instanceof SlotMismatchError || sealing) slot = undefined
+      throw error
+    }
+    if (snapshot !== undefined) {
+      speculative = { snapshot, number: BigInt(built.block.number), hash: built.block.hash, block: built.block }
+      // evm_mine moved anvil's next base fee on; sends until the next tick are checked against the slot's.
+      await anvil.request('anvil_setNextBlockBaseFeePerGas', [numberToHex(current.baseFeePerGas)])
+    }
+    await announce(current, built, started)
+  }
+
+  /** Nothing in the pool that the next block could take (a nonce gap keeps a transaction queued). */
+  async function nothingToInclude(): Promise<boolean> {
+    const { pending } = await anvil.request<{ pending: Hex }>('txpool_status')
+    return BigInt(pending) === 0n
+  }
+
+  /** Sends the flashblock, answers the eth_sendRawTransactionSync calls it includes, closes the slot when sealed. */
+  async function announce(current: Slot, built: BuiltBlock, started: number): Promise<void> {
     const index = current.nextIndex
     const sealing = index === ticks - 1
-    const built = sealing ? await mine(current) : await speculate(current)
-
-    onFlashblock(toMessage(current, index, built))
+    onFlashblock(
+      buildFlashblockMessage({
+        payloadId: current.payloadId,
+        index,
+        block: built.block,
+        transactions: built.raws,
+        ...(feedFormat === 'legacy' && { legacy: { receipts: built.receipts, balances: built.balances ?? {} } }),
+      }),
+    )
     current.nextIndex++
     current.emitted.push(...built.newHashes)
-    built.raws.forEach((raw, i) => {
-      const sender = built.receipts[i]?.from
-      if (sender) current.nextNonces.set(sender.toLowerCase() as Address, parseTransaction(raw).nonce! + 1)
-    })
+    for (const receipt of built.receipts) {
+      const waiting = inclusionWaiters.get(receipt.transactionHash)
+      if (waiting === undefined) continue
+      const shown = speculative ? hidePendingBlockHash(structuredClone(receipt), speculative.hash) : receipt
+      for (const settle of [...waiting]) settle(shown)
+    }
     if (sealing) {
       slot = undefined
       await pruneToPool()
@@ -229,59 +294,74 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     logger?.debug?.({ block: Number(built.block.number), index, txs: built.newHashes.length, ms: Math.round(durationMs) }, 'flashblock')
   }
 
-  /** A nonce below the sender's pre-confirmed ones would let anvil replace a transaction already announced. */
-  function checkNonce(sender: Address | undefined, nonce: number | undefined): JsonRpcErrorObject | undefined {
-    if (sender === undefined || nonce === undefined) return undefined
-    const next = slot?.nextNonces.get(sender.toLowerCase() as Address)
-    if (next === undefined || nonce >= next) return undefined
-    return { code: NONCE_TOO_LOW_CODE, message: `nonce too low: next nonce ${next}, tx nonce ${nonce}` }
-  }
-
   async function sendRawTransaction(request: JsonRpcRequest): Promise<JsonRpcResponse> {
-    const [raw] = Array.isArray(request.params) ? (request.params as unknown[]) : []
-    if (typeof raw === 'string' && (slot?.nextNonces.size ?? 0) > 0) {
-      // Undecodable input falls through to anvil, which answers it in its own words.
-      const sender = await recoverTransactionAddress({ serializedTransaction: raw as never }).catch(() => undefined)
-      const error = checkNonce(sender, sender && parseTransaction(raw as Hex).nonce)
-      if (error) return { jsonrpc: '2.0', id: request.id ?? null, error }
-    }
+    // anvil checks the nonce against its state, the pre-confirmed block's: a transaction that would replace
+    // a pre-confirmed one is refused ("nonce too low"), as a Base node refuses it.
     const response = await anvil.forward(request)
+    const [raw] = Array.isArray(request.params) ? (request.params as unknown[]) : []
     if (typeof response.result === 'string' && typeof raw === 'string') rawByHash.set(response.result as Hash, raw as Hex)
     return response
   }
 
   async function sendTransaction(request: JsonRpcRequest): Promise<JsonRpcResponse> {
-    const [tx] = Array.isArray(request.params) ? (request.params as { from?: Address; nonce?: Hex }[]) : []
-    const error = checkNonce(tx?.from, tx?.nonce === undefined ? undefined : Number(tx.nonce))
-    if (error) return { jsonrpc: '2.0', id: request.id ?? null, error }
     const response = await anvil.forward(request)
     // anvil signed it; the raw form is what a revert needs to put it back.
     if (typeof response.result === 'string') await rawTransaction(response.result as Hash)
     return response
   }
 
+  /** Resolves with the receipt from the flashblock that includes `hash`, or undefined after `timeoutMs`. */
+  function waitForInclusion(hash: Hash, timeoutMs: number): Promise<RpcTransactionReceipt | undefined> {
+    return new Promise((resolve) => {
+      const waiting = inclusionWaiters.get(hash) ?? new Set()
+      inclusionWaiters.set(hash, waiting)
+      const settle = (receipt: RpcTransactionReceipt | undefined) => {
+        clearTimeout(timer)
+        waiting.delete(settle)
+        if (waiting.size === 0 && inclusionWaiters.get(hash) === waiting) inclusionWaiters.delete(hash)
+        resolve(receipt)
+      }
+      const timer = setTimeout(() => settle(undefined), timeoutMs)
+      waiting.add(settle)
+    })
+  }
+
   /**
-   * EIP-7966: the receipt once sealed. anvil would wait for the block itself, holding a read lock that the
-   * tick sealing that block waits for; here the wait is outside the lock.
+   * EIP-7966: the receipt as soon as a flashblock pre-confirms the transaction (zero block hash while the
+   * block is open), as base-reth-node answers. https://eips.ethereum.org/EIPS/eip-7966
    */
   async function sendRawTransactionSync(request: JsonRpcRequest): Promise<JsonRpcResponse> {
-    const [raw, timeoutMs] = Array.isArray(request.params) ? (request.params as unknown[]) : []
-    const sent = await lock.exclusive(() => sendRawTransaction({ ...request, method: 'eth_sendRawTransaction', params: [raw] }))
-    if (sent.error) return sent
-    const deadline = performance.now() + (typeof timeoutMs === 'number' ? timeoutMs : SYNC_SEND_TIMEOUT_BLOCKS * blockTimeMs)
-    while (performance.now() < deadline) {
-      const receipt = await lock.shared(() => anvil.forward({ ...request, method: 'eth_getTransactionReceipt', params: [sent.result] }))
-      if (receipt.result || receipt.error) return receipt
-      await new Promise((resolve) => setTimeout(resolve, flashblockIntervalMs))
-    }
-    return { jsonrpc: '2.0', id: request.id ?? null, error: { ...SYNC_SEND_TIMEOUT_ERROR, data: sent.result } }
+    const id = request.id ?? null
+    const [raw, timeout] = Array.isArray(request.params) ? (request.params as unknown[]) : []
+    const timeoutMs = syncTimeoutMs(timeout, SYNC_SEND_TIMEOUT_BLOCKS * blockTimeMs)
+    if (timeoutMs === undefined) return { jsonrpc: '2.0', id, error: { code: INVALID_PARAMS_CODE, message: 'timeout must be a number of milliseconds' } }
+    let included: Promise<RpcTransactionReceipt | undefined> | undefined
+    const sent = await lock.exclusive(async () => {
+      const response = await sendRawTransaction({ ...request, method: 'eth_sendRawTransaction', params: [raw] })
+      // Registered before the lock is released, so the tick that includes it cannot be missed.
+      if (typeof response.result === 'string') included = waitForInclusion(response.result as Hash, timeoutMs)
+      return response
+    })
+    if (included === undefined) return sent
+    const receipt = await included
+    if (receipt !== undefined) return { jsonrpc: '2.0', id, result: receipt }
+    return { jsonrpc: '2.0', id, error: { ...SYNC_SEND_TIMEOUT_ERROR, data: sent.result } }
+  }
+
+  /** anvil_*, evm_*, hardhat_* calls that change the chain run on the sealed head, every unsealed transaction pooled. */
+  async function onSealedHead(request: JsonRpcRequest): Promise<JsonRpcResponse> {
+    await retract()
+    await restorePool(slot?.emitted ?? [])
+    return anvil.forward(request)
   }
 
   function forward(request: JsonRpcRequest): Promise<JsonRpcResponse> {
-    if (request.method === 'eth_sendRawTransaction') return lock.exclusive(() => sendRawTransaction(request))
-    if (request.method === 'eth_sendRawTransactionSync') return sendRawTransactionSync(request)
-    if (request.method === 'eth_sendTransaction') return lock.exclusive(() => sendTransaction(request))
-    return lock.shared(() => anvil.forward(request))
+    const { method } = request
+    if (method === 'eth_sendRawTransaction') return lock.exclusive(() => sendRawTransaction(request))
+    if (method === 'eth_sendTransaction' || method === 'eth_sendUnsignedTransaction') return lock.exclusive(() => sendTransaction(request))
+    if (method === 'eth_sendRawTransactionSync') return sendRawTransactionSync(request)
+    if (/^(anvil|evm|hardhat)_/.test(method) && !READ_ONLY_DEV_METHODS.has(method)) return lock.exclusive(() => onSealedHead(request))
+    return lock.shared(() => readAsNode(request, speculative, anvil.forward))
   }
 
   // --- the clock ---------------------------------------------------------------------------------------
@@ -313,178 +393,32 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     }
   }
 
+  async function takeDown(): Promise<void> {
+    stopping = true
+    wake?.()
+    await loop
+    for (const waiting of inclusionWaiters.values()) for (const settle of [...waiting]) settle(undefined)
+    await lock
+      .exclusive(async () => {
+        await retract()
+        await restorePool(slot?.emitted ?? [])
+      })
+      .catch((error: unknown) => logger?.warn({ err: error instanceof Error ? error.message : String(error) }, 'could not take the pre-confirmed block down'))
+  }
+
   let stopped: Promise<void> | undefined
   return {
     forward,
     start: () => {
       if (!stopping) loop ??= run()
     },
-    stop: () =>
-      (stopped ??= (async () => {
-        stopping = true
-        wake?.()
-        await loop
-      })()),
+    stop: () => (stopped ??= takeDown()),
   }
 }
 
-function toMessage(slot: Slot, index: number, { block, raws, receipts, balances }: BuiltBlock): FlashblockMessage {
-  const zeroHash: Hash = `0x${'0'.repeat(64)}`
-  return {
-    payload_id: slot.payloadId,
-    index,
-    ...(index === 0 && {
-      base: {
-        parent_beacon_block_root: block.parentBeaconBlockRoot ?? zeroHash,
-        parent_hash: block.parentHash,
-        fee_recipient: block.miner,
-        prev_randao: block.mixHash,
-        block_number: block.number,
-        gas_limit: block.gasLimit,
-        timestamp: block.timestamp,
-        extra_data: block.extraData,
-        base_fee_per_gas: block.baseFeePerGas ?? '0x0',
-      },
-    }),
-    diff: {
-      state_root: block.stateRoot,
-      receipts_root: block.receiptsRoot,
-      logs_bloom: block.logsBloom,
-      gas_used: block.gasUsed,
-      block_hash: block.hash,
-      transactions: raws,
-      withdrawals: [],
-      ...(block.withdrawalsRoot && { withdrawals_root: block.withdrawalsRoot }),
-    },
-    metadata: {
-      block_number: Number(block.number),
-      receipts: Object.fromEntries(receipts.map((receipt) => [receipt.transactionHash, toFlashblockReceipt(receipt)])),
-      new_account_balances: balances,
-    },
-  }
-}
-
-/** The consensus receipt, in node-reth's tagged form: what a node cannot derive from the transaction itself. */
-function toFlashblockReceipt(receipt: RpcTransactionReceipt): FlashblockReceipt {
-  return {
-    type: receipt.type as Hex,
-    status: receipt.status as Hex,
-    cumulativeGasUsed: receipt.cumulativeGasUsed,
-    logs: receipt.logs.map(({ address, topics, data }) => ({ address, topics: [...topics], data })),
-  }
-}
-
-// --- plumbing ------------------------------------------------------------------------------------------
-
-type AnvilClient = {
-  forward: (request: JsonRpcRequest) => Promise<JsonRpcResponse>
-  /** Answers in request order, and anvil handles them in that order (which FIFO mining depends on). */
-  forwardInOrder: (requests: JsonRpcRequest[]) => Promise<JsonRpcResponse[]>
-  request: <T = unknown>(method: string, params?: unknown[]) => Promise<T>
-}
-
-function createAnvilClient(rpcUrl: string): AnvilClient {
-  let nextId = 0
-  async function forward(request: JsonRpcRequest): Promise<JsonRpcResponse> {
-    const response = await fetch(rpcUrl, {
-      method: 'POST',
-      // anvil refuses a body without this header (-32600 "Invalid request").
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(request),
-    })
-    return (await response.json()) as JsonRpcResponse
-  }
-  async function forwardInOrder(requests: JsonRpcRequest[]): Promise<JsonRpcResponse[]> {
-    if (requests.length <= 1) return Promise.all(requests.map(forward))
-    const answered: string[] = []
-    try {
-      await pipeline(new URL(rpcUrl), requests.map((request) => JSON.stringify(request)), answered)
-    } catch {
-      // The rest one at a time; a request that did reach anvil is answered "already imported".
-    }
-    const rest = []
-    for (const request of requests.slice(answered.length)) rest.push(await forward(request))
-    return [...answered.map((body) => JSON.parse(body) as JsonRpcResponse), ...rest]
-  }
-  async function request<T>(method: string, params: unknown[] = []): Promise<T> {
-    const response = await forward({ jsonrpc: '2.0', id: ++nextId, method, params })
-    if (response.error) throw new Error(`anvil ${method}: ${response.error.message} (${response.error.code})`)
-    return response.result as T
-  }
-  return { forward, forwardInOrder, request }
-}
-
-/**
- * HTTP/1.1 pipelining: every request written at once on one connection. anvil (hyper) handles a
- * connection's requests one after another, so they reach its pool in order, at a fifth of the cost of
- * awaiting each (0.2 ms against 0.85 ms a transaction, measured). A JSON-RPC batch is no substitute:
- * anvil runs a batch's calls concurrently, and FIFO order then follows whichever finished first.
- */
-function pipeline(url: URL, bodies: string[], answers: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let buffer = Buffer.alloc(0)
-    const socket = connect(Number(url.port), url.hostname)
-    socket.setNoDelay(true)
-    socket.on('error', reject)
-    socket.on('close', () => reject(new Error(`connection closed after ${answers.length} of ${bodies.length} answers`)))
-    socket.on('data', (chunk: Buffer) => {
-      buffer = Buffer.concat([buffer, chunk])
-      for (let end = buffer.indexOf(HEADER_END); end >= 0; end = buffer.indexOf(HEADER_END)) {
-        const length = /\r\ncontent-length:\s*(\d+)/i.exec(buffer.subarray(0, end).toString('latin1'))?.[1]
-        if (length === undefined) return socket.destroy(new Error('anvil answered without content-length'))
-        const bodyStart = end + HEADER_END.length
-        if (buffer.length < bodyStart + Number(length)) return
-        const body = buffer.subarray(bodyStart, bodyStart + Number(length)).toString('utf8')
-        buffer = buffer.subarray(bodyStart + Number(length))
-        answers.push(body)
-        if (answers.length === bodies.length) {
-          resolve()
-          socket.end()
-        }
-      }
-    })
-    const host = `${url.hostname}:${url.port}`
-    socket.write(
-      bodies
-        .map((body) => `POST / HTTP/1.1\r\nhost: ${host}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
-        .join(''),
-    )
-  })
-}
-
-type ChainLock = {
-  /** Reads: any number at once, never during a tick. */
-  shared: <T>(fn: () => Promise<T>) => Promise<T>
-  /** Ticks and sends: alone. */
-  exclusive: <T>(fn: () => Promise<T>) => Promise<T>
-}
-
-/** A first-come, first-served read/write lock, so a tick is not starved by a stream of reads. */
-function createChainLock(): ChainLock {
-  let readers = 0
-  let writing = false
-  const waiting: { exclusive: boolean; grant: () => void }[] = []
-  function pump(): void {
-    for (let next = waiting[0]; next !== undefined; next = waiting[0]) {
-      if (writing || (next.exclusive && readers > 0)) return
-      waiting.shift()
-      if (next.exclusive) writing = true
-      else readers++
-      next.grant()
-    }
-  }
-  async function run<T>(exclusive: boolean, fn: () => Promise<T>): Promise<T> {
-    await new Promise<void>((grant) => {
-      waiting.push({ exclusive, grant })
-      pump()
-    })
-    try {
-      return await fn()
-    } finally {
-      if (exclusive) writing = false
-      else readers--
-      pump()
-    }
-  }
-  return { shared: (fn) => run(false, fn), exclusive: (fn) => run(true, fn) }
+/** EIP-7966's `timeout`: milliseconds, as a JSON number or a hex quantity; the default when absent. */
+function syncTimeoutMs(timeout: unknown, defaultMs: number): number | undefined {
+  if (timeout === undefined || timeout === null) return defaultMs
+  const ms = typeof timeout === 'string' && /^0x[0-9a-fA-F]+$/.test(timeout) ? Number(timeout) : timeout
+  return typeof ms === 'number' && Number.isSafeInteger(ms) && ms >= 0 ? ms : undefined
 }

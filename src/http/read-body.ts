@@ -2,25 +2,39 @@ import type { IncomingMessage } from 'node:http'
 import { PayloadTooLargeError } from '../errors.js'
 
 /**
- * A request body as text, at most `limit` bytes: a larger declared or streamed body rejects with
- * `PayloadTooLargeError`, and the rest of it is drained so that the answer still goes out.
+ * Of a body over the cap, this much more is read and thrown away before the 413 goes out. A client that is
+ * still sending when the server closes the connection sees EPIPE or a reset, not the 413; past this bound the
+ * connection is closed anyway (no one sends 64 MiB to a JSON-RPC endpoint by mistake).
+ */
+export const MAX_DISCARDED_BODY_BYTES = 64 * 1024 * 1024
+
+/**
+ * A request body as text, at most `limit` bytes. A larger declared or streamed body rejects with
+ * `PayloadTooLargeError` once the rest of it has been read and discarded (up to `MAX_DISCARDED_BODY_BYTES`),
+ * so that the client is listening when the 413 arrives.
  */
 export function readBody(request: IncomingMessage, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    if (Number(request.headers['content-length']) > limit) return reject(new PayloadTooLargeError(limit))
     const chunks: Buffer[] = []
     let size = 0
+    let over = Number(request.headers['content-length']) > limit
+    const refuse = () => reject(new PayloadTooLargeError(limit))
     request.on('data', (chunk: Buffer) => {
       size += chunk.length
-      if (size > limit) {
-        request.removeAllListeners('data')
-        request.resume()
-        reject(new PayloadTooLargeError(limit))
+      if (over || size > limit) {
+        over = true
+        chunks.length = 0
+        if (size > limit + MAX_DISCARDED_BODY_BYTES) {
+          request.removeAllListeners('data')
+          request.removeAllListeners('end')
+          request.resume()
+          refuse()
+        }
         return
       }
       chunks.push(chunk)
     })
-    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    request.on('end', () => (over ? refuse() : resolve(Buffer.concat(chunks).toString('utf8'))))
     request.on('error', reject)
   })
 }

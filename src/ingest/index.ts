@@ -2,9 +2,9 @@ import { EventEmitter } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import { BaseError, type Hash, type Hex, RpcError, RpcRequestError, webSocket } from 'viem'
-import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, type LogRow, SYNC_KEYS } from '../db/index.js'
+import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, SYNC_KEYS } from '../db/index.js'
 import type { Upstream } from '../upstream/index.js'
-import { type BlockData, InconsistentBlockError, toRows } from './block-data.js'
+import { type BlockData, InconsistentBlockError, toRows, type RawBlock, type RawReceipt } from './block-data.js'
 import { createBlockFetcher, type UpstreamCapabilities } from './fetch-block.js'
 import { createProgress } from './progress.js'
 import { createStore, type Store, type StoredHead } from './store.js'
@@ -64,10 +64,10 @@ function errorSource(error: unknown): NonNullable<IngesterStatus['lastErrorSourc
 export type IngesterEvents = {
   /** New canonical blocks were committed, up to `head`. */
   head: [head: StoredHead]
-  /** The blocks of that commit, in order, with their transaction hashes (for the pending view). */
-  blocks: [blocks: { number: number; hash: Hash; transactionHashes: Hash[] }[]]
-  /** Blocks above `ancestor` were removed; `removedLogs` are the logs that went with them. */
-  reorg: [event: { ancestor: number; removedLogs: LogRow[] }]
+  /** The blocks of that commit, in order, with their transaction hashes and receipts (for the pending view). */
+  blocks: [blocks: { number: number; hash: Hash; transactionHashes: Hash[]; receipts: RawReceipt[]; block: RawBlock }[]]
+  /** Blocks above `ancestor` were removed, and `removedLogs` logs with them. */
+  reorg: [event: { ancestor: number; removedLogs: number }]
 }
 
 export function createIngester(config: IngesterConfig) {
@@ -180,7 +180,7 @@ export function createIngester(config: IngesterConfig) {
       }
     }
     const removedLogs = await store.rewindTo(ancestor)
-    logger.warn({ from: head.number, ancestor, removedLogs: removedLogs.length }, 'chain reorganisation')
+    logger.warn({ from: head.number, ancestor, removedLogs }, 'chain reorganisation')
     status.head = ancestor >= firstBlock ? ancestor : null
     events.emit('reorg', { ancestor, removedLogs })
     return ancestor + 1
@@ -248,10 +248,12 @@ export function createIngester(config: IngesterConfig) {
         events.emit('head', committed)
         events.emit(
           'blocks',
-          accepted.map(({ block }) => ({
+          accepted.map(({ block, receipts }) => ({
             number: Number.parseInt(block.number, 16),
             hash: block.hash,
             transactionHashes: block.transactions.map((transaction) => transaction.hash),
+            receipts,
+            block,
           })),
         )
         const logs = rows.reduce((sum, block) => sum + block.logs.length, 0)

@@ -1,5 +1,6 @@
-import { asc, desc, gt, type SQL, sql } from 'drizzle-orm'
-import { byteaToHex, type CopyRows, type DbSession, type LogRow, SYNC_KEYS, schema } from '../db/index.js'
+import { desc, gt, type SQL, sql } from 'drizzle-orm'
+import { byteaToHex, type CopyRows, type DbSession, SYNC_KEYS, schema } from '../db/index.js'
+import { notifyChain } from '../db/notifications.js'
 import type { BlockRows } from './block-data.js'
 
 function upsertSyncState(key: string, value: unknown): SQL {
@@ -35,8 +36,12 @@ export function createStore({ db }: { db: DbSession }) {
     return new Map(rows.map((row) => [row.key, row.value]))
   }
 
-  /** Writes consecutive blocks in one transaction (COPY): all of them land, or none. */
+  /**
+   * Writes consecutive blocks in one transaction (COPY): all of them land, or none. The same transaction
+   * announces the new head to processes that do not ingest (db/notifications.ts).
+   */
   async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}) {
+    const last = batch[batch.length - 1]!.block
     await db.copyInTransaction(
       [
         { table: schema.blocks, rows: batch.map((rows) => rows.block) },
@@ -47,34 +52,36 @@ export function createStore({ db }: { db: DbSession }) {
         { table: schema.accountChanges, rows: batch.flatMap((rows) => rows.accountChanges) },
         { table: schema.attributions, rows: batch.flatMap((rows) => rows.attributions) },
       ] as CopyRows[],
-      Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
+      [
+        ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
+        notifyChain({ head: last.number, hash: byteaToHex(last.hash) }),
+      ],
     )
   }
 
   /**
-   * Deletes every block above `ancestor` and what hangs off it, in one transaction, and returns the logs
-   * that were removed (for subscribers, with `removed: true`).
+   * Deletes every block above `ancestor` and what hangs off it, in one transaction that also announces the
+   * rewind, and returns how many logs went with them (subscribers learn which from the event stream).
    */
-  async function rewindTo(ancestor: number): Promise<LogRow[]> {
+  async function rewindTo(ancestor: number): Promise<number> {
     return db.transaction(async (tx) => {
-      const removed = await tx
-        .select()
-        .from(schema.logs)
-        .where(gt(schema.logs.blockNumber, ancestor))
-        .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
-      await tx.delete(schema.logs).where(gt(schema.logs.blockNumber, ancestor))
+      const answer = (await tx.execute(
+        sql`with gone as (delete from ${schema.logs} where ${schema.logs.blockNumber} > ${ancestor} returning 1) select count(*)::int as count from gone`,
+      )) as unknown as { count: number }[] | { rows: { count: number }[] }
+      // postgres.js answers the rows, PGlite an object holding them.
+      const [removed] = Array.isArray(answer) ? answer : answer.rows
       await tx.delete(schema.receipts).where(gt(schema.receipts.blockNumber, ancestor))
       await tx.delete(schema.blockReceipts).where(gt(schema.blockReceipts.blockNumber, ancestor))
       await tx.delete(schema.transactions).where(gt(schema.transactions.blockNumber, ancestor))
       await tx.delete(schema.accountChanges).where(gt(schema.accountChanges.blockNumber, ancestor))
-      await tx.delete(schema.accountReads).where(gt(schema.accountReads.blockNumber, ancestor))
       await tx.delete(schema.attributions).where(gt(schema.attributions.blockNumber, ancestor))
       await tx.delete(schema.blocks).where(gt(schema.blocks.number, ancestor))
       await tx
         .insert(schema.syncState)
         .values({ key: SYNC_KEYS.reorgEpoch, value: 1 })
         .onConflictDoUpdate({ target: schema.syncState.key, set: { value: sql`to_jsonb((${schema.syncState.value}::text)::bigint + 1)` } })
-      return removed
+      await tx.execute(notifyChain({ rewoundTo: ancestor }))
+      return removed?.count ?? 0
     })
   }
 

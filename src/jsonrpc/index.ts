@@ -5,6 +5,7 @@ import {
   InvalidParamsError,
   InvalidRequestError,
   isFlashgateError,
+  loggableError,
   type JsonRpcErrorObject,
   MethodNotAllowedError,
   MethodNotFoundError,
@@ -15,6 +16,7 @@ import {
 import type { Resolvers } from '../resolvers/index.js'
 import type { MethodDefinition } from './define-method.js'
 import { methods as indexMethods } from './methods/index.js'
+import { exactIds, NumericId } from './request-ids.js'
 
 export { methods } from './methods/index.js'
 
@@ -22,7 +24,8 @@ export { methods } from './methods/index.js'
 const BATCH_CONCURRENCY = 8
 const DEFAULT_MAX_BATCH_SIZE = 1_000
 
-type Id = string | number | null
+/** A numeric id the parsed number cannot reproduce is kept as its text (`NumericId`). */
+type Id = string | number | NumericId | null
 export type JsonRpcResponse =
   | { jsonrpc: '2.0'; id: Id; result: unknown }
   | { jsonrpc: '2.0'; id: Id; error: JsonRpcErrorObject }
@@ -51,10 +54,13 @@ export type HandleOptions = {
    * Admits a request costing `cost` calls (a batch costs its length) against the client's rate limit:
    * `0` to go ahead, or the seconds to wait before retrying.
    */
-  admit?: (cost: number) => number
+  admit?: (cost: number) => Promise<number>
 }
 
 const idSchema = z.union([z.string(), z.number(), z.null()])
+
+
+export { loggableError } from '../errors.js'
 
 /** Methods that only make sense on one connection, e.g. subscriptions on a WebSocket. */
 export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
@@ -71,19 +77,23 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const passThrough = config.passThrough ?? null
 
   function failure(id: Id, error: unknown): JsonRpcResponse {
-    if (!isFlashgateError(error)) logger.error({ err: error }, 'unexpected error while serving a JSON-RPC call')
+    if (!isFlashgateError(error)) logger.error({ err: loggableError(error) }, 'unexpected error while serving a JSON-RPC call')
     return { jsonrpc: '2.0', id, error: toJsonRpcError(error) }
   }
 
   /** Handles one request object; `null` for a notification (no `id`), which gets no answer. */
-  async function handleOne(request: unknown, local: LocalMethods): Promise<{ response: JsonRpcResponse | null; status: number }> {
+  async function handleOne(
+    request: unknown,
+    local: LocalMethods,
+    exactId?: NumericId,
+  ): Promise<{ response: JsonRpcResponse | null; status: number }> {
     if (typeof request !== 'object' || request === null || Array.isArray(request))
       return { response: failure(null, new InvalidRequestError('invalid request')), status: 200 }
     const message = request as Record<string, unknown>
     const idResult = idSchema.safeParse(message.id)
     const hasId = 'id' in message
-    const id: Id = idResult.success ? idResult.data : null
-    if (hasId && !idResult.success)
+    const id: Id = exactId ?? (idResult.success ? idResult.data : null)
+    if (hasId && !idResult.success && exactId === undefined)
       return { response: failure(null, new InvalidRequestError('invalid request: id must be a string, number or null')), status: 200 }
     if (message.jsonrpc !== '2.0')
       return { response: failure(id, new InvalidRequestError('invalid request: jsonrpc must be "2.0"')), status: 200 }
@@ -114,12 +124,12 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
       return forwarded
     }
     const parsed = definition.params.safeParse(rawParams ?? [])
-    if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error))
+    if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, rawParams ?? []))
     const result = await definition.handler(resolvers, parsed.data)
     return result === undefined ? null : result
   }
 
-  async function handleBatch(requests: unknown[], local: LocalMethods): Promise<JsonRpcReply> {
+  async function handleBatch(requests: unknown[], local: LocalMethods, ids?: (NumericId | undefined)[]): Promise<JsonRpcReply> {
     if (requests.length === 0) return { status: 200, body: failure(null, new InvalidRequestError('empty batch')) }
     if (requests.length > maxBatchSize)
       return { status: 200, body: failure(null, new InvalidRequestError(`batch too large: at most ${maxBatchSize} requests`)) }
@@ -128,7 +138,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     async function worker() {
       while (next < requests.length) {
         const index = next++
-        responses[index] = (await handleOne(requests[index], local)).response
+        responses[index] = (await handleOne(requests[index], local, ids?.[index])).response
       }
     }
     await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, requests.length) }, worker))
@@ -144,15 +154,18 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     } catch {
       return { status: 200, body: failure(null, new ParseError()) }
     }
+    const ids = exactIds(body, payload)
     // Refusing an oversized batch costs nothing against the rate; anything else is charged per call.
     const oversized = Array.isArray(payload) && payload.length > maxBatchSize
-    const wait = oversized ? 0 : (admit?.(Array.isArray(payload) ? Math.max(1, payload.length) : 1) ?? 0)
+    const wait = oversized ? 0 : ((await admit?.(Array.isArray(payload) ? Math.max(1, payload.length) : 1)) ?? 0)
     if (wait > 0) {
-      const id = Array.isArray(payload) ? null : (idSchema.safeParse((payload as { id?: unknown } | null)?.id).data ?? null)
+      const id = Array.isArray(payload)
+        ? null
+        : (ids?.[0] ?? idSchema.safeParse((payload as { id?: unknown } | null)?.id).data ?? null)
       return { status: 429, headers: { 'retry-after': String(wait) }, body: failure(id, new RateLimitedError(wait)) }
     }
-    if (Array.isArray(payload)) return handleBatch(payload, local)
-    const { response, status } = await handleOne(payload, local)
+    if (Array.isArray(payload)) return handleBatch(payload, local, ids)
+    const { response, status } = await handleOne(payload, local, ids?.[0])
     return { status, body: response }
   }
 

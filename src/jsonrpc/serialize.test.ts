@@ -1,7 +1,10 @@
+import { inflateSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
+import { deflateOpen } from '../codecs/deflated.js'
 import { RawJson } from '../resolvers/index.js'
 import type { JsonRpcResponse } from './index.js'
-import { serializeJsonRpc } from './serialize.js'
+import { NumericId } from './request-ids.js'
+import { deflatedJsonRpc, serializeJsonRpc } from './serialize.js'
 
 const receipts = [{ status: '0x1', logs: [{ address: '0xab', topics: [], data: '0x' }] }, { status: '0x0', logs: [] }]
 
@@ -33,5 +36,44 @@ describe('serializeJsonRpc', () => {
 
   test('anything else that serialises a RawJson (a WebSocket send) gets the same JSON', () => {
     expect(JSON.stringify({ result: RawJson.fromValue(receipts) })).toBe(JSON.stringify({ result: receipts }))
+  })
+
+  test('writes a NumericId as its text, beside results, errors and RawJson results', () => {
+    const batch: JsonRpcResponse[] = [
+      { jsonrpc: '2.0', id: new NumericId('9007199254740993'), result: '0x1' },
+      { jsonrpc: '2.0', id: new NumericId('1e400'), error: { code: -32601, message: 'x' } },
+      { jsonrpc: '2.0', id: new NumericId('123456789012345678901234567890'), result: RawJson.fromText('[]') },
+    ]
+    expect(serializeJsonRpc(batch).toString()).toBe(
+      '[{"jsonrpc":"2.0","id":9007199254740993,"result":"0x1"},{"jsonrpc":"2.0","id":1e400,"error":{"code":-32601,"message":"x"}},{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":[]}]',
+    )
+    expect(serializeJsonRpc(batch[0]!).toString()).toBe('{"jsonrpc":"2.0","id":9007199254740993,"result":"0x1"}')
+  })
+
+  test('an answer with results stored deflated splices into one zlib stream that inflates to the serialised JSON', () => {
+    const receipts = JSON.stringify(Array.from({ length: 40 }, (_, index) => ({ transactionIndex: `0x${index.toString(16)}`, logs: [] })))
+    const stored = () => RawJson.fromDeflated(deflateOpen(receipts, 6))
+    const single: JsonRpcResponse = { jsonrpc: '2.0', id: new NumericId('123456789012345678901234567890'), result: stored() }
+    const batch: JsonRpcResponse[] = [
+      { jsonrpc: '2.0', id: 1, result: '0x1' },
+      { jsonrpc: '2.0', id: 2, result: stored() },
+      { jsonrpc: '2.0', id: 3, error: { code: -32602, message: 'bad' } },
+      { jsonrpc: '2.0', id: 4, result: RawJson.fromText('[1]') },
+    ]
+    for (const body of [single, batch]) {
+      const spliced = deflatedJsonRpc(body)!
+      const text = inflateSync(spliced.stream).toString()
+      expect(text).toBe(serializeJsonRpc(body).toString())
+      expect(spliced.plainLength).toBe(Buffer.byteLength(text))
+    }
+  })
+
+  test('no splice without a deflated result, or when the rest of the answer is large', () => {
+    expect(deflatedJsonRpc({ jsonrpc: '2.0', id: 1, result: RawJson.fromText('[]') })).toBeNull()
+    const large: JsonRpcResponse[] = [
+      { jsonrpc: '2.0', id: 1, result: RawJson.fromDeflated(deflateOpen('[]', 6)) },
+      { jsonrpc: '2.0', id: 2, result: 'x'.repeat(10_000) },
+    ]
+    expect(deflatedJsonRpc(large)).toBeNull()
   })
 })

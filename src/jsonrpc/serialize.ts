@@ -1,5 +1,7 @@
+import { type DeflatedText, zlibStream } from '../codecs/deflated.js'
 import { RawJson } from '../resolvers/index.js'
 import type { JsonRpcResponse } from './index.js'
+import { NumericId } from './request-ids.js'
 
 const OPEN_BATCH = Buffer.from('[')
 const SEPARATOR = Buffer.from(',')
@@ -7,22 +9,22 @@ const CLOSE_BATCH = Buffer.from(']')
 const CLOSE_RESPONSE = Buffer.from('}')
 
 const hasRawResult = (response: JsonRpcResponse) => 'result' in response && response.result instanceof RawJson
+const hasNumericId = (response: JsonRpcResponse) => response.id instanceof NumericId
+const idText = (id: JsonRpcResponse['id']) => (id instanceof NumericId ? id.text : JSON.stringify(id))
 
-function responseChunks(response: JsonRpcResponse, chunks: Buffer[]) {
-  if ('result' in response && response.result instanceof RawJson) {
-    // The key order of `{ jsonrpc, id, result }`, as `JSON.stringify` writes the other answers.
-    chunks.push(Buffer.from(`{"jsonrpc":"2.0","id":${JSON.stringify(response.id)},"result":`), response.result.bytes, CLOSE_RESPONSE)
+/** One response's pieces: bytes, and raw results as they are (inflated or kept deflated by the caller). */
+function responseChunks(response: JsonRpcResponse, chunks: (Buffer | RawJson)[]) {
+  // The key order of `{ jsonrpc, id, result | error }`, as `JSON.stringify` writes the other answers.
+  const head = `{"jsonrpc":"2.0","id":${idText(response.id)},`
+  if ('result' in response && response.result instanceof RawJson) chunks.push(Buffer.from(`${head}"result":`), response.result, CLOSE_RESPONSE)
+  else if (hasNumericId(response)) {
+    const rest = 'result' in response ? `"result":${JSON.stringify(response.result)}` : `"error":${JSON.stringify(response.error)}`
+    chunks.push(Buffer.from(`${head}${rest}}`))
   } else chunks.push(Buffer.from(JSON.stringify(response)))
 }
 
-/**
- * The JSON of a JSON-RPC answer (one response or a batch). Results that are already JSON text (`RawJson`,
- * e.g. whole-block receipts) are copied in as bytes instead of being parsed and stringified again.
- */
-export function serializeJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): string | Buffer {
-  const responses = Array.isArray(body) ? body : [body]
-  if (!responses.some(hasRawResult)) return JSON.stringify(body)
-  const chunks: Buffer[] = []
+function answerChunks(body: JsonRpcResponse | JsonRpcResponse[]): (Buffer | RawJson)[] {
+  const chunks: (Buffer | RawJson)[] = []
   if (!Array.isArray(body)) responseChunks(body, chunks)
   else {
     chunks.push(OPEN_BATCH)
@@ -32,5 +34,44 @@ export function serializeJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): str
     })
     chunks.push(CLOSE_BATCH)
   }
-  return Buffer.concat(chunks)
+  return chunks
+}
+
+/**
+ * The JSON of a JSON-RPC answer (one response or a batch). Results that are already JSON text (`RawJson`,
+ * e.g. whole-block receipts) are copied in as bytes instead of being parsed and stringified again, and a
+ * `NumericId` is written as the request wrote it.
+ */
+export function serializeJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): string | Buffer {
+  const responses = Array.isArray(body) ? body : [body]
+  if (!responses.some((response) => hasRawResult(response) || hasNumericId(response))) return JSON.stringify(body)
+  return Buffer.concat(answerChunks(body).map((chunk) => (chunk instanceof RawJson ? chunk.bytes : chunk)))
+}
+
+/** Plain bytes a spliced answer may carry uncompressed (stored blocks) beside its deflated results. */
+const SPLICE_MAX_PLAIN_BYTES = 4096
+
+/**
+ * The answer as one zlib stream (`Content-Encoding: deflate`) made of the stored DEFLATE of its results as
+ * they are, with no inflate and no compression per request; with its plain length. `null` when no result is
+ * stored deflated, or when the rest of the answer is too large to go uncompressed beside them (a batch of
+ * other answers): then compressing the whole is better.
+ */
+export function deflatedJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): { stream: Buffer; plainLength: number } | null {
+  const responses = Array.isArray(body) ? body : [body]
+  if (!responses.some((response) => 'result' in response && response.result instanceof RawJson && response.result.deflated !== undefined)) return null
+  const parts: (Buffer | DeflatedText)[] = []
+  let plainBytes = 0
+  let plainLength = 0
+  for (const chunk of answerChunks(body)) {
+    const part = chunk instanceof RawJson ? (chunk.deflated ?? chunk.bytes) : chunk
+    if (Buffer.isBuffer(part)) plainBytes += part.length
+    if (plainBytes > SPLICE_MAX_PLAIN_BYTES) return null
+    plainLength += part.length
+    // Adjacent plain pieces are joined so that they share stored blocks.
+    const previous = parts.at(-1)
+    if (Buffer.isBuffer(part) && Buffer.isBuffer(previous)) parts[parts.length - 1] = Buffer.concat([previous, part])
+    else parts.push(part)
+  }
+  return { stream: zlibStream(parts), plainLength }
 }

@@ -1,6 +1,9 @@
 /**
- * Base's Flashblocks feed message, parsed leniently: `metadata` has changed shape several times and may
- * lack receipts or balances; receipts come as `{"type":"0x2",…}` or the older `{"Eip1559":{…}}`.
+ * Base's Flashblocks feed message, parsed leniently. Since Base's Azul upgrade `metadata` is only
+ * `{block_number, access_list}`: no receipts, no balances. Older feeds and other OP-Stack builders still
+ * send receipts (as `{"type":"0x2",…}` or the older `{"Eip1559":{…}}`) and `new_account_balances`; they
+ * are used where present. `base` comes at index 0 only (older streams sent `null` later); fields a builder
+ * adds are kept; a receipt that does not parse counts as absent rather than voiding the flashblock.
  * https://github.com/ethereum-optimism/specs/blob/main/specs/protocol/flashblocks.md
  */
 import { brotliDecompressSync } from 'node:zlib'
@@ -74,10 +77,12 @@ const base = z
   })
   .passthrough()
 
+const withdrawal = z.object({ index: quantity, validatorIndex: quantity, address, amount: quantity }).passthrough()
+
 export const flashblockMessage = z.object({
   payload_id: z.string().regex(/^0x[0-9a-fA-F]+$/),
   index: z.number().int().nonnegative(),
-  base: base.optional(),
+  base: base.nullish().transform((value) => value ?? undefined),
   diff: z
     .object({
       transactions: z.array(hexData).default([]),
@@ -86,16 +91,20 @@ export const flashblockMessage = z.object({
       state_root: hash.optional(),
       receipts_root: hash.optional(),
       logs_bloom: hexData.optional(),
+      withdrawals: z.array(withdrawal).nullish(),
+      withdrawals_root: hash.nullish(),
+      blob_gas_used: quantity.nullish(),
     })
     .passthrough(),
   metadata: z
     .object({
       block_number: z.number().int().nonnegative().optional(),
-      receipts: z.record(hash, feedReceipt).optional(),
-      new_account_balances: z.record(address, quantity).optional(),
+      // One bad receipt leaves that transaction without one; it does not void the flashblock.
+      receipts: z.record(hash, feedReceipt.nullable().catch(null)).nullish(),
+      new_account_balances: z.record(address, quantity).nullish(),
     })
     .passthrough()
-    .optional(),
+    .nullish(),
 })
 
 export type FlashblockMessage = z.output<typeof flashblockMessage>

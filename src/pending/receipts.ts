@@ -27,6 +27,13 @@ export function logsBloom(logs: { address: Address; topics: Hash[] }[]): Hex {
 
 export type PendingBlockContext = { number: number; timestamp: bigint; baseFeePerGas: bigint }
 
+/**
+ * The blob base fee of a block whose excess blob gas is zero (EIP-4844's minimum): what every OP-Stack
+ * block and every devnet block without blobs has. Pending receipts from a legacy feed carry it as
+ * `blobGasPrice`, as sealed ones do.
+ */
+const MIN_BLOB_BASE_FEE = 1n
+
 /** What the pending view answers for a transaction's receipt; logs in `eth_getLogs` form. */
 export type PendingReceipt = Record<string, unknown> & {
   logs: PendingLog[]
@@ -64,12 +71,12 @@ function effectiveGasPrice(transaction: PendingTransaction, baseFee: bigint): bi
 export function buildPendingReceipt(options: {
   transaction: PendingTransaction
   receipt: FeedReceipt
-  transactionIndex: number
   firstLogIndex: number
   previousCumulativeGasUsed: bigint
   block: PendingBlockContext
 }): PendingReceipt {
-  const { transaction, receipt, transactionIndex, firstLogIndex, previousCumulativeGasUsed, block } = options
+  const { transaction, receipt, firstLogIndex, previousCumulativeGasUsed, block } = options
+  const transactionIndex = transaction.index
   const logs: PendingLog[] = receipt.logs.map((log, offset) => ({
     address: log.address,
     topics: log.topics,
@@ -98,6 +105,21 @@ export function buildPendingReceipt(options: {
     from: transaction.from,
     to: transaction.to,
     contractAddress: created ? getContractAddress({ from: transaction.from, nonce: BigInt(transaction.nonce) }).toLowerCase() : null,
+    blobGasPrice: hex(MIN_BLOB_BASE_FEE),
+    blockTimestamp: hex(block.timestamp),
     ...receipt.extra,
   }
+}
+
+/**
+ * A receipt from a flashblocks-aware upstream, as the pending view answers it: the node's own object with
+ * the pending block hash (the upstream may already have sealed it). `null` when it is not the receipt of
+ * this transaction in this block (the upstream sees another chain, or the block moved on).
+ */
+export function normaliseUpstreamReceipt(receipt: Record<string, unknown>, transaction: PendingTransaction, blockNumber: number): PendingReceipt | null {
+  if (typeof receipt.transactionHash !== 'string' || receipt.transactionHash.toLowerCase() !== transaction.hash) return null
+  if (typeof receipt.blockNumber !== 'string' || Number(receipt.blockNumber) !== blockNumber) return null
+  if (!Array.isArray(receipt.logs)) return null
+  const logs = (receipt.logs as Record<string, unknown>[]).map((log) => ({ ...log, blockHash: PENDING_BLOCK_HASH })) as unknown as PendingLog[]
+  return { ...receipt, blockHash: PENDING_BLOCK_HASH, logs } as unknown as PendingReceipt
 }

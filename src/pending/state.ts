@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
-import type { Address, Hash, Hex } from 'viem'
+import { type Address, type Hash, type Hex, keccak256 } from 'viem'
 import type { FeedReceipt, FlashblockMessage } from './message.js'
-import { buildPendingReceipt, PENDING_BLOCK_HASH, type PendingReceipt } from './receipts.js'
+import { buildPendingReceipt, normaliseUpstreamReceipt, type PendingReceipt } from './receipts.js'
 import { decodePendingTransaction, type PendingTransaction } from './transactions.js'
 
 /** A feed silent for this long is stale: `pending` then answers as `latest` (DESIGN.md §5). */
@@ -12,25 +12,50 @@ export const FLASHBLOCK_STALE_MS = 2_000
  * the oldest go first; 32 blocks is a minute of Base.
  */
 const MAX_PENDING_BLOCKS = 32
+/** Pre-confirmed blocks the index already holds are kept this many blocks more, for `confirm` to reconcile. */
+const KEEP_CONFIRMED_BLOCKS = 2
+/** Hydration lag samples kept for `status()` (the newest ones). */
+const LAG_SAMPLES = 256
+
+/** The header of the block being built: `base` fields from index 0, roots and gas from the latest diff. */
+export type PendingHeader = {
+  parentHash: Hash
+  feeRecipient: Address
+  timestamp: bigint
+  baseFeePerGas: bigint
+  gasLimit: bigint
+  extraData: Hex
+  prevRandao: Hash | null
+  parentBeaconBlockRoot: Hash | null
+  stateRoot: Hash | null
+  receiptsRoot: Hash | null
+  logsBloom: Hex | null
+  gasUsed: bigint | null
+  blockHash: Hash | null
+  withdrawals: Record<string, unknown>[]
+  withdrawalsRoot: Hash | null
+  blobGasUsed: bigint | null
+}
 
 export type PendingBlock = {
   number: number
   payloadId: string
   /** Index of the last flashblock applied. */
   lastIndex: number
-  parentHash: Hash
-  timestamp: bigint
-  baseFeePerGas: bigint
-  gasLimit: bigint
-  feeRecipient: Address
-  extraData: Hex
+  /** Grows with every change a reader can see (a flashblock applied, receipts arrived): a cache key. */
+  version: number
+  header: PendingHeader
+  /** The decoded transactions, in block order; `transaction.index` is the position in the block. */
   transactions: PendingTransaction[]
-  /** Aligned with `transactions`; `null` where no receipt could be had yet. */
+  /** Aligned with `transactions`; `null` while no receipt is known (not hydrated yet, or frames only). */
   receipts: (PendingReceipt | null)[]
-  /** Latest balance of each account the feed reported for this block. */
+  /** Positions taken in the block, undecodable transactions included. */
+  transactionCount: number
+  /** Latest balance of each account the feed reported for this block (legacy feeds only). */
   balances: Map<Address, bigint>
-  /** Whether the feed sent balances at all (older feeds do not). */
+  /** Whether the feed sent balances for every flashblock of this block (legacy feeds). */
   reportsBalances: boolean
+  /** Cumulative gas and log count after the feed receipts so far (to derive gas used and log indexes). */
   cumulativeGasUsed: bigint
   logCount: number
 }
@@ -38,16 +63,45 @@ export type PendingBlock = {
 export type ApplyOutcome = 'started' | 'appended' | 'duplicate' | 'ignored' | 'dropped'
 
 export type PendingStateEvents = {
-  /** The pending view changed (a flashblock applied, a block confirmed or the state dropped). */
+  /** The pending view changed (a flashblock applied, receipts arrived, a block confirmed or the state dropped). */
   update: []
-  /** Transactions newly pre-confirmed, in order, with their receipts. */
+  /** Transactions newly pre-confirmed, in order, as soon as their flashblock arrives (receipts may follow). */
   transactions: [block: PendingBlock, transactions: PendingTransaction[]]
+  /** Receipts that became known, per block in transaction order; never reordered. */
+  receipts: [block: PendingBlock, receipts: PendingReceipt[]]
+  /**
+   * A flashblock's receipts came from the upstream: the round trips took `upstreamMs`, and they were visible
+   * `visibleMs` after the flashblock was applied (the difference is flashgate's own work and the wait for
+   * earlier flashblocks' answers).
+   */
+  hydrated: [timing: { upstreamMs: number; visibleMs: number }]
+  /** A canonical block differed from its pre-confirmation (reconciliation by content). */
+  divergence: [divergence: Divergence]
+}
+
+export type Divergence = { number: number; kind: 'transactions' | 'parent' | 'receipt'; detail: string }
+
+/** A receipt as the upstream answers `eth_getTransactionReceipt`, or `null` when it has none. */
+export type UpstreamReceipt = Record<string, unknown> | null
+
+/**
+ * Fetches the receipts of a flashblock's transactions from a flashblocks-aware upstream, in one round trip;
+ * aligned with `hashes`, `null` where the upstream has none.
+ */
+export type Hydrate = (hashes: Hash[]) => Promise<UpstreamReceipt[]>
+
+/** What the canonical block looked like, for reconciliation by content. */
+export type CanonicalBlock = {
+  number: number
+  hash: Hash
+  transactionHashes: Hash[]
+  receipts?: { status?: unknown; gasUsed?: unknown; cumulativeGasUsed?: unknown; logs: { address: string; topics: readonly string[]; data: string }[] }[]
 }
 
 export type PendingStateConfig = {
   logger: Logger
-  /** Fetches the receipt of a pre-confirmed transaction the feed sent none for (a pending-aware upstream). */
-  fetchReceipt?: (hash: Hash) => Promise<Record<string, unknown> | null>
+  /** Receipts for flashblocks whose frames carry none; without it they stay unknown (frames only). */
+  hydrate?: Hydrate | null
   staleAfterMs?: number
   now?: () => number
 }
@@ -56,73 +110,182 @@ export type PendingStateConfig = {
  * The pre-confirmed blocks above the indexed head, built from Flashblocks messages under Base's sequence
  * rules: index 0 starts a block, the next index appends, a duplicate is ignored, a gap or an out-of-order
  * index drops everything until the next index 0; blocks go as their canonical blocks are indexed.
+ *
+ * What the frames give (transactions, senders, nonces) is visible as soon as a frame is applied. Receipts
+ * come from the frame where a feed still sends them, otherwise from `hydrate`: its round trips run
+ * concurrently, one per flashblock, so a slow upstream never holds up the feed, and their answers are
+ * published in flashblock order.
  */
 export function createPendingState(config: PendingStateConfig) {
   const { logger } = config
   const staleAfterMs = config.staleAfterMs ?? FLASHBLOCK_STALE_MS
   const now = config.now ?? Date.now
   const events = new EventEmitter<PendingStateEvents>()
+  let hydrate: Hydrate | null = config.hydrate ?? null
   let blocks: PendingBlock[] = []
   let awaitingStart = true
   let confirmedHead = -1
   let lastMessageAt = Number.NEGATIVE_INFINITY
   // Messages are applied one at a time, in arrival order (sender recovery is asynchronous).
   let queue: Promise<unknown> = Promise.resolve()
+  // Receipts are published in flashblock order: each publication waits for the one before it.
+  let published: Promise<unknown> = Promise.resolve()
+  /** Dropping the state starts a new epoch: answers for an older one are ignored. */
+  let epoch = 0
+  const hydration = { inFlight: 0, failures: 0, missing: 0, completed: 0, lagsMs: [] as number[], lastError: null as string | null }
+  const divergences = { transactions: 0, parent: 0, receipt: 0 }
+  let reconciled = 0
+  /** Whether the latest flashblock with transactions carried their receipts (a legacy feed). */
+  let feedSendsReceipts = false
 
   function drop(reason: string) {
     if (blocks.length > 0) logger.warn({ reason }, 'dropping pre-confirmed state until the next index 0')
     blocks = []
     awaitingStart = true
+    epoch++
     events.emit('update')
   }
 
-  function normaliseFetchedReceipt(receipt: Record<string, unknown>, block: PendingBlock): PendingReceipt {
-    const logs = ((receipt.logs as Record<string, unknown>[] | undefined) ?? []).map((log) => ({
-      ...log,
-      blockHash: PENDING_BLOCK_HASH,
-      blockNumber: `0x${block.number.toString(16)}`,
-    }))
-    return { ...receipt, blockHash: PENDING_BLOCK_HASH, logs } as unknown as PendingReceipt
+  function live(block: PendingBlock, blockEpoch: number): boolean {
+    return blockEpoch === epoch && blocks.includes(block)
+  }
+
+  /** Makes receipts known and announces them, in order after every earlier publication. */
+  function publish(
+    block: PendingBlock,
+    blockEpoch: number,
+    produce: () => Promise<(PendingReceipt | null)[]> | (PendingReceipt | null)[],
+    positions: number[],
+    onVisible?: () => void,
+  ) {
+    const produced = Promise.resolve().then(produce)
+    // The answer is awaited in order, but fetched at once: the round trips overlap.
+    published = published.then(async () => {
+      let receipts: (PendingReceipt | null)[]
+      try {
+        receipts = await produced
+      } catch {
+        return
+      }
+      if (!live(block, blockEpoch)) return
+      const announced: PendingReceipt[] = []
+      receipts.forEach((receipt, offset) => {
+        const position = positions[offset]!
+        if (receipt === null || block.receipts[position] !== null) return
+        block.receipts[position] = receipt
+        announced.push(receipt)
+      })
+      if (announced.length === 0) return
+      block.version++
+      events.emit('update')
+      events.emit('receipts', block, announced)
+      onVisible?.()
+    })
+  }
+
+  function hydrateReceipts(block: PendingBlock, transactions: PendingTransaction[], positions: number[]) {
+    if (hydrate === null || transactions.length === 0) return
+    const fetchReceipts = hydrate
+    const started = performance.now()
+    let upstreamMs = 0
+    const blockEpoch = epoch
+    hydration.inFlight++
+    publish(
+      block,
+      blockEpoch,
+      async () => {
+        try {
+          const answers = await fetchReceipts(transactions.map((transaction) => transaction.hash))
+          const receipts = answers.map((answer, offset) => {
+            const transaction = transactions[offset]!
+            const receipt = answer === null || answer === undefined ? null : normaliseUpstreamReceipt(answer, transaction, block.number)
+            if (receipt === null) hydration.missing++
+            return receipt
+          })
+          hydration.completed++
+          upstreamMs = performance.now() - started
+          hydration.lagsMs.push(upstreamMs)
+          if (hydration.lagsMs.length > LAG_SAMPLES) hydration.lagsMs.shift()
+          return receipts
+        } catch (error) {
+          hydration.failures++
+          hydration.lastError = error instanceof Error ? error.message : String(error)
+          if (live(block, blockEpoch)) logger.warn({ err: error, block: block.number }, 'could not hydrate pre-confirmed receipts')
+          throw error
+        } finally {
+          hydration.inFlight--
+        }
+      },
+      positions,
+      () => events.emit('hydrated', { upstreamMs, visibleMs: performance.now() - started }),
+    )
+  }
+
+  async function decodeAll(raws: Hex[]): Promise<(PendingTransaction | null)[]> {
+    return Promise.all(
+      raws.map((raw) =>
+        decodePendingTransaction(raw).catch((error: unknown) => {
+          logger.warn({ err: error instanceof Error ? error.message : String(error), raw: raw.slice(0, 10) }, 'skipping a flashblock transaction that cannot be decoded')
+          return null
+        }),
+      ),
+    )
   }
 
   async function appendTransactions(block: PendingBlock, message: FlashblockMessage): Promise<PendingTransaction[]> {
-    const decoded = await Promise.all(message.diff.transactions.map((raw) => decodePendingTransaction(raw)))
-    const feedReceipts = message.metadata?.receipts
-    for (const transaction of decoded) {
-      const transactionIndex = block.transactions.length
-      const feedReceipt: FeedReceipt | undefined = feedReceipts?.[transaction.hash]
-      let receipt: PendingReceipt | null = null
-      if (feedReceipt !== undefined) {
-        receipt = buildPendingReceipt({
-          transaction,
-          receipt: feedReceipt,
-          transactionIndex,
-          firstLogIndex: block.logCount,
-          previousCumulativeGasUsed: block.cumulativeGasUsed,
-          block: { number: block.number, timestamp: block.timestamp, baseFeePerGas: block.baseFeePerGas },
-        })
-        block.cumulativeGasUsed = feedReceipt.cumulativeGasUsed
-      } else if (config.fetchReceipt !== undefined) {
-        const fetched = await config.fetchReceipt(transaction.hash).catch((error: unknown) => {
-          logger.warn({ err: error, hash: transaction.hash }, 'could not fetch a pre-confirmed receipt')
-          return null
-        })
-        if (fetched !== null) {
-          receipt = normaliseFetchedReceipt(fetched, block)
-          block.cumulativeGasUsed = BigInt((fetched.cumulativeGasUsed as Hex | undefined) ?? block.cumulativeGasUsed)
+    const decoded = await decodeAll(message.diff.transactions as Hex[])
+    const feedReceipts = message.metadata?.receipts ?? null
+    if (decoded.length > 0) feedSendsReceipts = feedReceipts !== null
+    const added: PendingTransaction[] = []
+    const fromFeed: PendingReceipt[] = []
+    const toHydrate: PendingTransaction[] = []
+    const hydratePositions: number[] = []
+    const feedPositions: number[] = []
+    decoded.forEach((transaction, offset) => {
+      const index = block.transactionCount + offset
+      const raw = message.diff.transactions[offset] as Hex
+      const feedReceipt: FeedReceipt | null | undefined = feedReceipts?.[transaction?.hash ?? keccak256(raw)]
+      if (transaction === null) {
+        // Its position and, where the feed says, its gas and logs still count for the ones after it.
+        if (feedReceipt) {
+          block.cumulativeGasUsed = feedReceipt.cumulativeGasUsed
+          block.logCount += feedReceipt.logs.length
         }
+        return
       }
-      block.logCount += receipt?.logs.length ?? 0
+      transaction.index = index
+      const position = block.transactions.length
       block.transactions.push(transaction)
-      block.receipts.push(receipt)
-    }
+      block.receipts.push(null)
+      added.push(transaction)
+      if (feedReceipt) {
+        fromFeed.push(
+          buildPendingReceipt({
+            transaction,
+            receipt: feedReceipt,
+            firstLogIndex: block.logCount,
+            previousCumulativeGasUsed: block.cumulativeGasUsed,
+            block: { number: block.number, timestamp: block.header.timestamp, baseFeePerGas: block.header.baseFeePerGas },
+          }),
+        )
+        feedPositions.push(position)
+        block.cumulativeGasUsed = feedReceipt.cumulativeGasUsed
+        block.logCount += feedReceipt.logs.length
+      } else {
+        toHydrate.push(transaction)
+        hydratePositions.push(position)
+      }
+    })
+    block.transactionCount += decoded.length
     const balances = message.metadata?.new_account_balances
-    if (balances !== undefined) {
-      block.reportsBalances = true
-      for (const [address, balance] of Object.entries(balances)) block.balances.set(address as Address, balance)
-    }
+    if (balances === undefined || balances === null) block.reportsBalances = false
+    else for (const [address, balance] of Object.entries(balances)) block.balances.set(address.toLowerCase() as Address, balance)
+    updateHeader(block.header, message)
     block.lastIndex = message.index
-    return decoded
+    block.version++
+    if (fromFeed.length > 0) publish(block, epoch, () => fromFeed, feedPositions)
+    hydrateReceipts(block, toHydrate, hydratePositions)
+    return added
   }
 
   async function applyNow(message: FlashblockMessage): Promise<ApplyOutcome> {
@@ -138,27 +301,42 @@ export function createPendingState(config: PendingStateConfig) {
       if (current !== undefined && current.payloadId === message.payload_id) return 'duplicate'
       // A block replaces any pending block at its height or above (the builder restarted it).
       blocks = blocks.filter((block) => block.number < number)
+      const base = message.base
       const block: PendingBlock = {
         number,
         payloadId: message.payload_id,
         lastIndex: -1,
-        parentHash: message.base.parent_hash,
-        timestamp: message.base.timestamp,
-        baseFeePerGas: message.base.base_fee_per_gas,
-        gasLimit: message.base.gas_limit,
-        feeRecipient: message.base.fee_recipient,
-        extraData: message.base.extra_data ?? '0x',
+        version: 0,
+        header: {
+          parentHash: base.parent_hash,
+          feeRecipient: base.fee_recipient.toLowerCase() as Address,
+          timestamp: base.timestamp,
+          baseFeePerGas: base.base_fee_per_gas,
+          gasLimit: base.gas_limit,
+          extraData: base.extra_data ?? '0x',
+          prevRandao: base.prev_randao ?? null,
+          parentBeaconBlockRoot: base.parent_beacon_block_root ?? null,
+          stateRoot: null,
+          receiptsRoot: null,
+          logsBloom: null,
+          gasUsed: null,
+          blockHash: null,
+          withdrawals: [],
+          withdrawalsRoot: null,
+          blobGasUsed: null,
+        },
         transactions: [],
         receipts: [],
+        transactionCount: 0,
         balances: new Map(),
-        reportsBalances: false,
+        reportsBalances: true,
         cumulativeGasUsed: 0n,
         logCount: 0,
       }
-      const added = await appendTransactions(block, message)
       blocks.push(block)
       if (blocks.length > MAX_PENDING_BLOCKS) blocks = blocks.slice(-MAX_PENDING_BLOCKS)
       awaitingStart = false
+      const added = await appendTransactions(block, message)
       events.emit('update')
       events.emit('transactions', block, added)
       return 'started'
@@ -175,6 +353,34 @@ export function createPendingState(config: PendingStateConfig) {
     return 'appended'
   }
 
+  function diverged(divergence: Divergence) {
+    divergences[divergence.kind]++
+    logger.warn(divergence, 'canonical block differs from its pre-confirmation')
+    events.emit('divergence', divergence)
+  }
+
+  /** Compares what was pre-confirmed with the canonical block: transactions first, then each known receipt. */
+  function reconcile(pendingBlock: PendingBlock, canonical: CanonicalBlock): 'same' | 'transactions' | 'receipts' {
+    const hashes = canonical.transactionHashes
+    const mismatch = pendingBlock.transactions.find((transaction) => hashes[transaction.index] !== transaction.hash)
+    if (mismatch !== undefined || pendingBlock.transactionCount > hashes.length) {
+      diverged({ number: canonical.number, kind: 'transactions', detail: `transaction ${mismatch?.index ?? hashes.length} differs` })
+      return 'transactions'
+    }
+    let same = true
+    if (canonical.receipts !== undefined)
+      pendingBlock.transactions.forEach((transaction, position) => {
+        const pendingReceipt = pendingBlock.receipts[position]
+        const sealed = canonical.receipts![transaction.index]
+        if (pendingReceipt === null || pendingReceipt === undefined || sealed === undefined) return
+        const difference = receiptDifference(pendingReceipt, sealed)
+        if (difference === null) return
+        same = false
+        diverged({ number: canonical.number, kind: 'receipt', detail: `${transaction.hash}: ${difference}` })
+      })
+    return same ? 'same' : 'receipts'
+  }
+
   return {
     events,
     /** Applies one message after those before it; resolves with what the sequence rules made of it. */
@@ -187,17 +393,21 @@ export function createPendingState(config: PendingStateConfig) {
       return result
     },
     /**
-     * The canonical block `number` was indexed: its pre-confirmation goes. If the canonical transactions
-     * do not start with the pre-confirmed ones, what was built on them is wrong too, and all of it goes.
+     * The canonical block was indexed: its pre-confirmation goes, after a comparison by content (which
+     * transactions, then each receipt's status, gas and logs) that counts what differed. If the canonical
+     * transactions do not start with the pre-confirmed ones, or the next pending block was built on
+     * another parent, what was built on them is wrong too, and all of it goes.
      */
-    confirm({ number, hash, transactionHashes }: { number: number; hash: Hash; transactionHashes: Hash[] }) {
+    confirm(canonical: CanonicalBlock) {
+      const { number, hash } = canonical
       confirmedHead = Math.max(confirmedHead, number)
       const confirmed = blocks.find((block) => block.number === number)
-      const contradicted =
-        confirmed !== undefined &&
-        confirmed.transactions.some((transaction, index) => transactionHashes[index] !== transaction.hash)
+      const outcome = confirmed === undefined ? 'same' : reconcile(confirmed, canonical)
+      if (confirmed !== undefined) reconciled++
       const child = blocks.find((block) => block.number === number + 1)
-      if (contradicted || (child !== undefined && child.parentHash !== hash)) {
+      const orphaned = child !== undefined && child.header.parentHash !== hash
+      if (orphaned) diverged({ number: number + 1, kind: 'parent', detail: `built on ${child.header.parentHash}, canonical parent ${hash}` })
+      if (outcome === 'transactions' || orphaned) {
         drop(`canonical block ${number} differs from its pre-confirmation`)
         return
       }
@@ -207,20 +417,97 @@ export function createPendingState(config: PendingStateConfig) {
     },
     /** The pending blocks above the indexed head, oldest first; empty when the feed is stale. */
     blocks(headNumber: number): PendingBlock[] {
-      // Blocks the index already holds are gone for good (a process without the ingester learns of
-      // canonical blocks only through the head it reads).
-      if (blocks.length > 0 && blocks[0]!.number <= headNumber) blocks = blocks.filter((block) => block.number > headNumber)
+      // Blocks the index already holds are not pending. They are forgotten a little later (a process without
+      // the ingester learns of canonical blocks only through the head it reads), so that the ingester's
+      // `confirm` still finds the block it reconciles, even when a reader saw the new head first.
+      if (blocks.length > 0 && blocks[0]!.number <= headNumber - KEEP_CONFIRMED_BLOCKS)
+        blocks = blocks.filter((block) => block.number > headNumber - KEEP_CONFIRMED_BLOCKS)
       if (now() - lastMessageAt > staleAfterMs) return []
-      return blocks
+      return blocks[0] !== undefined && blocks[0].number <= headNumber ? blocks.filter((block) => block.number > headNumber) : blocks
+    },
+    /** Resolves once every message applied so far has its receipts published (or given up): for tests and benchmarks. */
+    async settled(): Promise<void> {
+      await queue
+      await published
     },
     /** Forgets everything (the feed connection was lost). */
     reset(reason: string) {
       drop(reason)
     },
+    /** Switches the receipt source for later flashblocks (the upstream turned out not to be flashblocks-aware). */
+    setHydrate(next: Hydrate | null) {
+      hydrate = next
+    },
+    get hydrating() {
+      return hydrate !== null
+    },
+    get feedSendsReceipts() {
+      return feedSendsReceipts
+    },
     get lastMessageAt() {
       return lastMessageAt
+    },
+    /** Hydration and reconciliation figures, for `/readyz` and `/metrics`. */
+    status() {
+      const lags = [...hydration.lagsMs].sort((a, b) => a - b)
+      const percentile = (p: number) => (lags.length === 0 ? null : lags[Math.min(lags.length - 1, Math.floor(p * lags.length))]!)
+      return {
+        hydration: {
+          inFlight: hydration.inFlight,
+          completed: hydration.completed,
+          failures: hydration.failures,
+          missingReceipts: hydration.missing,
+          lagMsP50: percentile(0.5),
+          lagMsP99: percentile(0.99),
+          lastError: hydration.lastError,
+        },
+        reconciledBlocks: reconciled,
+        divergences: { ...divergences },
+      }
     },
   }
 }
 
 export type PendingState = ReturnType<typeof createPendingState>
+
+const quantityOf = (value: unknown): bigint | null => {
+  if (typeof value === 'bigint') return value
+  if (typeof value === 'number') return BigInt(value)
+  if (typeof value === 'string' && value !== '') return BigInt(value)
+  return null
+}
+
+/** How a pre-confirmed receipt differs from the sealed one in status, gas or logs; `null` when it does not. */
+function receiptDifference(pending: PendingReceipt, sealed: NonNullable<CanonicalBlock['receipts']>[number]): string | null {
+  for (const field of ['status', 'gasUsed', 'cumulativeGasUsed'] as const) {
+    const ours = quantityOf(pending[field])
+    const theirs = quantityOf(sealed[field])
+    if (ours !== null && theirs !== null && ours !== theirs) return `${field} ${ours} != ${theirs}`
+  }
+  const sealedLogs = sealed.logs
+  if (pending.logs.length !== sealedLogs.length) return `${pending.logs.length} logs != ${sealedLogs.length}`
+  for (let index = 0; index < sealedLogs.length; index++) {
+    const ours = pending.logs[index]!
+    const theirs = sealedLogs[index]!
+    if (
+      ours.address.toLowerCase() !== theirs.address.toLowerCase() ||
+      ours.data.toLowerCase() !== theirs.data.toLowerCase() ||
+      ours.topics.length !== theirs.topics.length ||
+      ours.topics.some((topic, position) => topic.toLowerCase() !== theirs.topics[position]!.toLowerCase())
+    )
+      return `log ${index} differs`
+  }
+  return null
+}
+
+function updateHeader(header: PendingHeader, message: FlashblockMessage) {
+  const { diff } = message
+  if (diff.state_root !== undefined) header.stateRoot = diff.state_root
+  if (diff.receipts_root !== undefined) header.receiptsRoot = diff.receipts_root
+  if (diff.logs_bloom !== undefined) header.logsBloom = diff.logs_bloom
+  if (diff.gas_used !== undefined) header.gasUsed = diff.gas_used
+  if (diff.block_hash !== undefined) header.blockHash = diff.block_hash
+  if (diff.withdrawals_root !== undefined && diff.withdrawals_root !== null) header.withdrawalsRoot = diff.withdrawals_root
+  if (diff.blob_gas_used !== undefined && diff.blob_gas_used !== null) header.blobGasUsed = diff.blob_gas_used
+  if (diff.withdrawals !== undefined && diff.withdrawals !== null) header.withdrawals = [...header.withdrawals, ...diff.withdrawals]
+}

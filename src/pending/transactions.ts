@@ -15,6 +15,8 @@ import { parseTransaction } from 'viem/op-stack'
 /** A pre-confirmed transaction, decoded from its EIP-2718 bytes, with its sender recovered. */
 export type PendingTransaction = {
   hash: Hash
+  /** Position in its block (set when the flashblock is applied; undecodable transactions take one too). */
+  index: number
   raw: Hex
   from: Address
   nonce: number
@@ -81,6 +83,7 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
   }
   return {
     hash: keccak256(raw),
+    index: -1,
     raw,
     from: from.toLowerCase() as Address,
     nonce: (parsed.nonce as number | undefined) ?? 0,

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import { describe, expect, test } from 'vitest'
 import { serveConfigSchema } from '../config.js'
-import { clientAddress, createPolicies, createRateLimiter } from './index.js'
+import { clientAddress, createPolicies, createRateLimiter, type RateLimiter } from './index.js'
 
 describe('createPolicies', () => {
   test('defaults: the public endpoint gets a 2,000-block range, refuses eth_getBlockReceipts and is rate limited', () => {
@@ -28,28 +28,30 @@ describe('clientAddress', () => {
 })
 
 describe('createRateLimiter', () => {
-  test('admits a burst of one second, then the rate; buckets are per client', () => {
+  const takeMany = (limiter: RateLimiter, count: number, client: string, options?: { rate?: number }) =>
+    Promise.all(Array.from({ length: count }, () => limiter.take(client, options)))
+
+  test('admits a burst of one second, then the rate; buckets are per client', async () => {
     let now = 0
     const limiter = createRateLimiter({ ratePerSecond: 10, now: () => now })
-    const admitted = Array.from({ length: 15 }, () => limiter.take('a')).filter((wait) => wait === 0)
-    expect(admitted).toHaveLength(10)
-    expect(limiter.take('b')).toBe(0)
+    expect((await takeMany(limiter, 15, 'a')).filter((wait) => wait === 0)).toHaveLength(10)
+    expect(await limiter.take('b')).toBe(0)
     now += 500
-    expect(Array.from({ length: 10 }, () => limiter.take('a')).filter((wait) => wait === 0)).toHaveLength(5)
+    expect((await takeMany(limiter, 10, 'a')).filter((wait) => wait === 0)).toHaveLength(5)
   })
 
-  test('a costly request goes through once, then its client waits until the debt is repaid', () => {
+  test('a costly request goes through once, then its client waits until the debt is repaid', async () => {
     let now = 0
     const limiter = createRateLimiter({ ratePerSecond: 4, now: () => now })
-    expect(limiter.take('a', { cost: 10 })).toBe(0)
-    expect(limiter.take('a')).toBe(2)
+    expect(await limiter.take('a', { cost: 10 })).toBe(0)
+    expect(await limiter.take('a')).toBe(2)
     now += 1_750
-    expect(limiter.take('a')).toBe(0)
+    expect(await limiter.take('a')).toBe(0)
   })
 
-  test('a per-client rate overrides the default; 0 means no limit', () => {
+  test('a per-client rate overrides the default; 0 means no limit', async () => {
     const limiter = createRateLimiter({ ratePerSecond: 0, now: () => 0 })
-    expect(Array.from({ length: 100 }, () => limiter.take('free')).every((wait) => wait === 0)).toBe(true)
-    expect(Array.from({ length: 3 }, () => limiter.take('key:1', { rate: 2 }))).toEqual([0, 0, 1])
+    expect((await takeMany(limiter, 100, 'free')).every((wait) => wait === 0)).toBe(true)
+    expect(await takeMany(limiter, 3, 'key:1', { rate: 2 })).toEqual([0, 0, 1])
   })
 })

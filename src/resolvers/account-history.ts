@@ -37,16 +37,10 @@ export function createAccountHistoryResolvers({
   resolveLogRange,
 }: { db: Db; chain: ChainState; limits: LogLimits; pendingView: PendingView; resolveLogRange: ResolveLogRange }) {
   async function getAccountTransactions({ address, fromBlock, toBlock, first, after }: GetAccountTransactionsParameters): Promise<TransactionsPage> {
-    const pendingBlocks = isPendingTag(toBlock) ? await pendingView.blocks() : []
+    const { confirmed: range, pending: pendingBlocks } = await pendingView.split({ fromBlock, toBlock })
     let confirmed: RpcTransaction[] = []
-    if (!(pendingBlocks.length > 0 && isPendingTag(fromBlock))) {
-      const latest: BlockSelector = { kind: 'tag', tag: 'latest' }
-      const { fromNumber, toNumber } = await resolveLogRange({
-        addresses: null,
-        topics: [],
-        fromBlock,
-        toBlock: pendingBlocks.length > 0 ? latest : toBlock,
-      })
+    if (range !== null) {
+      const { fromNumber, toNumber } = await resolveLogRange({ addresses: null, topics: [], ...range })
       const key = hexToBytea(address)
       const position =
         after === null
@@ -69,10 +63,11 @@ export function createAccountHistoryResolvers({
     const transactions = [...confirmed]
     if (confirmed.length <= first)
       for (const block of pendingBlocks)
-        block.transactions.forEach((transaction, index) => {
+        block.transactions.forEach((transaction, position) => {
           const involved = transaction.from === address || transaction.to?.toLowerCase() === address
-          const later = after === null || block.number > after.blockNumber || (block.number === after.blockNumber && index > after.transactionIndex)
-          if (involved && later) transactions.push(formatPendingTransaction(block, index) as unknown as RpcTransaction)
+          const later =
+            after === null || block.number > after.blockNumber || (block.number === after.blockNumber && transaction.index > after.transactionIndex)
+          if (involved && later) transactions.push(formatPendingTransaction(block, position) as unknown as RpcTransaction)
         })
     return { transactions: transactions.slice(0, first), hasNextPage: transactions.length > first }
   }

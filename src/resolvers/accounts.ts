@@ -1,8 +1,11 @@
-import { and, eq, gte, sql } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type BlockSelector, toQuantity } from '../codecs/index.js'
 import { type Db, hexToBytea, schema } from '../db/index.js'
 import { HeaderNotFoundError, UpstreamError } from '../errors.js'
+import { LRUCache } from 'lru-cache'
+import type { ForwardedTransactions } from '../pending/index.js'
+import type { History } from './history.js'
 import type { Upstream } from '../upstream/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
@@ -48,6 +51,11 @@ function stateAt(history: AccountHistory, number: number): AccountState | null {
  * same at every indexed height; without tracing, every read goes through the cache to the upstream.
  */
 const LATEST: BlockSelector = { kind: 'tag', tag: 'latest' }
+/** Upstream reads of past state kept in memory (~200 bytes each). */
+const MAX_UPSTREAM_READS = 100_000
+/** Upstream pending reads kept (one per account and pending version), and for how long at most. */
+const UPSTREAM_PENDING_READS = 10_000
+const UPSTREAM_PENDING_TTL_MS = 1_000
 
 export function createAccountResolvers({
   db,
@@ -55,15 +63,40 @@ export function createAccountResolvers({
   upstream,
   cache,
   pendingView,
-}: { db: Db; chain: ChainState; upstream: Upstream | null; cache: AnswerCache; pendingView: PendingView }) {
+  forwarded,
+  history,
+}: {
+  db: Db
+  chain: ChainState
+  upstream: Upstream | null
+  cache: AnswerCache
+  pendingView: PendingView
+  /** Transactions forwarded (by this process, or by any with Redis) that no flashblock has shown yet: their nonces count as pending. */
+  forwarded: ForwardedTransactions | null
+  /** Refuses state below the index when the operator chose `--history refuse`. */
+  history: History
+}) {
+  // Upstream reads of state the index does not hold (see readThrough), forgotten on a reorg.
+  const upstreamReads = new LRUCache<string, AccountState>({ max: MAX_UPSTREAM_READS })
+  const unchangedReads = new LRUCache<Address, { blockNumber: number; state: AccountState }>({ max: MAX_UPSTREAM_READS })
+  let generation = 0
+  cache.onClear(() => {
+    generation++
+    upstreamReads.clear()
+    unchangedReads.clear()
+  })
+  const upstreamPendingReads = new LRUCache<string, Promise<AccountState>>({ max: UPSTREAM_PENDING_READS, ttl: UPSTREAM_PENDING_TTL_MS })
   async function blockNumberFor(selector: BlockSelector): Promise<{ number: number; indexed: boolean }> {
     const resolved = await chain.resolve(selector)
     switch (resolved.status) {
       case 'known':
         return { number: resolved.number, indexed: true }
       case 'beforeIndex':
-        // The "before" values of the first indexed block describe the state at the block preceding it.
-        return { number: resolved.number, indexed: resolved.number === resolved.firstBlock - 1 }
+        // The "before" values of the first indexed block describe the state at the block preceding it;
+        // older state is read through to the upstream, unless the operator refuses history.
+        if (resolved.number === resolved.firstBlock - 1) return { number: resolved.number, indexed: true }
+        if (history.mode === 'refuse') throw history.refusal(resolved.firstBlock)
+        return { number: resolved.number, indexed: false }
       case 'beyondHead':
         throw new HeaderNotFoundError()
       case 'unknownHash':
@@ -89,24 +122,21 @@ export function createAccountResolvers({
     return row ? { balance: BigInt(row.balance), nonce: BigInt(row.nonce) } : null
   }
 
-  /** A cached read at exactly `blockNumber`, or with `{ atOrAfter }` at any height from there on. */
-  async function fromCache(address: Uint8Array, at: number | { atOrAfter: number }): Promise<AccountState | null> {
-    const rows = await db.drizzle
-      .select({ balance: schema.accountReads.balance, nonce: schema.accountReads.nonce })
-      .from(schema.accountReads)
-      .where(
-        and(
-          eq(schema.accountReads.address, address),
-          typeof at === 'number' ? eq(schema.accountReads.blockNumber, at) : gte(schema.accountReads.blockNumber, at.atOrAfter),
-        ),
-      )
-      .limit(1)
-    const row = rows[0]
-    return row ? { balance: BigInt(row.balance), nonce: BigInt(row.nonce) } : null
+  /** A remembered upstream read at exactly `blockNumber`, or with `{ atOrAfter }` at any height from there on. */
+  function fromCache(address: Address, at: number | { atOrAfter: number }): AccountState | null {
+    if (typeof at === 'number') return upstreamReads.get(`${address}:${at}`) ?? null
+    const read = unchangedReads.get(address)
+    return read !== undefined && read.blockNumber >= at.atOrAfter ? read.state : null
   }
 
+  /**
+   * Reads state the index does not hold from the upstream and remembers it in memory (never in the
+   * database: a serving process writes nothing, and may read from a replica), until a reorg.
+   */
   async function readThrough(address: Address, blockNumber: number): Promise<AccountState> {
     if (upstream === null) throw new UpstreamError('account state not indexed and no upstream configured')
+    // A read that started before a reorg is answered but not remembered after it.
+    const readsGeneration = generation
     const block = toQuantity(blockNumber)
     let balance: Hex
     let nonce: Hex
@@ -119,35 +149,76 @@ export function createAccountResolvers({
       throw new UpstreamError('upstream state read failed', { cause: error })
     }
     const state = { balance: BigInt(balance), nonce: BigInt(nonce) }
-    await db.drizzle
-      .insert(schema.accountReads)
-      .values({ address: hexToBytea(address), blockNumber, balance: state.balance.toString(), nonce: Number(state.nonce) })
-      .onConflictDoNothing()
+    if (generation === readsGeneration) {
+      upstreamReads.set(`${address}:${blockNumber}`, state)
+      const unchanged = unchangedReads.get(address)
+      if (unchanged === undefined || unchanged.blockNumber < blockNumber) unchangedReads.set(address, { blockNumber, state })
+    }
     return state
   }
 
   /**
-   * `pending`: the nonce after the account's pre-confirmed transactions (so a sender firing transactions
-   * every few milliseconds never leaves a gap), and the balance the feed last reported for it. A feed that
-   * reports no balances is made up for by the upstream's own `pending` state.
+   * The upstream's own `pending` balance and nonce, asked once per account and pending version (a
+   * flashblock applied or receipts arrived changes the version, so the answer is never stale).
+   */
+  async function upstreamPending(address: Address, version: string): Promise<AccountState> {
+    if (upstream === null) throw new UpstreamError('no upstream configured')
+    const key = `${address}:${version}`
+    let read = upstreamPendingReads.get(key)
+    if (read === undefined) {
+      read = Promise.all([
+        upstream.request<Hex>('eth_getBalance', [address, 'pending']),
+        upstream.request<Hex>('eth_getTransactionCount', [address, 'pending']),
+      ]).then(([balance, nonce]) => ({ balance: BigInt(balance), nonce: BigInt(nonce) }))
+      upstreamPendingReads.set(key, read)
+      read.catch(() => upstreamPendingReads.delete(key))
+    }
+    return read
+  }
+
+  /**
+   * `pending`: the nonce after the account's pre-confirmed transactions and after those this process
+   * forwarded and no flashblock has shown yet (so a sender firing transactions every few milliseconds never
+   * leaves a gap, nor reuses a nonce), never below the upstream's own pending count. The balance: what a
+   * legacy feed reported; otherwise the flashblocks-aware upstream's pending state (a frames-only upstream's
+   * own `pending`), which covers accounts reached by internal calls too.
    */
   async function pendingAccount(address: Address): Promise<AccountState> {
     const [blocks, confirmed] = await Promise.all([pendingView.blocks(), getAccount({ address, block: LATEST })])
-    if (blocks.length === 0) return confirmed
     let nonce = confirmed.nonce
     for (const block of blocks)
       for (const transaction of block.transactions)
         if (transaction.from === address && BigInt(transaction.nonce) >= nonce) nonce = BigInt(transaction.nonce) + 1n
-    for (const block of blocks.toReversed()) {
-      const balance = block.balances.get(address)
-      if (balance !== undefined) return { balance, nonce }
+    if (forwarded !== null) nonce = await forwarded.nextNonce(address, nonce)
+    const newest = blocks.at(-1)
+    const version = newest === undefined ? 'none' : `${newest.number}:${newest.lastIndex}:${newest.version}`
+    const fromFeed = blocks.length > 0 && blocks.every((block) => block.reportsBalances)
+    let balance = confirmed.balance
+    if (fromFeed) {
+      for (const block of blocks.toReversed()) {
+        const reported = block.balances.get(address)
+        if (reported !== undefined) {
+          balance = reported
+          break
+        }
+      }
     }
-    if (blocks.every((block) => block.reportsBalances) || upstream === null) return { balance: confirmed.balance, nonce }
-    try {
-      return { balance: BigInt(await upstream.request<Hex>('eth_getBalance', [address, 'pending'])), nonce }
-    } catch (error) {
-      throw new UpstreamError('upstream pending balance read failed', { cause: error })
+    if (upstream === null) return { balance, nonce }
+    if (blocks.length > 0 && !fromFeed) {
+      let upstreamState: AccountState
+      try {
+        upstreamState = await upstreamPending(address, version)
+      } catch (error) {
+        throw new UpstreamError('upstream pending balance read failed', { cause: error })
+      }
+      return { balance: upstreamState.balance, nonce: nonce > upstreamState.nonce ? nonce : upstreamState.nonce }
     }
+    // The nonce alone: the upstream may know of transactions sent elsewhere that no flashblock shows yet.
+    const upstreamNonce = await upstreamPending(address, version).then(
+      (state) => state.nonce,
+      () => nonce,
+    )
+    return { balance, nonce: nonce > upstreamNonce ? nonce : upstreamNonce }
   }
 
   async function getAccount({ address, block }: AccountParameters): Promise<AccountState> {
@@ -203,9 +274,9 @@ export function createAccountResolvers({
       if (changed) return changed
       // Never changed while indexed: one cached read stands for every indexed height.
       const indexedFrom = (view.firstBlock ?? 0) - 1
-      return (await fromCache(key, { atOrAfter: indexedFrom })) ?? readThrough(address, number)
+      return fromCache(address, { atOrAfter: indexedFrom }) ?? readThrough(address, number)
     }
-    return (await fromCache(key, number)) ?? readThrough(address, number)
+    return fromCache(address, number) ?? readThrough(address, number)
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getbalance */

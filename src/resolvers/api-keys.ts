@@ -3,6 +3,7 @@ import { asc, eq, type SQL, sql } from 'drizzle-orm'
 import { LRUCache } from 'lru-cache'
 import { type Db, schema } from '../db/index.js'
 import { DuplicateApiKeyNameError } from '../errors.js'
+import type { SharedRedis } from '../redis/index.js'
 
 /** Keys are 32 random bytes: far beyond guessing, and a plain SHA-256 digest of one cannot be reversed. */
 const KEY_BYTES = 32
@@ -10,9 +11,15 @@ const KEY_BYTES = 32
 const KEY_PREFIX = 'fg_'
 /** Characters of a key kept in plain text to tell keys apart in listings. */
 const DISPLAY_PREFIX_LENGTH = 10
-/** A key's record is cached this long per process: a revocation takes effect everywhere within it. */
+/**
+ * A key's record is cached this long per process: a revocation takes effect everywhere within it. With
+ * Redis, a revocation is announced and every process drops its cache at once; the TTL is the bound when
+ * Redis is down or a message is lost.
+ */
 const KEY_CACHE_TTL_MS = 2_000
 const KEY_CACHE_MAX_ENTRIES = 10_000
+/** The Redis channel on which a revocation is announced to every process of the deployment. */
+const API_KEYS_REVOKED_CHANNEL = 'api-keys:revoked'
 
 export const API_KEY_POLICIES = ['dedicated', 'public'] as const
 export type ApiKeyPolicy = (typeof API_KEY_POLICIES)[number]
@@ -45,10 +52,21 @@ function toRecord(row: typeof schema.apiKeys.$inferSelect): ApiKeyRecord {
   }
 }
 
-/** API keys of the dedicated endpoints: created and revoked by `flashgate keys`, looked up per request. */
-export function createApiKeyResolvers({ db }: { db: Db }) {
+/**
+ * API keys of the dedicated endpoints: created and revoked by `flashgate keys`, looked up per request. With
+ * `redis` (`--redis-url`), a revocation reaches every process's cache through a pub/sub message: no Redis
+ * call per request.
+ */
+export function createApiKeyResolvers({ db, redis = null }: { db: Db; redis?: SharedRedis | null }) {
   // Unknown keys are cached too (as `null`), so that a flood of made-up keys costs no queries.
   const cache = new LRUCache<string, { record: ApiKeyRecord | null }>({ max: KEY_CACHE_MAX_ENTRIES, ttl: KEY_CACHE_TTL_MS })
+  // Bumped at each revocation: a look-up that read the database before it does not cache what it read.
+  let generation = 0
+  function forgetKeys() {
+    generation++
+    cache.clear()
+  }
+  redis?.subscribe(API_KEYS_REVOKED_CHANNEL, forgetKeys)
 
   /** Creates a key and returns it in plain text: the only time it is ever shown. */
   async function createApiKey({ name, policy, rateLimit }: CreateApiKeyParameters): Promise<{ key: string; record: ApiKeyRecord }> {
@@ -81,7 +99,8 @@ export function createApiKeyResolvers({ db }: { db: Db }) {
         .returning()
     let rows = await revoke(eq(schema.apiKeys.name, nameOrId))
     if (rows.length === 0 && /^\d{1,9}$/.test(nameOrId)) rows = await revoke(eq(schema.apiKeys.id, Number(nameOrId)))
-    cache.clear()
+    forgetKeys()
+    if (rows.length > 0) await redis?.publish(API_KEYS_REVOKED_CHANNEL, String(rows[0]!.id))
     return rows[0] === undefined ? null : toRecord(rows[0])
   }
 
@@ -89,10 +108,11 @@ export function createApiKeyResolvers({ db }: { db: Db }) {
   async function lookupApiKey(key: string): Promise<ApiKeyRecord | null> {
     const cached = cache.get(key)
     if (cached !== undefined) return cached.record
+    const readAt = generation
     const rows = await db.drizzle.select().from(schema.apiKeys).where(eq(schema.apiKeys.keyHash, digest(key))).limit(1)
     const row = rows[0]
     const record = row === undefined || row.revokedAt !== null ? null : toRecord(row)
-    cache.set(key, { record })
+    if (generation === readAt) cache.set(key, { record })
     return record
   }
 

@@ -100,7 +100,7 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
       gasUsed += BigInt((block.receipts[index]?.gasUsed as Hex | undefined) ?? 0)
       suffixGas += BigInt(decoded.suffixGas)
       value += BigInt((transaction.fields.value as Hex | undefined) ?? 0)
-      const timestamp = Number(block.timestamp)
+      const timestamp = Number(block.header.timestamp)
       firstSeen = Math.min(firstSeen, timestamp)
       lastSeen = Math.max(lastSeen, timestamp)
     }
@@ -189,7 +189,7 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     const view = await chain.view()
     const head = view.head?.number ?? -1
     const pendingFor = pendingAttributions(head).filter((attributed) => attributed.decoded.codes.includes(code))
-    const endTimestamp = Math.max(view.head?.timestamp ?? 0, ...pendingFor.map(({ block }) => Number(block.timestamp)))
+    const endTimestamp = Math.max(view.head?.timestamp ?? 0, ...pendingFor.map(({ block }) => Number(block.header.timestamp)))
     const [wallet, confirmed, seriesPoints] = await Promise.all([
       walletOf(code),
       confirmedFigures(code, head),

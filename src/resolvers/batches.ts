@@ -4,8 +4,9 @@ import { type BlockSelector, toQuantity } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
 import { InvalidBlockRangeError, LimitExceededError } from '../errors.js'
 import type { ChainState } from './chain.js'
-import { rangeEnd } from './logs.js'
-import { formatPendingBlock, formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
+import { rangeEnd, tooLarge } from './logs.js'
+import type { PendingBlock } from '../pending/index.js'
+import { formatPendingTransaction, type PendingView } from './pending.js'
 import { assemble } from './receipt-json.js'
 
 /** Largest `blocks(from, to)` range: whole blocks are large objects. */
@@ -20,7 +21,17 @@ export type BlockWithHashes = RpcBlock<'latest', false>
  * (`getBlock`, `getTransaction`, `getTransactionReceipt`) returns, aligned with the keys, `null` where
  * unknown; keys above the indexed head are looked up in the pre-confirmed blocks.
  */
-export function createBatchResolvers({ db, chain, pendingView }: { db: Db; chain: ChainState; pendingView: PendingView }) {
+export function createBatchResolvers({
+  db,
+  chain,
+  pendingView,
+  pendingBlock,
+}: {
+  db: Db
+  chain: ChainState
+  pendingView: PendingView
+  pendingBlock: (block: PendingBlock, includeTransactions: boolean) => Promise<Record<string, unknown>>
+}) {
   async function blocksByNumbers(numbers: readonly number[]): Promise<(BlockWithHashes | null)[]> {
     if (numbers.length === 0) return []
     const [headerRows, hashRows] = await Promise.all([
@@ -44,12 +55,14 @@ export function createBatchResolvers({ db, chain, pendingView }: { db: Db; chain
       headerRows.map((row) => [row.number, { ...row.header, transactions: hashesByBlock.get(row.number) ?? [] } as unknown as BlockWithHashes]),
     )
     const pending = byNumber.size < numbers.length ? await pendingView.blocks() : []
-    return numbers.map((number) => {
-      const confirmed = byNumber.get(number)
-      if (confirmed !== undefined) return confirmed
-      const block = pending.find((candidate) => candidate.number === number)
-      return block === undefined ? null : (formatPendingBlock(block, false) as unknown as BlockWithHashes)
-    })
+    return Promise.all(
+      numbers.map(async (number) => {
+        const confirmed = byNumber.get(number)
+        if (confirmed !== undefined) return confirmed
+        const block = pending.find((candidate) => candidate.number === number)
+        return block === undefined ? null : ((await pendingBlock(block, false)) as unknown as BlockWithHashes)
+      }),
+    )
   }
 
   async function transactionsByHashes(hashes: readonly Hash[]): Promise<(RpcTransaction | null)[]> {
@@ -64,7 +77,7 @@ export function createBatchResolvers({ db, chain, pendingView }: { db: Db; chain
         const confirmed = byHash.get(hash)
         if (confirmed !== undefined) return confirmed
         const pending = await pendingView.transaction(hash)
-        return pending === null ? null : (formatPendingTransaction(pending.block, pending.index) as unknown as RpcTransaction)
+        return pending === null ? null : (formatPendingTransaction(pending.block, pending.position) as unknown as RpcTransaction)
       }),
     )
   }
@@ -113,16 +126,15 @@ export function createBatchResolvers({ db, chain, pendingView }: { db: Db; chain
    * ends with the pre-confirmed blocks when there are any.
    */
   async function blockNumbersInRange({ from, to }: { from: BlockSelector; to: BlockSelector }): Promise<number[]> {
-    const pendingNumbers = isPendingTag(to) ? (await pendingView.blocks()).map((block) => block.number) : []
-    if (isPendingTag(from) && pendingNumbers.length > 0) return pendingNumbers.slice(0, MAX_BLOCKS_PER_QUERY)
-    const [start, end] = await Promise.all([chain.resolve(from), chain.resolve(to)])
+    const split = await pendingView.split({ fromBlock: from, toBlock: to })
+    const pendingNumbers = split.pending.map((block) => block.number)
+    if (split.confirmed === null) return pendingNumbers.slice(0, MAX_BLOCKS_PER_QUERY)
+    const [start, end] = await Promise.all([chain.resolve(split.confirmed.fromBlock), chain.resolve(split.confirmed.toBlock)])
     const fromNumber = rangeEnd(start)
     const toNumber = rangeEnd(end)
     if (fromNumber > toNumber) throw new InvalidBlockRangeError()
     if (toNumber - fromNumber + 1 + pendingNumbers.length > MAX_BLOCKS_PER_QUERY)
-      throw new LimitExceededError(
-        `block range too large: at most ${MAX_BLOCKS_PER_QUERY} blocks per query; retry with the range ${toQuantity(fromNumber)}-${toQuantity(fromNumber + MAX_BLOCKS_PER_QUERY - 1)}`,
-      )
+      throw tooLarge(`block range too large: at most ${MAX_BLOCKS_PER_QUERY} blocks per query`, fromNumber, fromNumber + MAX_BLOCKS_PER_QUERY - 1, MAX_BLOCKS_PER_QUERY)
     const numbers = Array.from({ length: toNumber - fromNumber + 1 }, (_, offset) => fromNumber + offset)
     return [...numbers, ...pendingNumbers]
   }

@@ -4,7 +4,10 @@ import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
-import { formatPendingBlock, formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
+import type { ForwardedTransactions, PendingBlock } from '../pending/index.js'
+import { formatPendingTransaction, formatPoolTransaction, type PendingView } from './pending.js'
+import { formatPendingBlock } from './pending-block.js'
+import type { History } from './history.js'
 
 export type GetBlockParameters = { block: BlockSelector; includeTransactions: boolean }
 
@@ -13,7 +16,8 @@ export function createBlockResolvers({
   chain,
   cache,
   pendingView,
-}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView }) {
+  history,
+}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView; history: History }) {
   async function blockNumberOf(selector: BlockSelector): Promise<number | null> {
     const resolved = await chain.resolve(selector)
     return resolved.status === 'known' ? resolved.number : null
@@ -21,17 +25,38 @@ export function createBlockResolvers({
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getblockbynumber (and ByHash) */
   async function getBlock({ block, includeTransactions }: GetBlockParameters): Promise<RpcBlock | null> {
-    if (isPendingTag(block)) {
-      const newest = await pendingView.newest()
-      if (newest !== null) return formatPendingBlock(newest, includeTransactions) as unknown as RpcBlock
-    }
-    const number = await blockNumberOf(block)
-    if (number === null) return null
+    const resolved = await pendingView.resolve(block)
+    if (resolved.kind === 'pending') return (await pendingBlock(resolved.block, includeTransactions)) as unknown as RpcBlock
+    const found = await chain.resolve(resolved.selector)
+    // Older than the index (or not known to it by hash): the chain's history, from the upstream.
+    if (found.status === 'beforeIndex') return history.block(found.number, includeTransactions)
+    if (found.status === 'unknownHash' && resolved.selector.kind === 'hash') return history.blockByHash(resolved.selector.hash, includeTransactions)
+    if (found.status !== 'known') return null
+    const number = found.number
     return cache.remember(
       `block:${number}:${includeTransactions}`,
       () => loadBlock(number, includeTransactions),
       (loaded) => ANSWER_BYTES.header + (loaded?.transactions.length ?? 0) * (includeTransactions ? ANSWER_BYTES.transaction : 70),
     )
+  }
+
+  /** A pre-confirmed block, with the optional header fields its parent has (the parent is indexed, or pending too). */
+  async function pendingBlock(block: PendingBlock, includeTransactions: boolean): Promise<Record<string, unknown>> {
+    const parent = await loadHeader(block.number - 1)
+    return formatPendingBlock(block, {
+      includeTransactions,
+      parent: parent ?? (await loadHeader((await chain.view()).head?.number ?? -1)),
+      convention: pendingView.sizeConvention,
+      formatTransaction: formatPendingTransaction,
+    })
+  }
+
+  async function loadHeader(number: number): Promise<Record<string, unknown> | null> {
+    if (number < 0) return null
+    return cache.remember(`header:${number}`, async () => {
+      const rows = await db.drizzle.select({ header: schema.blocks.header }).from(schema.blocks).where(eq(schema.blocks.number, number))
+      return (rows[0]?.header as Record<string, unknown> | undefined) ?? null
+    }, () => ANSWER_BYTES.header)
   }
 
   async function loadBlock(number: number, includeTransactions: boolean): Promise<RpcBlock | null> {
@@ -55,18 +80,34 @@ export function createBlockResolvers({
     return { ...header, transactions } as unknown as RpcBlock
   }
 
-  return { getBlock, blockNumberOf }
+  return { getBlock, blockNumberOf, pendingBlock }
 }
 
 export type TransactionLookup = { hash: Hash }
 
-export function createTransactionResolvers({ db, cache, pendingView }: { db: Db; cache: AnswerCache; pendingView: PendingView }) {
+export function createTransactionResolvers({
+  db,
+  cache,
+  pendingView,
+  forwarded,
+  history,
+}: {
+  db: Db
+  cache: AnswerCache
+  pendingView: PendingView
+  /** Transactions this process forwarded: found, as in a node's pool, until a flashblock shows them. */
+  forwarded: ForwardedTransactions | null
+  history: History
+}) {
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionbyhash */
   async function getTransaction({ hash }: TransactionLookup): Promise<RpcTransaction | null> {
     const confirmed = await cache.remember(`transaction:${hash}`, () => loadTransaction(hash), () => ANSWER_BYTES.transaction)
     if (confirmed !== null) return confirmed
     const pending = await pendingView.transaction(hash)
-    return pending === null ? null : (formatPendingTransaction(pending.block, pending.index) as unknown as RpcTransaction)
+    if (pending !== null) return formatPendingTransaction(pending.block, pending.position) as unknown as RpcTransaction
+    const inPool = forwarded?.transaction(hash) ?? null
+    if (inPool !== null) return formatPoolTransaction(inPool) as unknown as RpcTransaction
+    return history.transaction(hash)
   }
 
   async function loadTransaction(hash: Hash): Promise<RpcTransaction | null> {

@@ -19,9 +19,10 @@ export type RegisterBuilderCodeReturnType = BuilderCodeRecord & {
 }
 
 /** Registration and look-ups of builder codes (DESIGN.md §7): one code per wallet, forever. */
-export function createBuilderCodeResolvers({ db }: { db: Db }) {
-  async function codeOfWallet(wallet: Uint8Array): Promise<string | null> {
-    const rows = await db.drizzle
+/** `db` serves look-ups (a replica may lag by a moment); `primary` takes registrations, read and written whole. */
+export function createBuilderCodeResolvers({ db, primary = db }: { db: Db; primary?: Db }) {
+  async function codeOfWallet(wallet: Uint8Array, from: Db = db): Promise<string | null> {
+    const rows = await from.drizzle
       .select({ code: schema.builderCodes.code })
       .from(schema.builderCodes)
       .where(eq(schema.builderCodes.wallet, wallet))
@@ -36,17 +37,17 @@ export function createBuilderCodeResolvers({ db }: { db: Db }) {
   async function registerBuilderCode(wallet: Address): Promise<RegisterBuilderCodeReturnType> {
     const walletAddress = getAddress(wallet)
     const walletBytes = hexToBytea(wallet.toLowerCase() as Address)
-    const existing = await codeOfWallet(walletBytes)
+    const existing = await codeOfWallet(walletBytes, primary)
     if (existing !== null) return { builderCode: existing, walletAddress, created: false }
     for (let draw = 0; draw < MAX_CODE_DRAWS; draw++) {
       const code = generateBuilderCode()
-      const inserted = await db.drizzle
+      const inserted = await primary.drizzle
         .insert(schema.builderCodes)
         .values({ code, wallet: walletBytes })
         .onConflictDoNothing()
         .returning({ code: schema.builderCodes.code })
       if (inserted.length === 1) return { builderCode: code, walletAddress, created: true }
-      const winner = await codeOfWallet(walletBytes)
+      const winner = await codeOfWallet(walletBytes, primary)
       if (winner !== null) return { builderCode: winner, walletAddress, created: false }
       // The drawn code belongs to another wallet: draw again.
     }

@@ -16,6 +16,7 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
 
   // Bumped by `clear`, so that an answer computed before a reorg is not stored after it.
   let generation = 0
+  const clearListeners: (() => void)[] = []
 
   return {
     /**
@@ -34,6 +35,11 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
     clear() {
       generation++
       store?.clear()
+      for (const listener of clearListeners) listener()
+    },
+    /** Calls `listener` on each `clear`: for caches of their own that a reorg must empty too. */
+    onClear(listener: () => void) {
+      clearListeners.push(listener)
     },
     /** `false` with `--answer-cache-mb 0`: nothing computed is kept, so callers should not compute more than one answer needs. */
     get enabled() {

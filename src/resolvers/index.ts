@@ -1,8 +1,10 @@
+import type { Logger } from 'pino'
 import type { Hex } from 'viem'
 import { toQuantity } from '../codecs/index.js'
 import type { Db } from '../db/index.js'
 import { HeaderNotFoundError } from '../errors.js'
 import type { PendingState } from '../pending/index.js'
+import type { SharedRedis } from '../redis/index.js'
 import type { Upstream } from '../upstream/index.js'
 import { createAccountHistoryResolvers } from './account-history.js'
 import { createAccountResolvers } from './accounts.js'
@@ -13,9 +15,13 @@ import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
 import { createBuilderCodeResolvers } from './builder-codes.js'
 import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
+import { createEventStream, EVENT_LOG_LIMITS } from './events.js'
 import { createLogResolvers, type LogLimits } from './logs.js'
 import { createPendingView } from './pending.js'
 import { createReceiptResolvers } from './receipts.js'
+import { createSendResolvers, type Forward } from './send.js'
+import { createHistory, type HistoryMode } from './history.js'
+import { createForwardedTransactions } from '../pending/index.js'
 
 export type { TransactionCursor, TransactionsPage } from './account-history.js'
 export type { AccountParameters, AccountState } from './accounts.js'
@@ -24,13 +30,18 @@ export type { BlockWithHashes } from './batches.js'
 export type { AttributionFigures, BuilderCodeStats, LeaderboardEntry, SeriesPoint } from './attribution.js'
 export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder-codes.js'
 export type { BlockRef, ChainState, ChainView } from './chain.js'
+export { type ChainEventListener, type ChainEventMap, type ChainEventName, type ChainEvents, REORG_MEMORY_BLOCKS } from './events.js'
 export type { Log, LogCursor, LogLimits, LogsPage } from './logs.js'
 export { RawJson } from './raw-json.js'
+export { type Forward, SYNC_SEND_DEFAULT_TIMEOUT_MS, SYNC_SEND_MAX_TIMEOUT_MS } from './send.js'
 
 export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000, maxQueryCost: 0 }
 
 export type ResolversConfig = {
+  /** Where reads go: the database, or a streaming replica of it (`--database-read-url`). */
   db: Db
+  /** Where registrations and API keys are written (and read back): the primary. Default: `db`. */
+  primary?: Db
   /** Used only for state the index does not hold (see resolvers/accounts.ts). */
   upstream: Upstream | null
   limits?: Partial<LogLimits>
@@ -38,6 +49,14 @@ export type ResolversConfig = {
   cacheBytes?: number
   /** The pre-confirmed view from a Flashblocks feed; without it `pending` answers as `latest`. */
   pending?: PendingState | null
+  /** Sends transactions to the upstream (the pass-through); without it sends are refused. */
+  forward?: Forward | null
+  /** Reads below the index's first block: from the upstream (default) or refused. */
+  history?: HistoryMode
+  /** Shares key revocations and forwarded nonces with the deployment's other processes (`--redis-url`). */
+  redis?: SharedRedis | null
+  /** Where the subscriptions' event stream reports blocks it could not read (it tries again). */
+  logger?: Logger | null
 }
 
 /** The one read API behind JSON-RPC, GraphQL and REST (DESIGN.md §1). */
@@ -57,6 +76,20 @@ function createResolverSet(config: ResolversConfig) {
   const chain: ChainState = createChainState({ db, onReorg: () => cache.clear() })
   const limits = { ...DEFAULT_LOG_LIMITS, ...config.limits }
   const pendingView = createPendingView({ chain, pending: config.pending ?? null })
+  // Transactions forwarded (by any process, with Redis): their nonces count as pending until a flashblock shows them.
+  const forwarded = createForwardedTransactions({ redis: config.redis ?? null })
+  const history = createHistory({ upstream, mode: config.history ?? 'upstream', chain, cache })
+  const blocks = createBlockResolvers({ db, chain, cache, pendingView, history })
+  const receipts = createReceiptResolvers({ db, chain, cache, pendingView, history })
+  const stream = createEventStream({
+    chain,
+    cache,
+    getBlock: blocks.getBlock,
+    getLogs: createLogResolvers({ db, chain, limits: EVENT_LOG_LIMITS, cache, pendingView, history }).getLogs,
+    pendingBlock: blocks.pendingBlock,
+    pending: config.pending ?? null,
+    logger: config.logger ?? null,
+  })
 
   async function chainId(): Promise<Hex> {
     const view = await chain.view()
@@ -71,7 +104,7 @@ function createResolverSet(config: ResolversConfig) {
 
   /** The resolvers whose answers depend on the `eth_getLogs` limits. */
   function limitedResolvers(limits: LogLimits) {
-    const logs = createLogResolvers({ db, chain, limits, cache, pendingView })
+    const logs = createLogResolvers({ db, chain, limits, cache, pendingView, history })
     return {
       limits,
       ...logs,
@@ -82,24 +115,40 @@ function createResolverSet(config: ResolversConfig) {
   const resolvers = {
     chain,
     limitedResolvers,
-    /** The ingester in this process committed blocks (`reorg: false`) or undid some (`reorg: true`). */
-    notify({ reorg }: { reorg: boolean }) {
+    /**
+     * Blocks were committed up to `head` (`reorg: false`) or undone (`reorg: true`): by the ingester in this
+     * process, or by the one that ingests, as its Postgres NOTIFY says (db/notifications.ts).
+     */
+    notify({ reorg, head }: { reorg: boolean; head?: number }) {
       chain.invalidate()
       if (reorg) cache.clear()
+      stream.changed({ reorg, head })
     },
+    /** Heads, logs (taken back after a reorg) and pre-confirmations, for the subscription adapters. */
+    events: stream.events,
     chainId,
     blockNumber,
     pendingView,
     ...limitedResolvers(limits),
-    ...createBlockResolvers({ db, chain, cache, pendingView }),
-    ...createTransactionResolvers({ db, cache, pendingView }),
-    ...createReceiptResolvers({ db, chain, cache, pendingView }),
-    ...createAccountResolvers({ db, chain, upstream, cache, pendingView }),
+    ...blocks,
+    ...createTransactionResolvers({ db, cache, pendingView, forwarded, history }),
+    ...receipts,
+    ...createAccountResolvers({ db, chain, upstream, cache, pendingView, forwarded, history }),
+    /** Reads answered from the upstream because they lie below the index, by method (for `/metrics`). */
+    historyReads: history.reads,
     // Look-ups by many keys and paged histories, for the GraphQL schema's dataloaders and connections.
-    ...createBatchResolvers({ db, chain, pendingView }),
-    ...createBuilderCodeResolvers({ db }),
+    ...createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock }),
+    sending: createSendResolvers({
+      forward: config.forward ?? null,
+      pending: config.pending ?? null,
+      pendingView,
+      forwarded,
+      chain,
+      confirmedReceipt: (hash) => receipts.getTransactionReceipt({ hash }),
+    }),
+    ...createBuilderCodeResolvers({ db, primary: config.primary ?? db }),
     ...createAttributionResolvers({ db, chain, pending: config.pending ?? null }),
-    ...createApiKeyResolvers({ db }),
+    ...createApiKeyResolvers({ db: config.primary ?? db, redis: config.redis ?? null }),
   }
   return resolvers
 }

@@ -1,5 +1,6 @@
-import { and, asc, between, eq, inArray, type SQL, sql } from 'drizzle-orm'
-import type { Hash, RpcLog } from 'viem'
+import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
+import type { AnyPgColumn } from 'drizzle-orm/pg-core'
+import type { Hash, Hex, RpcLog } from 'viem'
 import { type BlockSelector, type LogFilter, toQuantity } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
 import {
@@ -12,7 +13,8 @@ import {
 } from '../errors.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState, ResolvedBlock } from './chain.js'
-import { isPendingTag, type PendingView } from './pending.js'
+import type { History } from './history.js'
+import type { PendingView } from './pending.js'
 
 export type LogLimits = {
   /** Largest `toBlock - fromBlock + 1` one `eth_getLogs` may span. */
@@ -52,20 +54,35 @@ export function formatLog(row: LogRow): Log {
   }
 }
 
+/**
+ * `column` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one
+ * per value, so that no list size meets the database's bind-parameter limit (65,535).
+ */
+function anyOf(column: AnyPgColumn, values: Hex[]): SQL {
+  if (values.length === 1) return eq(column, hexToBytea(values[0]!))
+  // Array-literal elements quoted, with the backslash of bytea's `\x` hex form escaped.
+  const literal = `{${values.map((value) => `"\\\\x${value.slice(2)}"`).join(',')}}`
+  return sql`${column} = any(${literal}::bytea[])`
+}
+
 /** The filter's address and topic conditions, shared by range and block-hash queries. */
 function matchConditions(filter: LogFilter): SQL[] {
   const conditions: SQL[] = []
-  if (filter.addresses !== null) {
-    const addresses = filter.addresses.map(hexToBytea)
-    conditions.push(addresses.length === 1 ? eq(schema.logs.address, addresses[0]!) : inArray(schema.logs.address, addresses))
-  }
+  if (filter.addresses !== null) conditions.push(anyOf(schema.logs.address, filter.addresses))
   filter.topics.forEach((alternatives, position) => {
-    if (alternatives === null) return
-    const column = TOPIC_COLUMNS[position]!
-    const values = alternatives.map(hexToBytea)
-    conditions.push(values.length === 1 ? eq(column, values[0]!) : inArray(column, values))
+    if (alternatives !== null) conditions.push(anyOf(TOPIC_COLUMNS[position]!, alternatives))
   })
   return conditions
+}
+
+/**
+ * The range a client should ask for instead, in Infura's words ("Try with this block range [0xA, 0xB]"),
+ * which `@ponder/utils`' getLogsRetryHelper and other indexers parse, and as `error.data`.
+ */
+export function tooLarge(reason: string, from: number, to: number, limit: number): LimitExceededError {
+  return new LimitExceededError(`${reason}. Try with this block range [${toQuantity(from)}, ${toQuantity(to)}].`, {
+    data: { from: toQuantity(from), to: toQuantity(to), limit },
+  })
 }
 
 /** The block number a range end stands for, or the `eth_getLogs` error for an end the index does not hold. */
@@ -76,9 +93,9 @@ export function rangeEnd(resolved: ResolvedBlock): number {
     case 'beyondHead':
       throw new BlockRangeBeyondHeadError()
     case 'beforeIndex':
-      throw new HistoryUnavailableError(
-        `history before block ${toQuantity(resolved.firstBlock)} is not indexed; retry with the range ${toQuantity(resolved.firstBlock)}-…`,
-      )
+      throw new HistoryUnavailableError(`history before block ${toQuantity(resolved.firstBlock)} is not indexed; ask from block ${toQuantity(resolved.firstBlock)}`, {
+        data: { firstBlock: toQuantity(resolved.firstBlock) },
+      })
     case 'unknownHash':
       throw new UnknownBlockError()
     case 'unavailable':
@@ -92,8 +109,6 @@ export type GetLogsParameters = { filter: LogFilter }
 export type LogCursor = { blockNumber: number; logIndex: number }
 export type GetLogsPageParameters = { filter: LogFilter; first: number; after: LogCursor | null }
 export type LogsPage = { logs: Log[]; hasNextPage: boolean }
-
-const LATEST: BlockSelector = { kind: 'tag', tag: 'latest' }
 
 function isAfter(log: Pick<Log, 'blockNumber' | 'logIndex'>, cursor: LogCursor): boolean {
   const blockNumber = Number(log.blockNumber)
@@ -121,7 +136,8 @@ export function createLogResolvers({
   limits,
   cache,
   pendingView,
-}: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache; pendingView: PendingView }) {
+  history,
+}: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache; pendingView: PendingView; history: History }) {
   /**
    * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
    * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
@@ -138,8 +154,11 @@ export function createLogResolvers({
       const cost = await plannedCost(query.getSQL())
       if (cost > maxCost) {
         const blocks = Math.max(1, Math.floor(((scan.toNumber - scan.fromNumber + 1) * maxCost) / cost))
-        throw new LimitExceededError(
-          `query would scan too many logs (estimated cost ${Math.round(cost)}, at most ${maxCost}); filter by address and topic0, or retry with the range ${toQuantity(scan.fromNumber)}-${toQuantity(scan.fromNumber + blocks - 1)}`,
+        throw tooLarge(
+          `query would scan too many logs (estimated cost ${Math.round(cost)}, at most ${maxCost}); filter by address and topic0, or ask for fewer blocks`,
+          scan.fromNumber,
+          scan.fromNumber + blocks - 1,
+          blocks,
         )
       }
     }
@@ -158,45 +177,70 @@ export function createLogResolvers({
   async function getLogs({ filter }: GetLogsParameters): Promise<Log[]> {
     // `toBlock: pending`: the confirmed logs up to latest (none when `fromBlock` is pending too), then the
     // pre-confirmed ones. Without pending state, `pending` is `latest` below.
-    if (filter.blockHash === undefined && isPendingTag(filter.toBlock) && (await pendingView.blocks()).length > 0) {
-      const confirmed = isPendingTag(filter.fromBlock)
-        ? []
-        : await confirmedLogs({ ...filter, toBlock: { kind: 'tag', tag: 'latest' } })
-      const logs = [...confirmed, ...((await pendingView.logs(filter)) as Log[])]
-      if (logs.length > limits.maxLogs)
-        throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
-      return logs
-    }
-    return confirmedLogs(filter)
+    if (filter.blockHash !== undefined) return confirmedLogs(filter)
+    const { confirmed, pending } = await pendingView.split(filter)
+    if (pending.length === 0) return confirmedLogs(filter)
+    const logs = [...(confirmed === null ? [] : await confirmedLogs({ ...filter, ...confirmed })), ...((await pendingView.logs(filter, pending)) as Log[])]
+    if (logs.length > limits.maxLogs) throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
+    return logs
   }
 
   /** The block numbers a filter spans, with the same checks and limits as `eth_getLogs`. */
   async function resolveLogRange(filter: LogFilter): Promise<{ fromNumber: number; toNumber: number }> {
+    const range = await resolveFullRange(filter)
+    if (range.firstBlock !== null && range.fromNumber < range.firstBlock) throw historyError(range.firstBlock, range.toNumber)
+    return range
+  }
+
+  /** As `resolveLogRange`, but a range may start below the index; `firstBlock` says where the index starts. */
+  async function resolveFullRange(filter: LogFilter): Promise<{ fromNumber: number; toNumber: number; firstBlock: number | null }> {
     if (filter.blockHash !== undefined) {
       const block = await chain.blockByHash(filter.blockHash)
       if (block === null) throw new UnknownBlockError()
-      return { fromNumber: block.number, toNumber: block.number }
+      return { fromNumber: block.number, toNumber: block.number, firstBlock: null }
     }
 
     const [from, to] = await Promise.all([chain.resolve(filter.fromBlock), chain.resolve(filter.toBlock)])
     // A start past the head says more than "inverted range" when `toBlock` is `latest`.
     if (from.status === 'beyondHead') throw new BlockRangeBeyondHeadError()
     if ('number' in from && 'number' in to && from.number > to.number) throw new InvalidBlockRangeError()
-    const fromNumber = rangeEnd(from)
-    const toNumber = rangeEnd(to)
+    const firstBlock = from.status === 'beforeIndex' ? from.firstBlock : null
+    const fromNumber = from.status === 'beforeIndex' ? from.number : rangeEnd(from)
+    const toNumber = to.status === 'beforeIndex' ? to.number : rangeEnd(to)
     if (toNumber - fromNumber + 1 > limits.maxBlockRange) {
       const fits = fromNumber + limits.maxBlockRange - 1
-      throw new LimitExceededError(
-        `block range too large: at most ${limits.maxBlockRange} blocks per query; retry with the range ${toQuantity(fromNumber)}-${toQuantity(fits)}`,
-      )
+      throw tooLarge(`block range too large: at most ${limits.maxBlockRange} blocks per query`, fromNumber, fits, limits.maxBlockRange)
     }
-    return { fromNumber, toNumber }
+    return { fromNumber, toNumber, firstBlock }
+  }
+
+  /** Logs below the index refused (`--history refuse`, or a paged query): the range the index can answer. */
+  function historyError(firstBlock: number, toNumber: number): HistoryUnavailableError {
+    const to = Math.max(firstBlock, Math.min(toNumber, firstBlock + limits.maxBlockRange - 1))
+    return new HistoryUnavailableError(
+      `history before block ${toQuantity(firstBlock)} is not indexed. Try with this block range [${toQuantity(firstBlock)}, ${toQuantity(to)}].`,
+      { data: { from: toQuantity(firstBlock), to: toQuantity(to), limit: limits.maxBlockRange } },
+    )
   }
 
   async function confirmedLogs(filter: LogFilter): Promise<Log[]> {
-    const { fromNumber, toNumber } = await resolveLogRange(filter)
+    const { fromNumber, toNumber, firstBlock } = await resolveFullRange(filter)
+    if (firstBlock !== null && fromNumber < firstBlock) return withHistory(filter, fromNumber, toNumber, firstBlock)
     const logs = await cache.remember(`logs:${fromNumber}-${toNumber}:${matchKey(filter)}`, () => logsInRange(filter, fromNumber, toNumber), bytesOfLogs)
     // The cache is shared by every endpoint policy: an answer cached under a larger cap is refused here.
+    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber)
+    return logs
+  }
+
+  /** A range that starts below the index: the older part from the upstream (`--history upstream`), then the index's. */
+  async function withHistory(filter: LogFilter, fromNumber: number, toNumber: number, firstBlock: number): Promise<Log[]> {
+    if (history.mode === 'refuse') throw historyError(firstBlock, toNumber)
+    const match = { address: filter.addresses ?? undefined, topics: filter.topics }
+    const [older, indexed] = await Promise.all([
+      history.logs(match, fromNumber, Math.min(toNumber, firstBlock - 1)) as Promise<Log[]>,
+      toNumber >= firstBlock ? logsInRange(filter, firstBlock, toNumber) : Promise.resolve([]),
+    ])
+    const logs = [...older, ...indexed]
     if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber)
     return logs
   }
@@ -205,9 +249,7 @@ export function createLogResolvers({
   function resultCapError(overflowBlock: number, fromNumber: number): LimitExceededError {
     // Every log of the blocks before the first one that overflows fits under the cap.
     if (overflowBlock > fromNumber)
-      return new LimitExceededError(
-        `query returned more than ${limits.maxLogs} results; retry with the range ${toQuantity(fromNumber)}-${toQuantity(overflowBlock - 1)}`,
-      )
+      return tooLarge(`query returned more than ${limits.maxLogs} results`, fromNumber, overflowBlock - 1, limits.maxLogs)
     return new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`)
   }
 
@@ -217,10 +259,10 @@ export function createLogResolvers({
    * of logs (GraphQL `logs`). Keyset pagination on the primary key `(block_number, log_index)`.
    */
   async function getLogsPage({ filter, first, after }: GetLogsPageParameters): Promise<LogsPage> {
-    const withPending = filter.blockHash === undefined && isPendingTag(filter.toBlock) && (await pendingView.blocks()).length > 0
+    const { confirmed: range, pending } = filter.blockHash === undefined ? await pendingView.split(filter) : { confirmed: null, pending: [] }
     let confirmed: Log[] = []
-    if (!(withPending && isPendingTag(filter.fromBlock))) {
-      const { fromNumber, toNumber } = await resolveLogRange(withPending ? { ...filter, toBlock: LATEST } : filter)
+    if (range !== null || filter.blockHash !== undefined) {
+      const { fromNumber, toNumber } = await resolveLogRange(range === null ? filter : { ...filter, ...range, blockHash: undefined })
       const position = after === null ? undefined : sql`(${schema.logs.blockNumber}, ${schema.logs.logIndex}) > (${after.blockNumber}, ${after.logIndex})`
       const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)), first + 1, {
         filter,
@@ -229,9 +271,10 @@ export function createLogResolvers({
       })
       confirmed = rows.map(formatLog)
     }
-    const logs = withPending && confirmed.length <= first
-      ? [...confirmed, ...((await pendingView.logs(filter)) as Log[]).filter((log) => after === null || isAfter(log, after))]
-      : confirmed
+    const logs =
+      pending.length > 0 && confirmed.length <= first
+        ? [...confirmed, ...((await pendingView.logs(filter, pending)) as Log[]).filter((log) => after === null || isAfter(log, after))]
+        : confirmed
     return { logs: logs.slice(0, first), hasNextPage: logs.length > first }
   }
 

@@ -1,10 +1,18 @@
 import type { Address, Hash, Hex } from 'viem'
 import type { BlockSelector, LogFilter } from '../codecs/index.js'
-import { PENDING_BLOCK_HASH, type PendingBlock, type PendingLog, type PendingReceipt, type PendingState } from '../pending/index.js'
-import type { PendingTransaction } from '../pending/index.js'
+import {
+  PENDING_BLOCK_HASH,
+  type PendingBlock,
+  type PendingLog,
+  type PendingReceipt,
+  type PendingState,
+  type PendingTransaction,
+} from '../pending/index.js'
 import type { ChainState } from './chain.js'
+import { countsWithdrawals, type SizeConvention } from './pending-block.js'
 
 const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
+const LATEST: BlockSelector = { kind: 'tag', tag: 'latest' }
 
 export function isPendingTag(selector: BlockSelector | undefined): boolean {
   return selector?.kind === 'tag' && selector.tag === 'pending'
@@ -19,72 +27,125 @@ export function matchesFilter(log: { address: Address; topics: Hash[] }, filter:
   })
 }
 
+/**
+ * A block argument resolved once: the pre-confirmed block when it names `pending` and there is one, else a
+ * selector the index answers (`pending` without pre-confirmed state reads as `latest`, DESIGN.md §3).
+ */
+export type ResolvedBlockArgument = { kind: 'pending'; block: PendingBlock } | { kind: 'confirmed'; selector: BlockSelector }
+
+/**
+ * A block range split where the index ends: the confirmed part (none when the range is pending only) and
+ * the pre-confirmed blocks after it (none unless `toBlock` is `pending` and there are some).
+ */
+export type SplitRange = { confirmed: { fromBlock: BlockSelector; toBlock: BlockSelector } | null; pending: PendingBlock[] }
+
+/** The price a transaction pays per gas in a block with this base fee (EIP-1559). */
+function effectiveGasPrice(fields: Record<string, unknown>, baseFee: bigint): bigint {
+  if (fields.maxFeePerGas !== undefined) {
+    const maxFee = BigInt(fields.maxFeePerGas as Hex)
+    const tip = BigInt(fields.maxPriorityFeePerGas as Hex)
+    return maxFee < baseFee + tip ? maxFee : baseFee + tip
+  }
+  return BigInt((fields.gasPrice as Hex | undefined) ?? '0x0')
+}
+
+/**
+ * A transaction this process forwarded and no flashblock shows yet, as a node shows one from its pool: no
+ * block, and for fee-market transactions the fee cap as `gasPrice` (geth's `RPCTransaction`).
+ */
+export function formatPoolTransaction(transaction: PendingTransaction): Record<string, unknown> {
+  return {
+    ...transaction.fields,
+    hash: transaction.hash,
+    blockHash: null,
+    blockNumber: null,
+    transactionIndex: null,
+    from: transaction.from,
+    gasPrice: transaction.fields.maxFeePerGas ?? transaction.fields.gasPrice ?? '0x0',
+  }
+}
+
 /** The RPC object of a pre-confirmed transaction, as a node shows it once mined, with the pending block hash. */
-export function formatPendingTransaction(block: PendingBlock, index: number): Record<string, unknown> {
-  const transaction = block.transactions[index]!
-  const receipt = block.receipts[index]
+export function formatPendingTransaction(block: PendingBlock, position: number): Record<string, unknown> {
+  const transaction = block.transactions[position]!
+  const deposit = transaction.type === 0x7e
   return {
     ...transaction.fields,
     hash: transaction.hash,
     blockHash: PENDING_BLOCK_HASH,
     blockNumber: hex(block.number),
-    transactionIndex: hex(index),
+    transactionIndex: hex(transaction.index),
     from: transaction.from,
     // For fee-market transactions nodes report the price actually paid.
-    gasPrice: (receipt?.effectiveGasPrice as Hex | undefined) ?? transaction.fields.gasPrice,
-  }
-}
-
-export function formatPendingBlock(block: PendingBlock, includeTransactions: boolean): Record<string, unknown> {
-  return {
-    hash: PENDING_BLOCK_HASH,
-    parentHash: block.parentHash,
-    miner: block.feeRecipient,
-    number: hex(block.number),
-    gasLimit: hex(block.gasLimit),
-    gasUsed: hex(block.cumulativeGasUsed),
-    timestamp: hex(block.timestamp),
-    extraData: block.extraData,
-    baseFeePerGas: hex(block.baseFeePerGas),
-    transactions: includeTransactions
-      ? block.transactions.map((_, index) => formatPendingTransaction(block, index))
-      : block.transactions.map((transaction) => transaction.hash),
+    gasPrice: deposit ? (transaction.fields.gasPrice ?? '0x0') : hex(effectiveGasPrice(transaction.fields, block.header.baseFeePerGas)),
+    blockTimestamp: hex(block.header.timestamp),
   }
 }
 
 /** The pre-confirmed blocks above the indexed head, as the resolvers see them. */
 export function createPendingView({ chain, pending }: { chain: ChainState; pending: PendingState | null }) {
+  // geth and reth count withdrawals in a block's size, anvil does not: assumed, then read off sealed blocks.
+  const sizeConvention: SizeConvention = { countsWithdrawals: true }
+
   async function blocks(): Promise<PendingBlock[]> {
     if (pending === null) return []
     const view = await chain.view()
     return pending.blocks(view.head?.number ?? -1)
   }
 
+  async function newest(): Promise<PendingBlock | null> {
+    return (await blocks()).at(-1) ?? null
+  }
+
+  /** Receipts known so far for a pending block, in transaction order. */
+  function receiptsOf(block: PendingBlock): PendingReceipt[] {
+    return block.receipts.filter((receipt): receipt is PendingReceipt => receipt !== null)
+  }
+
   return {
     blocks,
-    /** The newest pending block, or `null` when `pending` should answer as `latest`. */
-    async newest(): Promise<PendingBlock | null> {
-      return (await blocks()).at(-1) ?? null
+    sizeConvention,
+    /** A sealed block arrived (before its pre-confirmation goes): learn from it how the node counts `size`. */
+    observeSealed(sealed: Record<string, unknown>) {
+      const number = Number(sealed.number)
+      const pendingBlock = pending?.blocks(number - 1).find((block) => block.number === number)
+      if (pendingBlock === undefined) return
+      const learnt = countsWithdrawals(sealed, pendingBlock)
+      if (learnt !== null) sizeConvention.countsWithdrawals = learnt
     },
-    /** Pre-confirmed logs that match the filter's addresses and topics, in block and log order. */
-    async logs(filter: Pick<LogFilter, 'addresses' | 'topics'>): Promise<PendingLog[]> {
+    /** The newest pending block, or `null` when `pending` should answer as `latest`. */
+    newest,
+    /** Resolves a block argument once into the pre-confirmed block or a selector the index answers. */
+    async resolve(selector: BlockSelector): Promise<ResolvedBlockArgument> {
+      if (!isPendingTag(selector)) return { kind: 'confirmed', selector }
+      const block = await newest()
+      return block === null ? { kind: 'confirmed', selector: LATEST } : { kind: 'pending', block }
+    },
+    /** Splits `fromBlock`–`toBlock` into the index's part and the pre-confirmed blocks (`toBlock: pending`). */
+    async split({ fromBlock, toBlock }: { fromBlock: BlockSelector; toBlock: BlockSelector }): Promise<SplitRange> {
+      const pendingBlocks = isPendingTag(toBlock) ? await blocks() : []
+      if (pendingBlocks.length === 0) return { confirmed: { fromBlock, toBlock }, pending: [] }
+      return { confirmed: isPendingTag(fromBlock) ? null : { fromBlock, toBlock: LATEST }, pending: pendingBlocks }
+    },
+    receiptsOf,
+    /** Pre-confirmed logs of `among` (all pending blocks by default) that match, in block and log order. */
+    async logs(filter: Pick<LogFilter, 'addresses' | 'topics'>, among?: PendingBlock[]): Promise<PendingLog[]> {
       const matching: PendingLog[] = []
-      for (const block of await blocks())
-        for (const receipt of block.receipts)
-          for (const log of receipt?.logs ?? []) if (matchesFilter(log, filter)) matching.push(log)
+      for (const block of among ?? (await blocks()))
+        for (const receipt of receiptsOf(block)) for (const log of receipt.logs) if (matchesFilter(log, filter)) matching.push(log)
       return matching
     },
-    async transaction(hash: Hash): Promise<{ block: PendingBlock; index: number } | null> {
+    async transaction(hash: Hash): Promise<{ block: PendingBlock; position: number } | null> {
       for (const block of await blocks()) {
-        const index = block.transactions.findIndex((transaction: PendingTransaction) => transaction.hash === hash)
-        if (index !== -1) return { block, index }
+        const position = block.transactions.findIndex((transaction) => transaction.hash === hash)
+        if (position !== -1) return { block, position }
       }
       return null
     },
     async receipt(hash: Hash): Promise<PendingReceipt | null> {
       for (const block of await blocks()) {
-        const index = block.transactions.findIndex((transaction) => transaction.hash === hash)
-        if (index !== -1) return block.receipts[index] ?? null
+        const position = block.transactions.findIndex((transaction) => transaction.hash === hash)
+        if (position !== -1) return block.receipts[position] ?? null
       }
       return null
     },

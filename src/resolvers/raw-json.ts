@@ -1,3 +1,5 @@
+import { type DeflatedText, inflateAny } from '../codecs/deflated.js'
+
 /**
  * An answer that is already JSON text, e.g. receipts built as text by SQL (resolvers/receipts.ts) or taken
  * from the answer cache. The JSON-RPC layer writes its bytes into the response as they are
@@ -5,16 +7,29 @@
  * request. Anything else that serialises it (`JSON.stringify`, GraphQL) gets the parsed value.
  */
 export class RawJson {
-  /** UTF-8 JSON text: outside the JS heap, and written to a socket without another encoding pass. */
-  readonly bytes: Buffer
+  #bytes: Buffer | undefined
+  /** The same text as an open DEFLATE stream, when it was stored that way (codecs/deflated.ts). */
+  readonly deflated: DeflatedText | undefined
 
-  private constructor(bytes: Buffer) {
-    this.bytes = bytes
+  private constructor(bytes: Buffer | undefined, deflated?: DeflatedText) {
+    this.#bytes = bytes
+    this.deflated = deflated
+  }
+
+  /** UTF-8 JSON text: outside the JS heap, and written to a socket without another encoding pass. */
+  get bytes(): Buffer {
+    this.#bytes ??= inflateAny(this.deflated!.stream)
+    return this.#bytes
   }
 
   /** UTF-8 JSON bytes, taken as they are (not copied). */
   static fromBytes(bytes: Buffer): RawJson {
     return new RawJson(bytes)
+  }
+
+  /** JSON kept deflated: inflated only if something reads its bytes, not when it is sent as it is. */
+  static fromDeflated(deflated: DeflatedText): RawJson {
+    return new RawJson(undefined, deflated)
   }
 
   static fromText(text: string): RawJson {
@@ -26,7 +41,7 @@ export class RawJson {
   }
 
   get byteLength(): number {
-    return this.bytes.length
+    return this.#bytes?.length ?? this.deflated!.length
   }
 
   parse<value = unknown>(): value {

@@ -1,13 +1,14 @@
-import { deflateRawSync, inflateRawSync } from 'node:zlib'
 import { sql } from 'drizzle-orm'
 import type { Hash, RpcTransactionReceipt } from 'viem'
+import { type DeflatedText, deflateOpen, inflateAny } from '../codecs/deflated.js'
 import type { BlockSelector } from '../codecs/index.js'
 import { type Db, hexToBytea, schema } from '../db/index.js'
 import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
-import { isPendingTag, type PendingView } from './pending.js'
+import type { History } from './history.js'
+import type { PendingView } from './pending.js'
 import { RawJson } from './raw-json.js'
-import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from './receipt-json.js'
+import { BLOCK_RECEIPTS_DEFLATE_LEVEL, type ReceiptJsonRow, receiptJsonRows, renderReceipts } from './receipt-json.js'
 
 const { blockReceipts, logs, receipts } = schema
 
@@ -21,49 +22,53 @@ export function createReceiptResolvers({
   chain,
   cache,
   pendingView,
-}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView }) {
+  history,
+}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView; history: History }) {
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
   async function getBlockReceiptsJson({ block }: { block: BlockSelector }): Promise<RawJson | null> {
-    if (isPendingTag(block)) {
-      const pending = await pendingReceipts()
-      if (pending !== null) return RawJson.fromValue(pending)
+    const argument = await pendingView.resolve(block)
+    if (argument.kind === 'pending') return RawJson.fromValue(pendingView.receiptsOf(argument.block))
+    const resolved = await chain.resolve(argument.selector)
+    if (resolved.status === 'beforeIndex') {
+      const older = await history.blockReceipts(resolved.number)
+      return older === null ? null : RawJson.fromValue(older)
     }
-    const resolved = await chain.resolve(block)
+    if (resolved.status === 'unknownHash' && argument.selector.kind === 'hash') {
+      const block = await history.blockByHash(argument.selector.hash, false)
+      const older = block === null ? null : await history.blockReceipts(Number(block.number))
+      return older === null ? null : RawJson.fromValue(older)
+    }
     if (resolved.status !== 'known') return null
     // Cached deflated (~3 KB for a block of 160 logs instead of ~107 KB): the cache holds ~35 times more
-    // blocks, and an inflate costs less than a database round trip.
-    const deflated = await cache.remember(`receipts:${resolved.number}`, () => loadDeflatedReceipts(resolved.number), (answer) => answer.byteLength)
-    return RawJson.fromBytes(inflateRawSync(deflated))
+    // blocks, and an inflate costs less than a database round trip. The answer inflates only when read:
+    // a client accepting `deflate` gets the stream as it is.
+    const deflated = await cache.remember(`receipts:${resolved.number}`, () => loadDeflatedReceipts(resolved.number), (answer) => answer.stream.byteLength)
+    return RawJson.fromDeflated(deflated)
   }
 
   async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
-    if (isPendingTag(block)) {
-      const pending = await pendingReceipts()
-      if (pending !== null) return pending
-    }
     return (await getBlockReceiptsJson({ block }))?.parse() ?? null
   }
 
-  /** The receipts of the newest pre-confirmed block, or `null` when `pending` answers as `latest`. */
-  async function pendingReceipts(): Promise<RpcTransactionReceipt[] | null> {
-    const newest = await pendingView.newest()
-    if (newest === null) return null
-    return newest.receipts.filter((receipt) => receipt !== null) as unknown as RpcTransactionReceipt[]
-  }
-
-  /** The block's answer as raw DEFLATE, in a buffer of its own (a pooled slice would keep its whole pool). */
-  async function loadDeflatedReceipts(number: number): Promise<Buffer> {
-    const [stored] = await db.query<{ deflated: Uint8Array }>(
-      sql`select ${blockReceipts.deflated} as deflated from ${blockReceipts} where ${blockReceipts.blockNumber} = ${number}`,
+  /**
+   * The block's answer as an open DEFLATE stream (codecs/deflated.ts), in a buffer of its own (a pooled slice
+   * would keep its whole pool). Rows stored before streams were kept open, and blocks indexed before
+   * block_receipts existed, are made into one here, once per cache entry.
+   */
+  async function loadDeflatedReceipts(number: number): Promise<DeflatedText> {
+    const [stored] = await db.query<{ deflated: Uint8Array; plainLength: number | null; adler32: string | number | null }>(
+      sql`select ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength", ${blockReceipts.adler32} as adler32
+          from ${blockReceipts} where ${blockReceipts.blockNumber} = ${number}`,
     )
-    if (stored !== undefined) {
+    if (stored !== undefined && stored.plainLength !== null && stored.adler32 !== null) {
       const own = Buffer.allocUnsafeSlow(stored.deflated.byteLength)
       own.set(stored.deflated)
-      return own
+      return { stream: own, length: stored.plainLength, adler32: Number(stored.adler32) }
     }
+    if (stored !== undefined) return deflateOpen(inflateAny(stored.deflated), BLOCK_RECEIPTS_DEFLATE_LEVEL)
     // A block indexed before block_receipts existed: rendered from its receipt and log rows.
     const rows = await db.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${number}`, sql`${logs.blockNumber} = ${number}`))
-    return deflateRawSync(`[${renderReceipts(rows).join(',')}]`)
+    return deflateOpen(`[${renderReceipts(rows).join(',')}]`, BLOCK_RECEIPTS_DEFLATE_LEVEL)
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
@@ -71,7 +76,9 @@ export function createReceiptResolvers({
     const confirmed = await cache.remember(`receipt:${hash}`, () => loadTransactionReceipt(hash), (answer) => answer?.byteLength ?? 0)
     if (confirmed !== null) return confirmed
     const pending = await pendingView.receipt(hash)
-    return pending === null ? null : RawJson.fromValue(pending)
+    if (pending !== null) return RawJson.fromValue(pending)
+    const older = await history.receipt(hash)
+    return older === null ? null : RawJson.fromValue(older)
   }
 
   async function getTransactionReceipt({ hash }: { hash: Hash }): Promise<RpcTransactionReceipt | null> {

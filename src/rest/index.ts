@@ -9,14 +9,17 @@ import {
   InvalidJsonError,
   InvalidQueryError,
   InvalidRequestBodyError,
+  loggableError,
   NotFoundError,
   toHttpError,
   TooManyRequestsError,
   UnsupportedMediaTypeError,
 } from '../errors.js'
+import { sendCompressible } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
 import type { Resolvers } from '../resolvers/index.js'
 import { clientAddress, createRateLimiter } from '../policy/index.js'
+import type { SharedRedis } from '../redis/index.js'
 
 /** A registration body is one address: anything near this size is not one. */
 const MAX_REGISTRATION_BODY_BYTES = 4 * 1024
@@ -36,12 +39,12 @@ export type RestConfig = {
   registrationRateLimit?: number
   /** Take the client's address from `X-Forwarded-For` (behind a reverse proxy). */
   trustProxy?: boolean
+  /** Registration buckets shared with the deployment's other processes (`--redis-url`); else per process. */
+  redis?: SharedRedis | null
 }
 
-function send(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
-  const text = JSON.stringify(body)
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store', ...headers })
-  response.end(text)
+function send(request: IncomingMessage, response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  return sendCompressible(request, response, status, JSON.stringify(body), { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers })
 }
 
 function isJsonContentType(header: string | undefined): boolean {
@@ -89,10 +92,10 @@ function parsePositiveInt(name: string, value: string | null, max: number): numb
  */
 export function createRestHandler(config: RestConfig): RestHandler {
   const { resolvers, logger } = config
-  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT, burstSeconds: REGISTRATION_BURST_SECONDS })
+  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT, burstSeconds: REGISTRATION_BURST_SECONDS, redis: config.redis, name: 'registration' })
 
   async function register(request: IncomingMessage, response: ServerResponse) {
-    const wait = limiter.take(clientAddress(request, config.trustProxy ?? false))
+    const wait = await limiter.take(clientAddress(request, config.trustProxy ?? false))
     if (wait > 0) throw new TooManyRequestsError(wait)
     if (!isJsonContentType(request.headers['content-type'])) throw new UnsupportedMediaTypeError(request.headers['content-type'])
     const text = await readBody(request, MAX_REGISTRATION_BODY_BYTES)
@@ -107,28 +110,28 @@ export function createRestHandler(config: RestConfig): RestHandler {
     const given = fields.walletAddress ?? fields.wallet_address
     if (given === undefined) throw new InvalidRequestBodyError('walletAddress is required')
     const registered = await resolvers.registerBuilderCode(parseWallet(given))
-    send(response, registered.created ? 201 : 200, { builderCode: registered.builderCode, walletAddress: registered.walletAddress })
+    return send(request, response, registered.created ? 201 : 200, { builderCode: registered.builderCode, walletAddress: registered.walletAddress })
   }
 
-  async function lookup(response: ServerResponse, wallet: string) {
+  async function lookup(request: IncomingMessage, response: ServerResponse, wallet: string) {
     const record = await resolvers.builderCodeOfWallet(parseWallet(wallet))
     if (record === null) throw new NotFoundError(`no builder code is registered for ${wallet}`)
-    send(response, 200, record)
+    return send(request, response, 200, record)
   }
 
-  async function stats(response: ServerResponse, code: string, query: URLSearchParams) {
+  async function stats(request: IncomingMessage, response: ServerResponse, code: string, query: URLSearchParams) {
     if (!attributionCode.safeParse(code).success) throw new InvalidBuilderCodeError(`${JSON.stringify(code)} is not a builder code`)
     const intervalText = query.get('interval')
     const interval = intervalText === null ? undefined : seriesInterval.safeParse(intervalText)
     if (interval !== undefined && !interval.success) throw new InvalidQueryError(interval.error.issues[0]!.message)
     const result = await resolvers.builderCodeStats(code, { interval: interval?.data, points: parsePositiveInt('points', query.get('points'), 1_000) })
     if (result === null) throw new NotFoundError(`builder code ${code} is neither registered nor seen on chain`)
-    send(response, 200, result)
+    return send(request, response, 200, result)
   }
 
-  async function leaderboard(response: ServerResponse, query: URLSearchParams) {
+  async function leaderboard(request: IncomingMessage, response: ServerResponse, query: URLSearchParams) {
     const builderCodes = await resolvers.builderCodeLeaderboard({ limit: parsePositiveInt('limit', query.get('limit'), 100) })
-    send(response, 200, { builderCodes })
+    return send(request, response, 200, { builderCodes })
   }
 
   function only(request: IncomingMessage, methods: string[]) {
@@ -144,15 +147,15 @@ export function createRestHandler(config: RestConfig): RestHandler {
     const segments = path.split('/').slice(1)
     if (path.startsWith(`${REGISTRATION_PATH}/`) && segments.length === 4) {
       only(request, ['GET'])
-      return lookup(response, decodeSegment(segments[3]!))
+      return lookup(request, response, decodeSegment(segments[3]!))
     }
     if (path === '/v1/builder-codes') {
       only(request, ['GET'])
-      return leaderboard(response, url.searchParams)
+      return leaderboard(request, response, url.searchParams)
     }
     if (segments.length === 4 && segments[1] === 'builder-codes' && segments[3] === 'stats') {
       only(request, ['GET'])
-      return stats(response, decodeSegment(segments[2]!), url.searchParams)
+      return stats(request, response, decodeSegment(segments[2]!), url.searchParams)
     }
     throw new NotFoundError(`no route for ${request.method} ${path}`)
   }
@@ -163,11 +166,10 @@ export function createRestHandler(config: RestConfig): RestHandler {
     if (url === null) return false
     if (url.pathname === '/dashboard' || url.pathname === '/dashboard/') {
       if (request.method !== 'GET' && request.method !== 'HEAD') {
-        send(response, 405, toHttpError(new HttpMethodNotAllowedError(request.method ?? '', ['GET'])).body, { allow: 'GET' })
+        await send(request, response, 405, toHttpError(new HttpMethodNotAllowedError(request.method ?? '', ['GET'])).body, { allow: 'GET' })
         return true
       }
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': DASHBOARD_HTML.length })
-      response.end(request.method === 'HEAD' ? undefined : DASHBOARD_HTML)
+      await sendCompressible(request, response, 200, DASHBOARD_HTML, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache' })
       return true
     }
     if (!url.pathname.startsWith('/v1/')) return false
@@ -175,8 +177,8 @@ export function createRestHandler(config: RestConfig): RestHandler {
       await route(request, response, url)
     } catch (error) {
       const answer = toHttpError(error)
-      if (answer.status === 500) logger.error({ err: error, path: url.pathname }, 'REST request failed')
-      send(response, answer.status, answer.body, answer.headers)
+      if (answer.status === 500) logger.error({ err: loggableError(error), path: url.pathname.slice(0, 200) }, 'REST request failed')
+      await send(request, response, answer.status, answer.body, answer.headers)
     }
     return true
   }

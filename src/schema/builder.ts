@@ -5,7 +5,6 @@ import ZodPlugin from '@pothos/plugin-zod'
 import type { Address, Hash, Hex } from 'viem'
 import { InvalidParamsError } from '../errors.js'
 import type { ChainEvents } from '../jsonrpc/subscriptions.js'
-import type { PendingState } from '../pending/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 import type { Loaders } from './loaders.js'
 
@@ -22,9 +21,8 @@ export const MAX_QUERY_COMPLEXITY = 100_000
 export type GraphqlContext = {
   resolvers: Resolvers
   loaders: Loaders
-  /** Sources of the subscriptions; `null` in a process that neither ingests nor follows a feed. */
+  /** The event stream the subscriptions read (resolvers/events.ts); `null` where none is wired (unit tests). */
   chainEvents: ChainEvents | null
-  pending: PendingState | null
 }
 
 export const builder = new SchemaBuilder<{

@@ -4,11 +4,10 @@ import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases'
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens'
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql'
 import { GraphQLError } from 'graphql'
-import { createYoga, maskError } from 'graphql-yoga'
+import { createYoga, type GraphiQLOptions, maskError } from 'graphql-yoga'
 import type { Logger } from 'pino'
 import { toGraphQLError } from '../errors.js'
 import type { ChainEvents } from '../jsonrpc/subscriptions.js'
-import type { PendingState } from '../pending/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 import type { GraphqlContext } from './builder.js'
 import { createLoaders } from './loaders.js'
@@ -65,7 +64,8 @@ export type GraphqlServerConfig = {
   resolvers: Resolvers
   logger: Logger
   chainEvents?: ChainEvents | null
-  pending?: PendingState | null
+  /** GraphiQL's page; by default the library's, which inlines its 9 MB of scripts (src/server serves them apart). */
+  renderGraphiQL?: (options?: GraphiQLOptions) => string
 }
 
 /**
@@ -87,10 +87,9 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
       resolvers,
       loaders: createLoaders(resolvers),
       chainEvents: config.chainEvents ?? null,
-      pending: config.pending ?? null,
     }),
     graphiql: { title: 'flashgate GraphiQL', defaultQuery: DEFAULT_GRAPHIQL_QUERY },
-    renderGraphiQL,
+    renderGraphiQL: config.renderGraphiQL ?? renderGraphiQL,
     // yoga reports every error it answers with; the unexpected ones are logged at `error` by `maskError`.
     logging: { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('debug') },
     maskedErrors: {

@@ -1,17 +1,21 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
-import { InternalError, isFlashgateError, PayloadTooLargeError, toJsonRpcError, UnauthorizedError } from '../errors.js'
+import { InternalError, isFlashgateError, loggableError, PayloadTooLargeError, toJsonRpcError, UnauthorizedError } from '../errors.js'
+import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
-import { serializeJsonRpc } from '../jsonrpc/serialize.js'
-import type { PendingState } from '../pending/index.js'
+import { deflatedJsonRpc, serializeJsonRpc } from '../jsonrpc/serialize.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
+import type { SharedRedis } from '../redis/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 import { createGraphqlServer, GRAPHQL_PATH } from '../schema/index.js'
 import { createRestHandler } from '../rest/index.js'
+import { createCors } from './cors.js'
+import { GRAPHIQL_ASSETS_PATH, renderGraphiqlPage, serveGraphiqlAsset } from './graphiql.js'
+import { createGraphqlRoute } from './graphql.js'
 import { createMetrics, type MetricsSources } from './metrics.js'
 
 /** Time a connection gets to drain on shutdown before it is cut. */
@@ -20,6 +24,10 @@ const SHUTDOWN_GRACE_MS = 10_000
 const MAX_WS_MESSAGE_BYTES = 1024 * 1024
 /** A WebSocket client that lets this much of our output pile up unread is cut off (slow consumer). */
 const MAX_WS_BUFFERED_BYTES = 16 * 1024 * 1024
+/** Node's limit on a request's head (request line and headers); a longer one gets a 431 with a JSON body. */
+const MAX_HEADER_BYTES = 16 * 1024
+/** Of a refused JSON-RPC body, the bytes read to find its id (a 401 echoes it). */
+const MAX_ID_PROBE_BYTES = 64 * 1024
 
 export type Readiness = () => Promise<{ ready: boolean; details: Record<string, unknown> }>
 
@@ -39,19 +47,52 @@ export type ServerConfig = {
   metrics?: MetricsSources
   /** Sources for `eth_subscribe` on the WebSocket endpoint. */
   chainEvents?: ChainEvents | null
-  pending?: PendingState | null
   /** Builder-code registrations per second per client address (src/rest); 0 turns the limit off. */
   registrationRateLimit?: number
+  /** Origins allowed to call the JSON-RPC endpoints from a browser: `*` or a comma-separated list. */
+  corsOrigins?: string
+  /** Rate-limit buckets shared with the deployment's other processes (`--redis-url`); else per process. */
+  redis?: SharedRedis | null
+  /** `false` on an ingest-only process (`--role ingest`): health, readiness and metrics only. Default `true`. */
+  servesApis?: boolean
 }
 
-function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
-  sendSerialized(response, status, JSON.stringify(body), headers)
+/** What every process answers, an ingest-only one too. */
+const OPERATIONS_PATHS = new Set(['/healthz', '/readyz', '/metrics'])
+
+function sendJson(request: IncomingMessage, response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  return sendSerialized(request, response, status, JSON.stringify(body), headers)
 }
 
-/** Sends JSON that is already serialised, as text or as UTF-8 bytes (see src/jsonrpc/serialize.ts). */
-function sendSerialized(response: ServerResponse, status: number, json: string | Buffer, headers: Record<string, string> = {}) {
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json), ...headers })
-  response.end(json)
+/**
+ * Sends JSON that is already serialised, as text or as UTF-8 bytes (see src/jsonrpc/serialize.ts), compressed
+ * when it is large and the client accepts it.
+ */
+function sendSerialized(request: IncomingMessage, response: ServerResponse, status: number, json: string | Buffer, headers: Record<string, string> = {}) {
+  return sendCompressible(request, response, status, json, { 'content-type': 'application/json', ...headers })
+}
+
+/** The `id` of a single JSON-RPC request, to echo in an answer refused before the call is read; else `null`. */
+function requestId(body: string): unknown {
+  try {
+    const parsed: unknown = JSON.parse(body)
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || !('id' in parsed)) return null
+    const id = (parsed as { id: unknown }).id
+    return typeof id === 'string' || typeof id === 'number' ? id : null
+  } catch {
+    return null
+  }
+}
+
+/** A request head over Node's limit (`HPE_HEADER_OVERFLOW`): 431 with a body saying what to do instead. */
+function refuseClientError(error: NodeJS.ErrnoException, socket: Socket) {
+  if (!socket.writable) return socket.destroy()
+  const [status, reason, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', `the request line and headers exceed ${MAX_HEADER_BYTES} bytes; send a long query in a POST body`]
+      : [400, 'Bad Request', 'the request is not valid HTTP/1.1']
+  const body = JSON.stringify({ error: { code: status === 431 ? 'request_header_fields_too_large' : 'bad_request', message } })
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
 }
 
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
@@ -64,6 +105,7 @@ type Endpoint = { policy: Policy; jsonRpc: JsonRpcHandler; client: string; rate:
 export function createServer(config: ServerConfig) {
   const { logger, policies, resolvers } = config
   const trustProxy = config.trustProxy ?? false
+  const servesApis = config.servesApis ?? true
   const jsonRpcHandlers = Object.fromEntries(
     Object.values(policies).map((policy) => [
       policy.name,
@@ -78,10 +120,15 @@ export function createServer(config: ServerConfig) {
   ) as Record<PolicyName, JsonRpcHandler>
   // GraphQL is served under the public policy: its log limits and its rate per client address.
   const graphqlResolvers = resolvers.withLimits(policies.public.logLimits)
-  const graphql = createGraphqlServer({ resolvers: graphqlResolvers, logger, chainEvents: config.chainEvents, pending: config.pending })
-  const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy })
+  const graphql = createGraphqlRoute(
+    createGraphqlServer({ resolvers: graphqlResolvers, logger, chainEvents: config.chainEvents, renderGraphiQL: renderGraphiqlPage }),
+    logger,
+  )
+  const cors = createCors(config.corsOrigins ?? '*')
+  const redis = config.redis ?? null
+  const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy, redis })
   // One bucket per client address on the public endpoint and per key on dedicated ones.
-  const limiter = createRateLimiter({ ratePerSecond: 0 })
+  const limiter = createRateLimiter({ ratePerSecond: 0, redis, name: 'rpc' })
   const metrics = createMetrics(config.metrics)
 
   /** The public endpoint, as the client at this address uses it: its bucket is the address. */
@@ -102,79 +149,97 @@ export function createServer(config: ServerConfig) {
   }
 
   function admitter(endpoint: Endpoint) {
-    return (cost: number) => {
-      const wait = limiter.take(endpoint.client, { cost, rate: endpoint.rate })
+    return async (cost: number) => {
+      const wait = await limiter.take(endpoint.client, { cost, rate: endpoint.rate })
       if (wait > 0) metrics.rateLimited(endpoint.policy.name)
       return wait
     }
   }
 
-  /** A JSON-RPC error answered before any call runs (bad key, database down while looking it up). */
-  function sendJsonRpcFailure(response: ServerResponse, error: unknown) {
-    if (!isFlashgateError(error)) logger.error({ err: error }, 'could not resolve a JSON-RPC endpoint')
+  /**
+   * A JSON-RPC error answered before any call runs (bad key, database down while looking it up), with the
+   * request's id when a single request of modest size names one.
+   */
+  async function sendJsonRpcFailure(request: IncomingMessage, response: ServerResponse, error: unknown) {
+    if (!isFlashgateError(error)) logger.error({ err: loggableError(error) }, 'could not resolve a JSON-RPC endpoint')
     const failure = isFlashgateError(error) ? error : new InternalError()
-    sendJson(response, failure.httpStatus, { jsonrpc: '2.0', id: null, error: toJsonRpcError(failure) })
+    const body = request.method === 'POST' ? await readBody(request, MAX_ID_PROBE_BYTES).catch(() => '') : ''
+    return sendJson(request, response, failure.httpStatus, { jsonrpc: '2.0', id: requestId(body), error: toJsonRpcError(failure) }, cors.headers(request))
   }
 
   async function handleJsonRpc(request: IncomingMessage, response: ServerResponse, endpoint: Endpoint) {
     const { maxBodyBytes } = endpoint.policy
+    const corsHeaders = cors.headers(request)
     let body: string
     try {
       body = await readBody(request, maxBodyBytes)
     } catch (error) {
       if (error instanceof PayloadTooLargeError)
-        sendJson(response, 413, { jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${maxBodyBytes} bytes` } }, { connection: 'close' })
+        return sendJson(request, response, 413, { jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${maxBodyBytes} bytes` } }, { ...corsHeaders, connection: 'close' })
       return
     }
     const reply = await endpoint.jsonRpc.handle(body, { admit: admitter(endpoint) })
     if (reply.body === null) {
-      response.writeHead(204).end()
+      response.writeHead(204, corsHeaders).end()
       return
     }
-    sendSerialized(response, reply.status, serializeJsonRpc(reply.body), reply.headers)
+    const headers = { 'content-type': 'application/json', ...reply.headers, ...corsHeaders }
+    // Answers stored deflated (a block's receipts) go to a client accepting `deflate` as they are.
+    if (negotiateEncoding(request.headers['accept-encoding'], STORED_DEFLATE_OFFERS) === 'deflate') {
+      const stored = deflatedJsonRpc(reply.body)
+      if (stored !== null && stored.plainLength >= COMPRESS_MIN_BYTES) return sendEncoded(request, response, reply.status, stored.stream, 'deflate', headers)
+    }
+    return sendCompressible(request, response, reply.status, serializeJsonRpc(reply.body), headers)
   }
 
   async function route(request: IncomingMessage, response: ServerResponse) {
     const path = (request.url ?? '/').split('?')[0]!
+    if (!servesApis && !OPERATIONS_PATHS.has(path))
+      return sendJson(request, response, 404, { error: { code: 'not_found', message: `this process only ingests (--role ingest): ${path} is served by the serving processes` } })
+    // A preflight names no API key to check: answer it before the lookup (https://fetch.spec.whatwg.org/#cors-preflight-fetch).
+    if (request.method === 'OPTIONS' && (JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX))) {
+      response.writeHead(204, cors.preflight(request))
+      return response.end()
+    }
     let endpoint: Endpoint | null
     try {
       endpoint = await endpointOf(request, path)
     } catch (error) {
-      return sendJsonRpcFailure(response, error)
+      return sendJsonRpcFailure(request, response, error)
     }
     if (endpoint !== null) {
       if (request.method === 'POST') return handleJsonRpc(request, response, endpoint)
-      response.setHeader('allow', 'POST')
-      return sendJson(response, 405, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'use POST for JSON-RPC' } })
+      return sendJson(request, response, 405, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'use POST for JSON-RPC' } }, { allow: 'POST', ...cors.headers(request) })
     }
     if (await rest(request, response)) return
     if (path === GRAPHQL_PATH) {
-      const wait = admitter(publicEndpoint(request))(1)
+      const wait = await admitter(publicEndpoint(request))(1)
       if (wait > 0)
-        return sendJson(response, 429, { errors: [{ message: `rate limit exceeded; retry in ${wait} s`, extensions: { code: 'RATE_LIMITED' } }] }, { 'retry-after': String(wait) })
+        return sendJson(request, response, 429, { errors: [{ message: `rate limit exceeded; retry in ${wait} s`, extensions: { code: 'RATE_LIMITED' } }] }, { 'retry-after': String(wait) })
       return graphql(request, response)
     }
-    if (path === '/healthz') return sendJson(response, 200, { status: 'ok' })
+    if (path.startsWith(GRAPHIQL_ASSETS_PATH) && (request.method === 'GET' || request.method === 'HEAD') && (await serveGraphiqlAsset(request, response, path))) return
+    if (path === '/healthz') return sendJson(request, response, 200, { status: 'ok' })
     if (path === '/metrics') {
       const { contentType, body } = await metrics.scrape()
-      response.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) })
-      return response.end(body)
+      return sendCompressible(request, response, 200, body, { 'content-type': contentType })
     }
     if (path === '/readyz') {
       const readiness = (await config.readiness?.()) ?? { ready: true, details: {} }
-      return sendJson(response, readiness.ready ? 200 : 503, { ready: readiness.ready, ...readiness.details })
+      return sendJson(request, response, readiness.ready ? 200 : 503, { ready: readiness.ready, ...readiness.details })
     }
-    sendJson(response, 404, { error: { code: 'not_found', message: `no route for ${request.method} ${path}` } })
+    return sendJson(request, response, 404, { error: { code: 'not_found', message: `no route for ${request.method} ${path}` } })
   }
 
-  const server: Server = createHttpServer((request, response) => {
+  const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES }, (request, response) => {
     metrics.observe(request, response)
     route(request, response).catch((error: unknown) => {
-      logger.error({ err: error }, 'unhandled error in request')
-      if (!response.headersSent) sendJson(response, 500, { jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } })
+      logger.error({ err: loggableError(error) }, 'unhandled error in request')
+      if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } })
       else response.destroy()
     })
   })
+  server.on('clientError', refuseClientError)
   server.keepAliveTimeout = 65_000
 
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
@@ -182,7 +247,7 @@ export function createServer(config: ServerConfig) {
   server.on('upgrade', (request, socket, head) => {
     const path = (request.url ?? '/').split('?')[0]!
     endpointOf(request, path).then(
-      (endpoint) => (endpoint === null ? socket.destroy() : upgrade(request, socket, head, endpoint)),
+      (endpoint) => (endpoint === null || !servesApis ? socket.destroy() : upgrade(request, socket, head, endpoint)),
       (error: unknown) => {
         const status = isFlashgateError(error) ? error.httpStatus : 500
         socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Internal Server Error'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`)
@@ -203,10 +268,7 @@ export function createServer(config: ServerConfig) {
         ws.send(json, { binary: false })
       }
       const subscriptions = createSubscriptions({
-        resolvers: config.resolvers,
         chainEvents: config.chainEvents ?? null,
-        pending: config.pending ?? null,
-        logger,
         notify: (subscription, result) => send(JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription, result } })),
       })
       const local = {
@@ -218,7 +280,7 @@ export function createServer(config: ServerConfig) {
         endpoint.jsonRpc.handle(data.toString(), { local, admit }).then(
           // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
           (reply) => reply.body !== null && send(serializeJsonRpc(reply.body)),
-          (error: unknown) => logger.error({ err: error }, 'unhandled error on a WebSocket'),
+          (error: unknown) => logger.error({ err: loggableError(error) }, 'unhandled error on a WebSocket'),
         )
       })
       ws.on('close', () => subscriptions.close())

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { RedisStatus } from '../redis/index.js'
 
 /** Request durations, in seconds: from a cached answer (sub-millisecond) to a capped eth_getLogs. */
 const DURATION_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -8,6 +9,19 @@ const DURATION_BUCKETS_SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
 export type MetricsSources = {
   /** Newest block of the index, of the upstream as the ingester last saw it, and whether this process ingests. */
   chain?: () => Promise<{ indexHead: number | null; upstreamHead: number | null; ingesting: boolean }>
+  /** The pending view: where its receipts come from, hydration figures and divergences from sealed blocks. */
+  pending?: () => PendingMetrics
+  /** Reads below the index answered from the upstream, by method. */
+  history?: () => Record<string, number>
+  /** The Redis shared by the deployment's processes (`--redis-url`): up or not, and what was answered without it. */
+  redis?: () => RedisStatus
+}
+
+export type PendingMetrics = {
+  source: string
+  hydration: { inFlight: number; completed: number; failures: number; missingReceipts: number; lagMsP50: number | null; lagMsP99: number | null }
+  reconciledBlocks: number
+  divergences: Record<string, number>
 }
 
 /** A route label with bounded cardinality: API keys and path parameters never become labels. */
@@ -73,6 +87,78 @@ export function createMetrics(sources: MetricsSources = {}) {
       registers: [registry],
       async collect() {
         this.set((await read()).ingesting ? 1 : 0)
+      },
+    })
+  }
+
+  const history = sources.history
+  if (history !== undefined)
+    new Gauge({
+      name: 'flashgate_history_upstream_reads_total',
+      help: 'Reads of blocks, transactions, receipts, logs or state below the first indexed block, answered from the upstream, by method',
+      labelNames: ['method'] as const,
+      registers: [registry],
+      collect() {
+        for (const [method, count] of Object.entries(history())) this.set({ method }, count)
+      },
+    })
+  const redis = sources.redis
+  if (redis !== undefined) {
+    new Gauge({
+      name: 'flashgate_redis_connected',
+      help: '1 while the shared Redis answers; 0 while this process limits, revokes and counts nonces alone',
+      registers: [registry],
+      collect() {
+        this.set(redis().connected ? 1 : 0)
+      },
+    })
+    new Gauge({
+      name: 'flashgate_redis_fallbacks_total',
+      help: 'Operations answered by this process alone because Redis failed or was down, by operation',
+      labelNames: ['operation'] as const,
+      registers: [registry],
+      collect() {
+        for (const [operation, count] of Object.entries(redis().fallbacks)) this.set({ operation }, count)
+      },
+    })
+  }
+  const pending = sources.pending
+  if (pending !== undefined) {
+    const gauge = (name: string, help: string, value: (figures: PendingMetrics) => number | null, labelNames: string[] = []) =>
+      new Gauge({
+        name,
+        help,
+        labelNames,
+        registers: [registry],
+        collect() {
+          const figure = value(pending())
+          if (figure !== null) this.set(figure)
+        },
+      })
+    new Gauge({
+      name: 'flashgate_pending_source',
+      help: 'Where pre-confirmed receipts come from: 1 for the current source (feed, hydrate, frames, probing)',
+      labelNames: ['source'] as const,
+      registers: [registry],
+      collect() {
+        const current = pending().source
+        for (const source of ['feed', 'hydrate', 'frames', 'probing']) this.set({ source }, source === current ? 1 : 0)
+      },
+    })
+    gauge('flashgate_pending_hydrations_total', 'Flashblocks whose receipts were hydrated from the upstream', (figures) => figures.hydration.completed)
+    gauge('flashgate_pending_hydration_failures_total', 'Hydration round trips that failed', (figures) => figures.hydration.failures)
+    gauge('flashgate_pending_hydration_missing_receipts_total', 'Pre-confirmed receipts the upstream never had', (figures) => figures.hydration.missingReceipts)
+    gauge('flashgate_pending_hydrations_in_flight', 'Hydration round trips under way', (figures) => figures.hydration.inFlight)
+    gauge('flashgate_pending_hydration_lag_p50_ms', 'Frame to hydrated receipts, median of recent flashblocks (ms)', (figures) => figures.hydration.lagMsP50)
+    gauge('flashgate_pending_hydration_lag_p99_ms', 'Frame to hydrated receipts, 99th percentile of recent flashblocks (ms)', (figures) => figures.hydration.lagMsP99)
+    gauge('flashgate_pending_reconciled_blocks_total', 'Pre-confirmed blocks compared with their canonical block', (figures) => figures.reconciledBlocks)
+    new Gauge({
+      name: 'flashgate_pending_divergences_total',
+      help: 'Canonical blocks that differed from their pre-confirmation, by what differed (transactions, parent, receipt)',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+      collect() {
+        for (const [kind, count] of Object.entries(pending().divergences)) this.set({ kind }, count)
       },
     })
   }

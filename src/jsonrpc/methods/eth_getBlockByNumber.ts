@@ -1,9 +1,9 @@
 import { z } from 'zod'
-import { blockNumberOrTagSelector } from '../../codecs/index.js'
+import { blockNumberOrTagSelector, requiredBoolean } from '../../codecs/index.js'
 import { defineMethod } from '../define-method.js'
 
 export const eth_getBlockByNumber = defineMethod({
-  params: z.tuple([blockNumberOrTagSelector, z.boolean().optional()]),
+  params: z.tuple([blockNumberOrTagSelector, requiredBoolean]),
   handler: (resolvers, [block, includeTransactions]) =>
-    resolvers.getBlock({ block, includeTransactions: includeTransactions ?? false }),
+    resolvers.getBlock({ block, includeTransactions }),
 })

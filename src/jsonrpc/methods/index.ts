@@ -9,6 +9,8 @@ import { eth_getLogs } from './eth_getLogs.js'
 import { eth_getTransactionByHash } from './eth_getTransactionByHash.js'
 import { eth_getTransactionCount } from './eth_getTransactionCount.js'
 import { eth_getTransactionReceipt } from './eth_getTransactionReceipt.js'
+import { eth_sendRawTransaction } from './eth_sendRawTransaction.js'
+import { eth_sendRawTransactionSync } from './eth_sendRawTransactionSync.js'
 import { net_version } from './net_version.js'
 import { web3_clientVersion } from './web3_clientVersion.js'
 
@@ -24,6 +26,8 @@ export const methods: Record<string, MethodDefinition> = {
   eth_getTransactionByHash,
   eth_getTransactionCount,
   eth_getTransactionReceipt,
+  eth_sendRawTransaction,
+  eth_sendRawTransactionSync,
   net_version,
   web3_clientVersion,
 }

@@ -1,0 +1,34 @@
+import { DEFAULT_DATABASE_URL } from '../config.js'
+import { directoryHolder, isPostgresUrl, pgliteDirectory } from '../db/index.js'
+
+/** `flashgate dev`'s PGlite, as ephemeral as its chain: wiped at every start (unless another dev holds it). */
+export const DEV_DATABASE_DIR = './.flashgate/dev-pglite'
+
+/** A database URL fit to print: a Postgres password is masked. */
+export function describeDatabaseUrl(databaseUrl: string): string {
+  if (!isPostgresUrl(databaseUrl)) return databaseUrl
+  try {
+    const url = new URL(databaseUrl)
+    if (url.password !== '') url.password = '***'
+    return url.toString()
+  } catch {
+    return 'postgres://…'
+  }
+}
+
+const nonEmpty = (value: string | undefined) => (value === '' ? undefined : value)
+
+/**
+ * The database `flashgate keys` and `migrate` work on: `--database-url`, `DATABASE_URL`, else the default
+ * PGlite directory — or, when nothing holds that one and a running `flashgate dev` holds its own, the dev
+ * database (what someone running `npm start` means). `note` says how to reach the other one.
+ */
+export function chooseDatabase(flags: Record<string, string | undefined>, env: Record<string, string | undefined>): { databaseUrl: string; note: string | null } {
+  const given = nonEmpty(flags['database-url']) ?? nonEmpty(env.DATABASE_URL)
+  if (given !== undefined) return { databaseUrl: given, note: null }
+  const dev = directoryHolder(pgliteDirectory(DEV_DATABASE_DIR)!)
+  if (dev === null) return { databaseUrl: DEFAULT_DATABASE_URL, note: null }
+  if (directoryHolder(pgliteDirectory(DEFAULT_DATABASE_URL)!) === null)
+    return { databaseUrl: DEV_DATABASE_DIR, note: `the running flashgate dev's, as nothing runs on the default ${DEFAULT_DATABASE_URL}: --database-url ${DEFAULT_DATABASE_URL} for that one` }
+  return { databaseUrl: DEFAULT_DATABASE_URL, note: `the default: --database-url ${DEV_DATABASE_DIR} for the running flashgate dev's (pid ${dev.pid})` }
+}

@@ -1,0 +1,55 @@
+import { randomBytes } from 'node:crypto'
+import { deflateRawSync, deflateSync, inflateSync } from 'node:zlib'
+import { describe, expect, test } from 'vitest'
+import { adler32, adler32Combine, type DeflatedText, deflateOpen, inflateAny, zlibStream } from './deflated.js'
+
+/** zlib's own Adler-32 of `bytes`: the last four bytes of its zlib stream. */
+const zlibAdler32 = (bytes: Buffer) => deflateSync(bytes, { level: 0 }).readUInt32BE(deflateSync(bytes, { level: 0 }).length - 4)
+
+const json = (count: number) => Buffer.from(JSON.stringify(Array.from({ length: count }, (_, index) => ({ index, data: `0x${randomBytes(40).toString('hex')}` }))))
+
+describe('Adler-32', () => {
+  test.each([0, 1, 100, 5_551, 5_552, 5_553, 70_000, 300_000])('equals zlib on %i random bytes, including bytes of 0xff', (length) => {
+    const bytes = randomBytes(length)
+    expect(adler32(bytes)).toBe(zlibAdler32(bytes))
+    const ones = Buffer.alloc(length, 0xff)
+    expect(adler32(ones)).toBe(zlibAdler32(ones))
+  })
+
+  test('combining two checksums equals the checksum of the joined bytes, and continuing equals both', () => {
+    for (const [first, second] of [[0, 10], [10, 0], [3, 70_000], [70_000, 65_521], [200_000, 131_042]] as const) {
+      const a = Buffer.alloc(first, 0xff)
+      const b = randomBytes(second)
+      const whole = zlibAdler32(Buffer.concat([a, b]))
+      expect(adler32Combine(adler32(a), adler32(b), b.length)).toBe(whole)
+      expect(adler32(b, adler32(a))).toBe(whole)
+    }
+  })
+})
+
+describe('open DEFLATE streams spliced into one zlib stream', () => {
+  test('an open stream has no final block: appending a final empty block finishes it', () => {
+    const text = json(50)
+    const open = deflateOpen(text, 6)
+    expect(open).toMatchObject({ length: text.length, adler32: zlibAdler32(text) })
+    expect(inflateAny(open.stream)).toEqual(text)
+    // A finished stream made by zlib inflates the same way.
+    expect(inflateAny(deflateRawSync(text))).toEqual(text)
+    expect(inflateSync(zlibStream([open]))).toEqual(text)
+  })
+
+  test('plain parts of any size around open streams inflate to the joined text, checksum verified by zlib', () => {
+    const parts: (Buffer | DeflatedText)[] = [Buffer.from('{"jsonrpc":"2.0","id":'), Buffer.alloc(140_000, 0x31), Buffer.from(',"result":'), deflateOpen(json(300), 6), Buffer.from(','), deflateOpen(json(1), 1), deflateOpen('', 6), Buffer.from('}')]
+    const plain = Buffer.concat(parts.map((part) => (Buffer.isBuffer(part) ? part : inflateAny(part.stream))))
+    expect(inflateSync(zlibStream(parts))).toEqual(plain)
+    // Ending on an open stream, and with no parts at all.
+    const upToOpen = parts.slice(0, 4)
+    expect(inflateSync(zlibStream(upToOpen))).toEqual(plain.subarray(0, upToOpen.reduce((length, part) => length + part.length, 0)))
+    expect(inflateSync(zlibStream([]))).toEqual(Buffer.alloc(0))
+  })
+
+  test('a wrong checksum is caught by the client: the trailer is really checked', () => {
+    const open = deflateOpen(json(10), 6)
+    expect(() => inflateSync(zlibStream([{ ...open, adler32: (open.adler32 + 1) >>> 0 }]))).toThrow(/incorrect data check/)
+  })
+})

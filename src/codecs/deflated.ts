@@ -1,0 +1,112 @@
+import { constants, deflateRawSync, inflateRawSync } from 'node:zlib'
+
+/**
+ * Text kept as an *open* raw DEFLATE stream (RFC 1951): flushed to a byte boundary but without a final
+ * block, together with the length and Adler-32 of the text it holds. Such a stream can be spliced into a
+ * larger zlib stream (RFC 1950) between other bytes, so that an answer stored compressed goes to a client
+ * accepting `deflate` as it is, without being inflated and compressed again (see `zlibStream`).
+ */
+export type DeflatedText = {
+  /** Raw DEFLATE blocks, none final, ending on a byte boundary (a sync flush). */
+  stream: Buffer
+  /** Bytes of text the stream holds. */
+  length: number
+  /** Adler-32 of that text (RFC 1950 §9). */
+  adler32: number
+}
+
+/** The largest prime below 2^16: Adler-32's modulus. */
+const ADLER_MODULUS = 65_521
+/** Bytes summed before reducing: the largest n for which the sums cannot pass 2^53 (zlib's NMAX is 5552 for 32 bits). */
+const ADLER_CHUNK = 5_552
+/** The largest stored block (RFC 1951 §3.2.4). */
+const STORED_BLOCK_MAX = 0xffff
+/** zlib header: deflate, 32 KB window, default level, no preset dictionary (0x789c % 31 = 0). */
+const ZLIB_HEADER = Buffer.from([0x78, 0x9c])
+
+/** Adler-32 of `bytes`, continuing from `start` (1 for a new checksum). */
+export function adler32(bytes: Uint8Array, start = 1): number {
+  let low = start & 0xffff
+  let high = start >>> 16
+  for (let offset = 0; offset < bytes.length; offset += ADLER_CHUNK) {
+    const end = Math.min(offset + ADLER_CHUNK, bytes.length)
+    for (let index = offset; index < end; index++) {
+      low += bytes[index]!
+      high += low
+    }
+    low %= ADLER_MODULUS
+    high %= ADLER_MODULUS
+  }
+  return ((high << 16) | low) >>> 0
+}
+
+/**
+ * Adler-32 of a text made of a first part (checksum `first`) followed by a second part of `secondLength`
+ * bytes (checksum `second`), without reading either: low sums add, and every byte of the second part adds
+ * the first part's low sum once more to the high sum.
+ */
+export function adler32Combine(first: number, second: number, secondLength: number): number {
+  const firstLow = first & 0xffff
+  const firstHigh = first >>> 16
+  const secondLow = second & 0xffff
+  const secondHigh = second >>> 16
+  const low = (firstLow + secondLow + ADLER_MODULUS - 1) % ADLER_MODULUS
+  const high = (firstHigh + secondHigh + (secondLength % ADLER_MODULUS) * ((firstLow + ADLER_MODULUS - 1) % ADLER_MODULUS)) % ADLER_MODULUS
+  return ((high << 16) | low) >>> 0
+}
+
+/** Compresses `text` into an open stream (see `DeflatedText`). */
+export function deflateOpen(text: string | Buffer, level: number): DeflatedText {
+  const bytes = typeof text === 'string' ? Buffer.from(text, 'utf8') : text
+  return {
+    stream: deflateRawSync(bytes, { level, finishFlush: constants.Z_SYNC_FLUSH }),
+    length: bytes.length,
+    adler32: adler32(bytes),
+  }
+}
+
+/** The text of a raw DEFLATE stream, open or finished. */
+export function inflateAny(stream: Uint8Array): Buffer {
+  return inflateRawSync(stream, { finishFlush: constants.Z_SYNC_FLUSH })
+}
+
+/** Stored (uncompressed) DEFLATE blocks holding `bytes`; the last one final when `final` is set. */
+function storedBlocks(bytes: Buffer, final: boolean, out: Buffer[]): void {
+  let offset = 0
+  do {
+    const length = Math.min(STORED_BLOCK_MAX, bytes.length - offset)
+    const last = final && offset + length === bytes.length
+    const header = Buffer.alloc(5)
+    header[0] = last ? 1 : 0
+    header.writeUInt16LE(length, 1)
+    header.writeUInt16LE(~length & 0xffff, 3)
+    out.push(header, bytes.subarray(offset, offset + length))
+    offset += length
+  } while (offset < bytes.length)
+}
+
+/**
+ * One zlib stream (RFC 1950, HTTP's `Content-Encoding: deflate`) whose text is the parts in order: plain
+ * bytes go in stored blocks, open streams are copied as they are, and the checksum is combined from the
+ * parts' own. The stream ends with a final stored block (the last plain part's, or an empty one).
+ */
+export function zlibStream(parts: (Buffer | DeflatedText)[]): Buffer {
+  const out: Buffer[] = [ZLIB_HEADER]
+  let checksum = 1
+  parts.forEach((part, index) => {
+    const last = index === parts.length - 1
+    if (Buffer.isBuffer(part)) {
+      storedBlocks(part, last, out)
+      checksum = adler32(part, checksum)
+    } else {
+      out.push(part.stream)
+      if (last) storedBlocks(Buffer.alloc(0), true, out)
+      checksum = adler32Combine(checksum, part.adler32, part.length)
+    }
+  })
+  if (parts.length === 0) storedBlocks(Buffer.alloc(0), true, out)
+  const trailer = Buffer.alloc(4)
+  trailer.writeUInt32BE(checksum)
+  out.push(trailer)
+  return Buffer.concat(out)
+}

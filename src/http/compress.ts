@@ -1,0 +1,118 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { promisify } from 'node:util'
+import { brotliCompress, constants, gzip } from 'node:zlib'
+
+/** Answers below this size go out as they are: compressing them costs more time than the bytes save. */
+export const COMPRESS_MIN_BYTES = 1024
+/** Brotli quality for answers made per request: near gzip's speed, smaller output (11 is 50× slower). */
+const DYNAMIC_BROTLI_QUALITY = 4
+/** gzip level for answers made per request (zlib's default). */
+const DYNAMIC_GZIP_LEVEL = 6
+/** Brotli quality for static assets, compressed once per process. */
+const STATIC_BROTLI_QUALITY = 9
+const STATIC_GZIP_LEVEL = 9
+
+/** The codings flashgate compresses answers with. */
+export type ContentCoding = 'br' | 'gzip'
+/** `deflate` (RFC 1950) is only sent for answers stored compressed, as they are (codecs/deflated.ts). */
+export type StoredCoding = ContentCoding | 'deflate'
+
+const brotliAsync = promisify(brotliCompress)
+const gzipAsync = promisify(gzip)
+
+/** Dynamic answers: brotli over gzip when both are equally welcome. */
+const DYNAMIC_OFFERS: readonly ContentCoding[] = ['br', 'gzip']
+/** Answers stored deflated: sent as they are when `deflate` is as welcome as anything else (no compression work). */
+export const STORED_DEFLATE_OFFERS: readonly StoredCoding[] = ['deflate', 'br', 'gzip']
+
+/**
+ * The coding to answer with, from `Accept-Encoding` and its q-values (RFC 9110 §12.5.3): the most welcome
+ * of `offers`, the earlier offer on a tie, `null` (identity) when none is welcome.
+ */
+export function negotiateEncoding(header: string | string[] | undefined): ContentCoding | null
+export function negotiateEncoding<offer extends StoredCoding>(header: string | string[] | undefined, offers: readonly offer[]): offer | null
+export function negotiateEncoding(header: string | string[] | undefined, offers: readonly StoredCoding[] = DYNAMIC_OFFERS): StoredCoding | null {
+  if (header === undefined || header === '') return null
+  const text = Array.isArray(header) ? header.join(',') : header
+  const weights = new Map<string, number>()
+  for (const part of text.split(',')) {
+    const [name, ...parameters] = part.split(';')
+    const coding = name!.trim().toLowerCase()
+    if (coding === '') continue
+    let weight = 1
+    for (const parameter of parameters) {
+      const [key, value] = parameter.split('=')
+      if (key?.trim().toLowerCase() === 'q') weight = Number(value?.trim())
+    }
+    weights.set(coding, Number.isFinite(weight) ? weight : 0)
+  }
+  const wildcard = weights.get('*') ?? 0
+  const weightOf = (coding: StoredCoding) => weights.get(coding) ?? (coding === 'gzip' ? weights.get('x-gzip') : undefined) ?? wildcard
+  let best: StoredCoding | null = null
+  let bestWeight = 0
+  for (const offer of offers) {
+    const weight = weightOf(offer)
+    if (weight > bestWeight) {
+      best = offer
+      bestWeight = weight
+    }
+  }
+  return best
+}
+
+/** Compresses one answer made for this request (fast settings). */
+export function compressDynamic(body: Buffer, coding: ContentCoding): Promise<Buffer> {
+  return coding === 'br'
+    ? brotliAsync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: DYNAMIC_BROTLI_QUALITY, [constants.BROTLI_PARAM_SIZE_HINT]: body.length } })
+    : gzipAsync(body, { level: DYNAMIC_GZIP_LEVEL })
+}
+
+/** Compresses a static asset once (slower settings, smaller output). */
+export function compressStatic(body: Buffer, coding: ContentCoding): Promise<Buffer> {
+  return coding === 'br'
+    ? brotliAsync(body, { params: { [constants.BROTLI_PARAM_QUALITY]: STATIC_BROTLI_QUALITY, [constants.BROTLI_PARAM_SIZE_HINT]: body.length } })
+    : gzipAsync(body, { level: STATIC_GZIP_LEVEL })
+}
+
+/** Adds `Accept-Encoding` to the `Vary` header already set or given. */
+function varyOnEncoding(headers: OutgoingHttpHeaders): string {
+  const vary = headers.vary
+  if (vary === undefined) return 'Accept-Encoding'
+  return `${Array.isArray(vary) ? vary.join(', ') : String(vary)}, Accept-Encoding`
+}
+
+/**
+ * Writes a whole answer, compressed when it is large enough and the client accepts gzip or br. Small answers
+ * and clients that accept neither take the plain path: no copy, no zlib.
+ */
+export async function sendCompressible(
+  request: IncomingMessage,
+  response: ServerResponse,
+  status: number,
+  body: string | Buffer,
+  headers: OutgoingHttpHeaders,
+): Promise<void> {
+  const size = Buffer.byteLength(body)
+  if (size < COMPRESS_MIN_BYTES) return sendEncoded(request, response, status, body, null, headers)
+  const coding = negotiateEncoding(request.headers['accept-encoding'])
+  if (coding === null) return sendEncoded(request, response, status, body, null, { ...headers, vary: varyOnEncoding(headers) })
+  const compressed = await compressDynamic(typeof body === 'string' ? Buffer.from(body) : body, coding)
+  return sendEncoded(request, response, status, compressed, coding, headers)
+}
+
+/**
+ * Writes an answer that is already encoded in `coding` (or plain, for `null`), e.g. a zlib stream spliced
+ * from stored DEFLATE (codecs/deflated.ts); the caller has negotiated the coding. `HEAD` gets the headers.
+ */
+export function sendEncoded(
+  request: IncomingMessage,
+  response: ServerResponse,
+  status: number,
+  body: string | Buffer,
+  coding: StoredCoding | null,
+  headers: OutgoingHttpHeaders,
+): void {
+  const encoding: OutgoingHttpHeaders = coding === null ? {} : { 'content-encoding': coding, vary: varyOnEncoding(headers) }
+  response.writeHead(status, { ...headers, ...encoding, 'content-length': Buffer.byteLength(body) })
+  response.end(request.method === 'HEAD' ? undefined : body)
+}

@@ -1,0 +1,129 @@
+import { sql } from 'drizzle-orm'
+import type { Logger } from 'pino'
+import { type Db, SYNC_KEYS, schema } from '../db/index.js'
+import { loggableError } from '../errors.js'
+
+/** How often the pruner looks at the head. */
+const PRUNE_INTERVAL_MS = 2_000
+/** Blocks deleted per transaction: short transactions, so that ingest and reads never wait long on them. */
+const PRUNE_CHUNK_BLOCKS = 500
+/**
+ * Between announcing the new first block and deleting below it: longer than any read that started with the
+ * old first block can last (a serving process trusts its view of the chain for 100 ms, and a statement is
+ * cancelled after 10 s; src/resolvers/chain.ts, src/db/index.ts). A read therefore either saw the new first
+ * block (and answers below it from history or refuses, as `--history` says) or finishes before the delete.
+ */
+export const PRUNE_GRACE_MS = 12_000
+
+export type Retention = { stop(): Promise<void>; status(): { firstBlock: number | null; prunedBlocks: number } }
+
+/**
+ * `--retain-blocks N`: keeps the newest N blocks and deletes older history in the background, in two steps
+ * per cut: the first block in `sync_state` moves up at once (readers stop asking below it), and the rows
+ * below it go after PRUNE_GRACE_MS, a chunk of blocks per transaction, oldest first, blocks last. Account
+ * changes keep each account's newest change below the cut, so that state at every retained height is still
+ * answered from the index. Builder-code attributions are kept whole: they are the analytics' history.
+ * Only the process that holds the ingest lock prunes.
+ */
+export function startRetention({
+  db,
+  retainBlocks,
+  leads,
+  logger,
+  graceMs = PRUNE_GRACE_MS,
+  intervalMs = PRUNE_INTERVAL_MS,
+}: {
+  db: Db
+  retainBlocks: number
+  leads(): boolean
+  logger: Logger
+  graceMs?: number
+  intervalMs?: number
+}): Retention {
+  let running = true
+  let timer: NodeJS.Timeout | null = null
+  let wake: (() => void) | null = null
+  let firstBlock: number | null = null
+  let prunedBlocks = 0
+
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      wake = resolve
+      timer = setTimeout(resolve, ms)
+    })
+
+  // Rows below this block may be deleted: its announcement is older than the grace period.
+  let safeBelow = Number.NEGATIVE_INFINITY
+
+  async function round() {
+    const [state] = await db.query<{ head: string | null; oldest: string | null; first: string | null }>(sql`
+      select (select max(${schema.blocks.number}) from ${schema.blocks})::text as head,
+             (select min(${schema.blocks.number}) from ${schema.blocks})::text as oldest,
+             (select ${schema.syncState.value} #>> '{}' from ${schema.syncState} where ${schema.syncState.key} = ${SYNC_KEYS.firstBlock}) as first`)
+    if (state?.head == null || state.oldest == null || state.first == null) return
+    const head = Number(state.head)
+    let first = Number(state.first)
+    const cut = head - retainBlocks + 1
+    if (cut > first) {
+      await db.query(sql`update ${schema.syncState} set ${sql.identifier('value')} = ${JSON.stringify(cut)}::jsonb,
+        ${sql.identifier('updated_at')} = (extract(epoch from now()) * 1000)::bigint where ${schema.syncState.key} = ${SYNC_KEYS.firstBlock}`)
+      logger.info({ firstBlock: cut, head }, 'retention: first block moved up; older rows go after the grace period')
+      first = cut
+    }
+    firstBlock = first
+    // Rows left below the first block: from this round's cut, or from a cut announced before a restart.
+    const oldest = Number(state.oldest)
+    if (oldest >= first) return
+    if (safeBelow < first) {
+      await pause(graceMs)
+      if (!running) return
+      safeBelow = first
+    }
+    for (let start = oldest; start < first && running && leads(); start += PRUNE_CHUNK_BLOCKS) {
+      const end = Math.min(first, start + PRUNE_CHUNK_BLOCKS)
+      await deleteBlocks(start, end, first)
+      prunedBlocks += end - start
+    }
+  }
+
+  /** Deletes blocks [start, end) and what hangs off them, in one transaction; `cut` is the first block kept. */
+  async function deleteBlocks(start: number, end: number, cut: number) {
+    const { logs, receipts, blockReceipts, transactions, accountChanges, blocks } = schema
+    await db.transaction(async (tx) => {
+      for (const [table, column] of [
+        [logs, logs.blockNumber],
+        [receipts, receipts.blockNumber],
+        [blockReceipts, blockReceipts.blockNumber],
+        [transactions, transactions.blockNumber],
+      ] as const)
+        await tx.execute(sql`delete from ${table} where ${column} >= ${start} and ${column} < ${end}`)
+      // An account's change below the cut goes only when a newer one, also below the cut, supersedes it.
+      await tx.execute(sql`delete from ${accountChanges} as old
+        where old.block_number >= ${start} and old.block_number < ${end}
+          and exists (select 1 from ${accountChanges} as newer
+                      where newer.address = old.address and newer.block_number > old.block_number and newer.block_number < ${cut})`)
+      await tx.execute(sql`delete from ${blocks} where ${blocks.number} >= ${start} and ${blocks.number} < ${end}`)
+    })
+  }
+
+  const loop = (async () => {
+    while (running) {
+      try {
+        if (leads()) await round()
+      } catch (error) {
+        logger.warn({ err: loggableError(error) }, 'retention: pruning failed; trying again')
+      }
+      if (running) await pause(intervalMs)
+    }
+  })()
+
+  return {
+    async stop() {
+      running = false
+      if (timer !== null) clearTimeout(timer)
+      wake?.()
+      await loop
+    },
+    status: () => ({ firstBlock, prunedBlocks }),
+  }
+}

@@ -1,0 +1,15 @@
+import { z } from 'zod'
+import { hexData, quantity } from '../../codecs/index.js'
+import { defineMethod } from '../define-method.js'
+
+/** Milliseconds, as an integer (viem sends a number) or a hex quantity; 0 means the default. */
+const timeoutMs = z
+  .union([z.number().int({ error: 'timeout must be an integer number of milliseconds' }).nonnegative(), quantity])
+  .transform((value) => (Number(value) === 0 ? undefined : Number(value)))
+  .optional()
+
+/** https://eips.ethereum.org/EIPS/eip-7966: the receipt once pre-confirmed or mined, or code 4 after the timeout. */
+export const eth_sendRawTransactionSync = defineMethod({
+  params: z.tuple([hexData, timeoutMs.nullable().transform((value) => value ?? undefined)]),
+  handler: (resolvers, [raw, timeout]) => resolvers.sending.sendRawTransactionSync({ raw, timeoutMs: timeout }),
+})

@@ -1,0 +1,94 @@
+import { randomUUID } from 'node:crypto'
+import { pino } from 'pino'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { createRedis, type SharedRedis } from '../redis/index.js'
+import { createForwardedTransactions } from './forwarded.js'
+
+const SENDER = `0x${'ab'.repeat(20)}` as const
+const hash = (n: number) => `0x${n.toString(16).padStart(64, '0')}` as const
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+describe('forwarded transactions in the pending nonce', () => {
+  test('forwarded nonces that continue the known one count, a gap stops the count, and passed nonces are forgotten', async () => {
+    const forwarded = createForwardedTransactions()
+    for (const nonce of [5, 6, 7, 9]) await forwarded.record({ from: SENDER, nonce, hash: hash(nonce) })
+    expect(await forwarded.nextNonce(SENDER, 5n)).toBe(8n)
+    // Checksummed or not, one sender.
+    expect(await forwarded.nextNonce(SENDER.toUpperCase().replace('0X', '0x') as never, 5n)).toBe(8n)
+    expect(await forwarded.nextNonce(`0x${'cd'.repeat(20)}`, 3n)).toBe(3n)
+    // The chain caught up to 7: 5 and 6 go; 7 still counts, 9 still waits behind the gap at 8.
+    expect(await forwarded.nextNonce(SENDER, 7n)).toBe(8n)
+    expect(forwarded.size).toBe(2)
+    await forwarded.record({ from: SENDER, nonce: 8, hash: hash(8) })
+    expect(await forwarded.nextNonce(SENDER, 7n)).toBe(10n)
+  })
+
+  test('a replacement (same sender and nonce) takes the place of the first, which is no longer found by hash', async () => {
+    const forwarded = createForwardedTransactions()
+    const first = { hash: hash(1), index: -1 } as never
+    const second = { hash: hash(2), index: -1 } as never
+    await forwarded.record({ from: SENDER, nonce: 0, hash: hash(1), transaction: first })
+    expect(forwarded.transaction(hash(1))).toBe(first)
+    await forwarded.record({ from: SENDER, nonce: 0, hash: hash(2), transaction: second })
+    expect(forwarded.transaction(hash(1))).toBeNull()
+    expect(forwarded.transaction(hash(2))).toBe(second)
+    expect(forwarded.size).toBe(1)
+  })
+
+  test('a transaction no flashblock shows within the drop time stops counting', async () => {
+    let clock = 0
+    const forwarded = createForwardedTransactions({ now: () => clock, dropAfterMs: 1_000 })
+    await forwarded.record({ from: SENDER, nonce: 0, hash: hash(0) })
+    expect(await forwarded.nextNonce(SENDER, 0n)).toBe(1n)
+    clock = 1_001
+    expect(await forwarded.nextNonce(SENDER, 0n)).toBe(0n)
+    expect(forwarded.size).toBe(0)
+  })
+})
+
+describe('forwarded nonces shared through Redis', () => {
+  const prefix = `flashgate-test:${randomUUID()}:`
+  let redis: SharedRedis
+  let other: SharedRedis
+
+  beforeAll(async () => {
+    // Two connections, as two serving processes have.
+    redis = await createRedis({ url: REDIS_URL, prefix, logger: pino({ level: 'silent' }) })
+    other = await createRedis({ url: REDIS_URL, prefix, logger: pino({ level: 'silent' }) })
+  })
+
+  afterAll(async () => {
+    const keys = await redis.client.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.client.del(...keys)
+    await redis.close()
+    await other.close()
+  })
+
+  test("a send through one process counts in the other's pending nonce, with gaps, replacements and passed nonces as locally", async () => {
+    const here = createForwardedTransactions({ redis })
+    const there = createForwardedTransactions({ redis: other })
+    for (const nonce of [5, 6, 7, 9]) await here.record({ from: SENDER, nonce, hash: hash(nonce) })
+    expect(await there.nextNonce(SENDER.toUpperCase().replace('0X', '0x') as never, 5n)).toBe(8n)
+    // The other process forwards 8: both now count through 9.
+    await there.record({ from: SENDER, nonce: 8, hash: hash(8) })
+    expect(await here.nextNonce(SENDER, 5n)).toBe(10n)
+    // A replacement of 6 is still one nonce; the chain reaching 7 forgets 5 and 6 in Redis too.
+    await there.record({ from: SENDER, nonce: 6, hash: hash(66) })
+    expect(await here.nextNonce(SENDER, 7n)).toBe(10n)
+    expect(await redis.client.zcard(redis.key(`forwarded:${SENDER}`))).toBe(3)
+    // Only the sender's own nonces: another sender is untouched.
+    expect(await there.nextNonce(`0x${'cd'.repeat(20)}`, 3n)).toBe(3n)
+  })
+
+  test('a shared send not seen within the drop time stops counting, and its Redis key expires', async () => {
+    const sender = `0x${'ef'.repeat(20)}` as const
+    let clock = Date.now()
+    const here = createForwardedTransactions({ redis, dropAfterMs: 300, now: () => clock })
+    const there = createForwardedTransactions({ redis: other, dropAfterMs: 300, now: () => clock })
+    await here.record({ from: sender, nonce: 0, hash: hash(0) })
+    expect(await there.nextNonce(sender, 0n)).toBe(1n)
+    clock += 301
+    expect(await there.nextNonce(sender, 0n)).toBe(0n)
+    await expect.poll(() => redis.client.exists(redis.key(`forwarded:${sender}`)), { timeout: 2_000, interval: 50 }).toBe(0)
+  })
+})

@@ -1,0 +1,151 @@
+import type { Address, Hash } from 'viem'
+import type { SharedRedis } from '../redis/index.js'
+import type { PendingTransaction } from './transactions.js'
+
+/**
+ * A forwarded transaction not seen in a flashblock or block for this long is taken as dropped by the
+ * sequencer: its nonce stops counting, so that a wallet is not told to leave a gap forever. Base
+ * pre-confirms within a flashblock or two; a minute is generous.
+ */
+export const FORWARDED_DROP_AFTER_MS = 60_000
+/** Transactions remembered at most, over all senders (oldest forgotten first). */
+const MAX_FORWARDED = 100_000
+/** In Redis, forwarded nonces kept per sender at most (the highest): far more than any wallet has in flight. */
+const MAX_SHARED_PER_SENDER = 1_000
+
+type Forwarded = { hash: Hash; at: number; transaction: PendingTransaction | null }
+
+/**
+ * Forwarded nonces shared through Redis, so that a wallet sending through one process and asking another
+ * for its pending nonce gets the same answer: a sorted set per sender, scored by nonce, each member
+ * `hash:forwardedAt`, expiring `dropAfterMs` after the sender's last send.
+ */
+function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; dropAfterMs: number; now: () => number }) {
+  const keyOf = (sender: Address) => redis.key(`forwarded:${sender}`)
+
+  async function exec(transaction: ReturnType<SharedRedis['client']['multi']>): Promise<unknown[]> {
+    const replies = await transaction.exec()
+    if (replies === null) throw new Error('Redis discarded the transaction')
+    return replies.map(([error, reply]) => {
+      if (error !== null) throw error
+      return reply
+    })
+  }
+
+  return {
+    /** Records a send; a replacement (same nonce) takes the place of the first. One round trip. */
+    record(sender: Address, nonce: number, hash: Hash): Promise<void> {
+      const key = keyOf(sender)
+      return redis.attempt(
+        'forwarded-record',
+        async () => {
+          await exec(
+            redis.client
+              .multi()
+              .zremrangebyscore(key, nonce, nonce)
+              .zadd(key, nonce, `${hash}:${now()}`)
+              .zremrangebyrank(key, 0, -(MAX_SHARED_PER_SENDER + 1))
+              .pexpire(key, dropAfterMs),
+          )
+        },
+        () => undefined,
+      )
+    },
+    /** The sender's forwarded nonces from `known` on, not yet dropped; forgets those below it. One round trip. */
+    from(sender: Address, known: bigint): Promise<number[]> {
+      const key = keyOf(sender)
+      return redis.attempt(
+        'forwarded-read',
+        async () => {
+          const [, members] = await exec(redis.client.multi().zremrangebyscore(key, '-inf', `(${known}`).zrangebyscore(key, String(known), '+inf', 'WITHSCORES'))
+          const list = members as string[]
+          const cutoff = now() - dropAfterMs
+          const nonces: number[] = []
+          for (let i = 0; i + 1 < list.length; i += 2) if (Number(list[i]!.split(':')[1]) >= cutoff) nonces.push(Number(list[i + 1]))
+          return nonces
+        },
+        () => [],
+      )
+    },
+  }
+}
+
+/**
+ * The transactions this process forwarded (`eth_sendRawTransaction`, `eth_sendRawTransactionSync`) that no
+ * flashblock or block has shown yet, by sender and nonce: `eth_getTransactionCount(a, "pending")` counts
+ * them, so a wallet that sends back-to-back gets the next nonce at once, not the one it just used
+ * (the 85–120 ms between a send and its flashblock), and `eth_getTransactionByHash` finds them as a node
+ * finds a transaction in its pool. A transaction stops counting once the sender's nonce passes it
+ * (pre-confirmed, mined or replaced) or it is evidently dropped (FORWARDED_DROP_AFTER_MS).
+ * With `redis` (`--redis-url`), the sender and nonce of each send are shared too, so that the pending nonce
+ * on every process counts what any of them forwarded (one Redis round trip per send and per pending-nonce
+ * read); while Redis fails, each process counts its own sends, as without it. Look-ups by hash stay local.
+ */
+export function createForwardedTransactions({
+  now = Date.now,
+  dropAfterMs = FORWARDED_DROP_AFTER_MS,
+  redis = null,
+}: { now?: () => number; dropAfterMs?: number; redis?: SharedRedis | null } = {}) {
+  const shared = redis === null ? null : createSharedNonces({ redis, dropAfterMs, now })
+  const bySender = new Map<Address, Map<number, Forwarded>>()
+  // Insertion order, for the global bound and look-ups by hash (Map keeps insertion order).
+  const byHash = new Map<Hash, { sender: Address; nonce: number }>()
+
+  function forget(sender: Address, nonce: number) {
+    const nonces = bySender.get(sender)
+    const forwarded = nonces?.get(nonce)
+    if (forwarded === undefined) return
+    nonces!.delete(nonce)
+    byHash.delete(forwarded.hash)
+    if (nonces!.size === 0) bySender.delete(sender)
+  }
+
+  return {
+    /** A transaction the upstream accepted. A later one with the same sender and nonce replaces it. */
+    async record({ from, nonce, hash, transaction = null }: { from: Address; nonce: number; hash: Hash; transaction?: PendingTransaction | null }) {
+      const sender = from.toLowerCase() as Address
+      forget(sender, nonce)
+      let nonces = bySender.get(sender)
+      if (nonces === undefined) bySender.set(sender, (nonces = new Map()))
+      nonces.set(nonce, { hash, at: now(), transaction })
+      byHash.set(hash, { sender, nonce })
+      while (byHash.size > MAX_FORWARDED) {
+        const [, oldest] = byHash.entries().next().value!
+        forget(oldest.sender, oldest.nonce)
+      }
+      await shared?.record(sender, nonce, hash)
+    },
+    /**
+     * The sender's next nonce given `known`, the next one from the chain and the pre-confirmed blocks:
+     * forwarded transactions that continue it without a gap are counted, as a node counts its pool.
+     */
+    async nextNonce(address: Address, known: bigint): Promise<bigint> {
+      const sender = address.toLowerCase() as Address
+      const nonces = new Set<number>(shared === null ? [] : await shared.from(sender, known))
+      const local = bySender.get(sender)
+      if (local !== undefined) {
+        const cutoff = now() - dropAfterMs
+        for (const [nonce, forwarded] of local) {
+          if (BigInt(nonce) < known || forwarded.at < cutoff) forget(sender, nonce)
+          else nonces.add(nonce)
+        }
+      }
+      let next = known
+      while (next <= BigInt(Number.MAX_SAFE_INTEGER) && nonces.has(Number(next))) next++
+      return next
+    },
+    /** A forwarded transaction not yet dropped, by hash; `null` if unknown (the caller looks elsewhere first). */
+    transaction(hash: Hash): PendingTransaction | null {
+      const key = byHash.get(hash)
+      if (key === undefined) return null
+      const forwarded = bySender.get(key.sender)?.get(key.nonce)
+      if (forwarded === undefined || forwarded.at < now() - dropAfterMs) return null
+      return forwarded.transaction
+    },
+    get size() {
+      return byHash.size
+    },
+  }
+}
+
+export type ForwardedTransactions = ReturnType<typeof createForwardedTransactions>

@@ -1,0 +1,97 @@
+import type { Hash, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
+import { toQuantity } from '../codecs/index.js'
+import { HistoryUnavailableError, UpstreamError } from '../errors.js'
+import type { Upstream } from '../upstream/index.js'
+import { ANSWER_BYTES, type AnswerCache } from './cache.js'
+import type { ChainState } from './chain.js'
+
+export type HistoryMode = 'upstream' | 'refuse'
+
+/** What reaches below the index, by method, for `/metrics`. */
+export type HistoryReads = Record<string, number>
+
+/**
+ * Blocks, transactions and receipts older than the index's first block (it starts at `--start-block`):
+ * answered from the upstream node, so that a client sees one complete chain (`--history upstream`, the
+ * default), or refused with an error naming the first indexed block (`--history refuse`) — never a
+ * silent `null`. Only what lies below the index is taken from the upstream: an answer from a block the
+ * index holds, or above it, is not (the index is the authority there).
+ */
+export function createHistory({ upstream, mode, chain, cache }: { upstream: Upstream | null; mode: HistoryMode; chain: ChainState; cache: AnswerCache }) {
+  const reads: HistoryReads = {}
+
+  async function firstBlock(): Promise<number> {
+    return (await chain.view()).firstBlock ?? 0
+  }
+
+  function refusal(first: number): HistoryUnavailableError {
+    return new HistoryUnavailableError(
+      `history before block ${toQuantity(first)} is not indexed here (--history refuse); ask for blocks from ${toQuantity(first)}`,
+    )
+  }
+
+  async function ask<value>(method: string, params: unknown[]): Promise<value> {
+    if (upstream === null) throw new UpstreamError('history before the index needs an upstream')
+    reads[method] = (reads[method] ?? 0) + 1
+    try {
+      return await upstream.request<value>(method, params)
+    } catch (error) {
+      throw new UpstreamError(`upstream ${method} failed`, { cause: error })
+    }
+  }
+
+  /** An object the upstream placed in a block, if that block is below the index; otherwise `null`. */
+  function belowIndex<value extends { blockNumber?: unknown } | { number?: unknown }>(answer: value | null, first: number): value | null {
+    if (answer === null) return null
+    const number = 'blockNumber' in answer ? answer.blockNumber : 'number' in answer ? answer.number : null
+    return typeof number === 'string' && Number(number) < first ? answer : null
+  }
+
+  return {
+    mode,
+    reads,
+    /** A block below the index, by number. */
+    async block(number: number, includeTransactions: boolean): Promise<RpcBlock | null> {
+      const first = await firstBlock()
+      if (mode === 'refuse') throw refusal(first)
+      return cache.remember(
+        `history-block:${number}:${includeTransactions}`,
+        () => ask<RpcBlock | null>('eth_getBlockByNumber', [toQuantity(number), includeTransactions]),
+        (block) => ANSWER_BYTES.header + (block?.transactions.length ?? 0) * (includeTransactions ? ANSWER_BYTES.transaction : 70),
+      )
+    },
+    /** A block the index does not know by this hash: the upstream's, if it lies below the index. */
+    async blockByHash(hash: Hash, includeTransactions: boolean): Promise<RpcBlock | null> {
+      const first = await firstBlock()
+      if (first === 0) return null
+      if (mode === 'refuse') return null
+      return belowIndex(await ask<RpcBlock | null>('eth_getBlockByHash', [hash, includeTransactions]), first)
+    },
+    /** The receipts of a block below the index. */
+    async blockReceipts(number: number): Promise<RpcTransactionReceipt[] | null> {
+      const first = await firstBlock()
+      if (mode === 'refuse') throw refusal(first)
+      return ask<RpcTransactionReceipt[] | null>('eth_getBlockReceipts', [toQuantity(number)])
+    },
+    /** A transaction the index and the pending view do not have: the upstream's, if mined below the index. */
+    async transaction(hash: Hash): Promise<RpcTransaction | null> {
+      const first = await firstBlock()
+      if (first === 0 || mode === 'refuse') return null
+      return belowIndex(await ask<RpcTransaction | null>('eth_getTransactionByHash', [hash]), first)
+    },
+    async receipt(hash: Hash): Promise<RpcTransactionReceipt | null> {
+      const first = await firstBlock()
+      if (first === 0 || mode === 'refuse') return null
+      return belowIndex(await ask<RpcTransactionReceipt | null>('eth_getTransactionReceipt', [hash]), first)
+    },
+    /** Logs of a range that ends below the index. */
+    async logs(filter: Record<string, unknown>, fromNumber: number, toNumber: number): Promise<unknown[]> {
+      const first = await firstBlock()
+      if (mode === 'refuse') throw refusal(first)
+      return ask<unknown[]>('eth_getLogs', [{ ...filter, fromBlock: toQuantity(fromNumber), toBlock: toQuantity(toNumber) }])
+    },
+    refusal,
+  }
+}
+
+export type History = ReturnType<typeof createHistory>

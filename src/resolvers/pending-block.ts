@@ -1,0 +1,148 @@
+import { MerklePatriciaTrie } from '@ethereumjs/mpt'
+import { type Hash, type Hex, hexToBytes, keccak256, toRlp } from 'viem'
+import { PENDING_BLOCK_HASH, type PendingBlock } from '../pending/index.js'
+
+const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
+/** keccak256 of the RLP of an empty list: every post-merge block's `sha3Uncles`. */
+const EMPTY_UNCLES_HASH: Hash = keccak256(toRlp([]))
+/** sha256 of no requests (EIP-7685): an OP-Stack or devnet block's `requestsHash`. */
+const EMPTY_REQUESTS_HASH: Hash = '0xe3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'
+/** The root of an empty trie: a block without withdrawals. */
+const EMPTY_TRIE_ROOT: Hash = '0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421'
+const ZERO_BLOOM: Hex = `0x${'00'.repeat(256)}`
+/** EIP-4844 blob gas target per block since Prague (EIP-7691); only matters for a chain that carries blobs. */
+const BLOB_GAS_TARGET = 786_432n
+
+/** Header fields in RLP order (Yellow Paper §4.3, then each fork's additions, each optional from `withdrawalsRoot` on). */
+const HEADER_FIELDS = [
+  'parentHash', 'sha3Uncles', 'miner', 'stateRoot', 'transactionsRoot', 'receiptsRoot', 'logsBloom', 'difficulty', 'number', 'gasLimit',
+  'gasUsed', 'timestamp', 'extraData', 'mixHash', 'nonce', 'baseFeePerGas', 'withdrawalsRoot', 'blobGasUsed', 'excessBlobGas',
+  'parentBeaconBlockRoot', 'requestsHash',
+] as const
+const QUANTITY_FIELDS = new Set(['difficulty', 'number', 'gasLimit', 'gasUsed', 'timestamp', 'baseFeePerGas', 'blobGasUsed', 'excessBlobGas'])
+
+/** A quantity as RLP wants it: minimal big-endian bytes, none for zero. */
+function quantityHex(value: unknown): Hex {
+  const number = BigInt(value as string | bigint)
+  if (number === 0n) return '0x'
+  const digits = number.toString(16)
+  return `0x${digits.length % 2 === 0 ? digits : `0${digits}`}`
+}
+
+/** The RLP of a header given as an RPC block (the fields it has, in consensus order). */
+function headerRlp(header: Record<string, unknown>): Hex {
+  const items: Hex[] = []
+  for (const field of HEADER_FIELDS) {
+    const value = header[field]
+    if (value === undefined || value === null) break
+    items.push(QUANTITY_FIELDS.has(field) ? quantityHex(value) : (value as Hex))
+  }
+  return toRlp(items)
+}
+
+/** Bytes of the RLP header of an item of `length` bytes (a string, or a list's payload). */
+function rlpHeaderBytes(length: number, single?: number): number {
+  if (single !== undefined && length === 1 && single < 0x80) return 0
+  return length < 56 ? 1 : 1 + Math.ceil(length.toString(16).length / 2)
+}
+
+/**
+ * How a node counts a block's `size`: the RLP of header, transactions and uncles, and (geth, reth) the
+ * withdrawals list, which anvil leaves out. Learnt from a sealed block (see `countsWithdrawals`).
+ */
+export type SizeConvention = { countsWithdrawals: boolean }
+
+/** The block's RLP size from its header RLP, its raw transactions and its withdrawals. */
+function blockSize(header: Hex, transactions: { raw: Hex; type: number }[], withdrawals: Record<string, unknown>[], convention: SizeConvention): number {
+  let transactionBytes = 0
+  for (const transaction of transactions) {
+    const bytes = (transaction.raw.length - 2) / 2
+    // A legacy transaction is an RLP list already; a typed one is a byte string (EIP-2718).
+    transactionBytes += transaction.type === 0 ? bytes : rlpHeaderBytes(bytes, Number.parseInt(transaction.raw.slice(2, 4), 16)) + bytes
+  }
+  const withdrawalBytes = withdrawals.reduce((sum: number, withdrawal) => {
+    const item = toRlp([quantityHex(withdrawal.index), quantityHex(withdrawal.validatorIndex), withdrawal.address as Hex, quantityHex(withdrawal.amount)])
+    return sum + (item.length - 2) / 2
+  }, 0)
+  const lists = [transactionBytes, 0, ...(convention.countsWithdrawals ? [withdrawalBytes] : [])]
+  const payload = (header.length - 2) / 2 + lists.reduce((sum, length) => sum + rlpHeaderBytes(length) + length, 0)
+  return rlpHeaderBytes(payload) + payload
+}
+
+/**
+ * Whether the node counts withdrawals in `size`, read off a sealed block whose transactions were all
+ * pre-confirmed (their raw bytes are known); `null` when the block does not tell.
+ */
+export function countsWithdrawals(sealed: Record<string, unknown>, pending: PendingBlock): boolean | null {
+  const hashes = sealed.transactions as (Hash | { hash: Hash })[] | undefined
+  if (hashes === undefined || hashes.length !== pending.transactions.length || typeof sealed.size !== 'string') return null
+  if (hashes.some((entry, index) => (typeof entry === 'string' ? entry : entry.hash) !== pending.transactions[index]!.hash)) return null
+  const header = headerRlp(sealed)
+  const withdrawals = (sealed.withdrawals as Record<string, unknown>[] | undefined) ?? []
+  const size = Number(sealed.size)
+  if (blockSize(header, pending.transactions, withdrawals, { countsWithdrawals: true }) === size) return true
+  if (blockSize(header, pending.transactions, withdrawals, { countsWithdrawals: false }) === size) return false
+  return null
+}
+
+/** The ordered trie root of the block's transactions so far (Yellow Paper §4.3), computed once per version. */
+const transactionsRoots = new WeakMap<PendingBlock, { version: number; root: Promise<Hash> }>()
+function transactionsRoot(block: PendingBlock): Promise<Hash> {
+  const cached = transactionsRoots.get(block)
+  if (cached !== undefined && cached.version === block.version) return cached.root
+  const root = (async () => {
+    const trie = new MerklePatriciaTrie()
+    for (const transaction of block.transactions) await trie.put(hexToBytes(toRlp(quantityHex(BigInt(transaction.index)))), hexToBytes(transaction.raw))
+    return `0x${Buffer.from(trie.root()).toString('hex')}` as Hash
+  })()
+  transactionsRoots.set(block, { version: block.version, root })
+  return root
+}
+
+/**
+ * The pre-confirmed block as a node answers `eth_getBlockByNumber("pending")`: header fields from the
+ * flashblocks (base at index 0, roots, bloom, gas and block hash from the latest diff), the ones every
+ * post-merge block has (`sha3Uncles`, `difficulty`, `nonce`, `uncles`), the transactions root and size
+ * computed, and the optional fields the parent block has (withdrawals, blobs, beacon root, requests).
+ */
+export async function formatPendingBlock(
+  block: PendingBlock,
+  options: { includeTransactions: boolean; parent: Record<string, unknown> | null; convention: SizeConvention; formatTransaction: (block: PendingBlock, position: number) => Record<string, unknown> },
+): Promise<Record<string, unknown>> {
+  const { header } = block
+  const { parent } = options
+  const has = (field: string) => parent === null || field in parent
+  const parentBlobGas = parent === null ? 0n : BigInt((parent.excessBlobGas as Hex | undefined) ?? '0x0') + BigInt((parent.blobGasUsed as Hex | undefined) ?? '0x0')
+  const answer: Record<string, unknown> = {
+    hash: header.blockHash ?? PENDING_BLOCK_HASH,
+    parentHash: header.parentHash,
+    sha3Uncles: EMPTY_UNCLES_HASH,
+    miner: header.feeRecipient,
+    stateRoot: header.stateRoot ?? PENDING_BLOCK_HASH,
+    transactionsRoot: await transactionsRoot(block),
+    receiptsRoot: header.receiptsRoot ?? PENDING_BLOCK_HASH,
+    logsBloom: header.logsBloom ?? ZERO_BLOOM,
+    difficulty: '0x0',
+    number: hex(block.number),
+    gasLimit: hex(header.gasLimit),
+    gasUsed: hex(header.gasUsed ?? block.cumulativeGasUsed),
+    timestamp: hex(header.timestamp),
+    extraData: header.extraData,
+    mixHash: header.prevRandao ?? PENDING_BLOCK_HASH,
+    nonce: '0x0000000000000000',
+    baseFeePerGas: hex(header.baseFeePerGas),
+  }
+  if (has('withdrawalsRoot')) answer.withdrawalsRoot = header.withdrawalsRoot ?? EMPTY_TRIE_ROOT
+  if (has('blobGasUsed')) answer.blobGasUsed = hex(header.blobGasUsed ?? 0n)
+  if (has('excessBlobGas')) answer.excessBlobGas = hex(parentBlobGas > BLOB_GAS_TARGET ? parentBlobGas - BLOB_GAS_TARGET : 0n)
+  if (has('parentBeaconBlockRoot')) answer.parentBeaconBlockRoot = header.parentBeaconBlockRoot ?? PENDING_BLOCK_HASH
+  if (parent !== null && 'requestsHash' in parent) answer.requestsHash = EMPTY_REQUESTS_HASH
+  if (parent !== null && 'totalDifficulty' in parent) answer.totalDifficulty = parent.totalDifficulty
+  answer.size = hex(blockSize(headerRlp(answer), block.transactions, header.withdrawals, options.convention))
+  answer.uncles = []
+  answer.transactions = options.includeTransactions
+    ? block.transactions.map((_, position) => options.formatTransaction(block, position))
+    : block.transactions.map((transaction) => transaction.hash)
+  if (has('withdrawals')) answer.withdrawals = header.withdrawals
+  return answer
+}

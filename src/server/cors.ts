@@ -1,0 +1,44 @@
+import type { IncomingMessage } from 'node:http'
+
+/** How long a browser may reuse a preflight answer, in seconds. */
+const PREFLIGHT_MAX_AGE_SECONDS = 86_400
+const ALLOWED_METHODS = 'POST, GET, OPTIONS'
+/** What a JSON-RPC client sends besides the CORS-safelisted headers (viem, ethers: content-type). */
+const DEFAULT_ALLOWED_HEADERS = 'content-type, authorization'
+
+export type Cors = {
+  /** Headers for an answer to this request: `Access-Control-Allow-Origin` (and `Vary: Origin` for a list). */
+  headers(request: IncomingMessage): Record<string, string>
+  /** Headers for the 204 answer to a preflight (`OPTIONS`). */
+  preflight(request: IncomingMessage): Record<string, string>
+}
+
+/**
+ * CORS for the JSON-RPC endpoints (https://fetch.spec.whatwg.org/#http-cors-protocol), from `--cors-origins`:
+ * `*` (any page may call, as public RPCs allow) or a comma-separated list of origins, echoed when they match.
+ */
+export function createCors(origins: string): Cors {
+  const list = origins.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
+  const any = list.includes('*')
+  const allowed = new Set(list.map((origin) => origin.toLowerCase()))
+
+  function headers(request: IncomingMessage): Record<string, string> {
+    if (any) return { 'access-control-allow-origin': '*' }
+    const origin = request.headers.origin
+    if (origin !== undefined && allowed.has(origin.toLowerCase())) return { 'access-control-allow-origin': origin, vary: 'Origin' }
+    return { vary: 'Origin' }
+  }
+
+  return {
+    headers,
+    preflight(request) {
+      const requested = request.headers['access-control-request-headers']
+      return {
+        ...headers(request),
+        'access-control-allow-methods': ALLOWED_METHODS,
+        'access-control-allow-headers': requested !== undefined && requested !== '' ? requested : DEFAULT_ALLOWED_HEADERS,
+        'access-control-max-age': String(PREFLIGHT_MAX_AGE_SECONDS),
+      }
+    },
+  }
+}

@@ -1,0 +1,78 @@
+import { createHash } from 'node:crypto'
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { Logger } from 'pino'
+import { loggableError } from '../errors.js'
+import { sendCompressible } from '../http/compress.js'
+import { etagMatches } from '../http/etag.js'
+import type { GraphqlServer } from '../schema/server.js'
+
+/** Refusals yoga answers with an empty body, given one in the GraphQL-over-HTTP error shape. */
+const EMPTY_REFUSALS: Record<number, { code: string; message: string }> = {
+  405: { code: 'METHOD_NOT_ALLOWED', message: 'use GET or POST for GraphQL' },
+  406: { code: 'NOT_ACCEPTABLE', message: 'subscriptions are served as server-sent events: send Accept: text/event-stream' },
+  415: { code: 'UNSUPPORTED_MEDIA_TYPE', message: 'expected content-type application/json (or application/graphql-response+json)' },
+}
+/** Answers streamed as they come (subscriptions, incremental delivery): never buffered or compressed. */
+const STREAMING_TYPES = ['text/event-stream', 'multipart/mixed']
+
+function nodeHeaders(answer: Response): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {}
+  // @whatwg-node's Headers keep the case they were set in.
+  answer.headers.forEach((value, name) => {
+    const key = name.toLowerCase()
+    if (key !== 'set-cookie' && key !== 'content-length') headers[key] = value
+  })
+  const cookies = answer.headers.getSetCookie()
+  if (cookies.length > 0) headers['set-cookie'] = cookies
+  return headers
+}
+
+async function stream(response: ServerResponse, answer: Response, headers: OutgoingHttpHeaders) {
+  response.writeHead(answer.status, headers)
+  if (answer.body === null) return void response.end()
+  const reader = answer.body.getReader()
+  response.once('close', () => void reader.cancel().catch(() => {}))
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done || response.destroyed) break
+    response.write(value)
+  }
+  response.end()
+}
+
+/**
+ * Serves yoga's answer on Node's response: whole answers (results, GraphiQL's page) compressed when the client
+ * accepts it, refusals given a body, the GraphiQL page an `ETag`; event streams written as they come.
+ */
+export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
+  return async function serveGraphql(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    let answer: Response
+    try {
+      answer = await graphql.handleNodeRequestAndResponse(request, response, { req: request, res: response })
+    } catch (error) {
+      logger.error({ err: loggableError(error) }, 'unexpected error while serving GraphQL')
+      const body = JSON.stringify({ errors: [{ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] })
+      return sendCompressible(request, response, 500, body, { 'content-type': 'application/json' })
+    }
+    const headers = nodeHeaders(answer)
+    const contentType = String(headers['content-type'] ?? '')
+    if (STREAMING_TYPES.some((type) => contentType.startsWith(type))) return stream(response, answer, headers)
+    let body = Buffer.from(await answer.arrayBuffer())
+    const refusal = EMPTY_REFUSALS[answer.status]
+    if (body.length === 0 && refusal !== undefined) {
+      body = Buffer.from(JSON.stringify({ errors: [{ message: refusal.message, extensions: { code: refusal.code } }] }))
+      headers['content-type'] = 'application/json; charset=utf-8'
+    }
+    if (answer.status === 200 && contentType.startsWith('text/html')) {
+      // GraphiQL's page: small (its assets are cached apart) but revalidated, so a new version shows at once.
+      const etag = `W/"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`
+      headers.etag = etag
+      headers['cache-control'] = 'no-cache'
+      if (etagMatches(request.headers['if-none-match'], etag)) {
+        response.writeHead(304, { etag, 'cache-control': 'no-cache' })
+        return void response.end()
+      }
+    }
+    return sendCompressible(request, response, answer.status, body, headers)
+  }
+}

@@ -1,0 +1,181 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { createServer, type Server } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { rpc } from './fixtures/gateway.js'
+
+const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
+const TX_HASH = `0x${'ab'.repeat(32)}`
+/** How long `flashgate dev` may take to print its URLs (anvil, the gateway, the demo traffic's first sends). */
+const DEV_START_TIMEOUT_MS = 60_000
+
+type Run = { code: number; stdout: string; stderr: string }
+
+/** Runs the flashgate binary in `cwd` with an environment that names no database, gateway or port. */
+function flashgate(args: string[], { cwd, env = {} }: { cwd: string; env?: Record<string, string> }): Promise<Run> {
+  const base = { ...process.env }
+  for (const name of ['DATABASE_URL', 'FLASHGATE_URL', 'PORT', 'DEVNET_PORT', 'FLASHBLOCKS_PORT', 'LOG_LEVEL']) delete base[name]
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { cwd, env: { ...base, ...env } }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr })
+    })
+  })
+}
+
+/** A failure as the CLI must report it: exit code `code`, one line on stderr matching `message`. */
+function expectOneLineFailure(run: Run, code: number, message: RegExp) {
+  expect(run.stderr.trimEnd().split('\n'), run.stderr).toHaveLength(1)
+  expect(run.stderr).toMatch(/^flashgate: /)
+  expect(run.stderr).toMatch(message)
+  expect(run.code).toBe(code)
+}
+
+/** A loopback port nothing listens on (bound, read and closed). */
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+let cwd: string
+
+beforeAll(() => {
+  cwd = mkdtempSync(join(tmpdir(), 'flashgate-cli-'))
+})
+
+afterAll(() => {
+  rmSync(cwd, { recursive: true, force: true })
+})
+
+describe('every CLI failure is one line on stderr with a non-zero exit code', () => {
+  test('attribution with no gateway at the URL it was given, by --url, FLASHGATE_URL or PORT, in that order', async () => {
+    const [byPort, byEnv, byFlag] = [await freePort(), await freePort(), await freePort()]
+    const runs = await Promise.all([
+      flashgate(['attribution', TX_HASH], { cwd, env: { PORT: String(byPort) } }),
+      flashgate(['attribution', TX_HASH], { cwd, env: { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` } }),
+      flashgate(['attribution', TX_HASH, '--url', `http://127.0.0.1:${byFlag}`], { cwd, env: { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` } }),
+      flashgate(['attribution', TX_HASH, '--url', 'not a url'], { cwd }),
+    ])
+    expectOneLineFailure(runs[0]!, 1, new RegExp(`cannot reach the gateway at http://127.0.0.1:${byPort} \\(ECONNREFUSED\\)`))
+    expectOneLineFailure(runs[1]!, 1, new RegExp(`at http://127.0.0.1:${byEnv} `))
+    expectOneLineFailure(runs[2]!, 1, new RegExp(`at http://127.0.0.1:${byFlag} `))
+    expectOneLineFailure(runs[3]!, 1, /cannot reach the gateway at not a url/)
+  })
+
+  test('bad flags and values: a negative rate, an unknown option, a missing value, an unknown command, a bad port', async () => {
+    const runs = await Promise.all([
+      flashgate(['keys', 'create', '--name', 'x', '--rate', '-1'], { cwd }),
+      flashgate(['keys', 'create', '--name', 'x', '--rate=-1'], { cwd }),
+      flashgate(['serve', '--bogus'], { cwd }),
+      flashgate(['keys', 'create', '--name'], { cwd }),
+      flashgate(['frobnicate'], { cwd }),
+      flashgate(['dev', '--devnet-port', '70000'], { cwd }),
+      flashgate(['serve', '--role', 'serve', '--upstream-rpc', 'http://127.0.0.1:1'], { cwd }),
+      flashgate(['serve', '--role', 'reader', '--upstream-rpc', 'http://127.0.0.1:1'], { cwd }),
+      flashgate(['serve', '--database-read-url', 'postgres://127.0.0.1:1/replica', '--upstream-rpc', 'http://127.0.0.1:1'], { cwd }),
+    ])
+    expectOneLineFailure(runs[0]!, 1, /--rate must not be negative$/m)
+    expectOneLineFailure(runs[1]!, 1, /--rate must not be negative$/m)
+    expectOneLineFailure(runs[2]!, 2, /unknown option --bogus/)
+    expectOneLineFailure(runs[3]!, 2, /--name <value>' argument missing/)
+    expectOneLineFailure(runs[4]!, 2, /unknown command "frobnicate"/)
+    expectOneLineFailure(runs[5]!, 2, /--devnet-port \(DEVNET_PORT\) must be between 0 and 65535/)
+    expectOneLineFailure(runs[6]!, 2, /--role serve needs a Postgres database shared by several processes/)
+    expectOneLineFailure(runs[7]!, 2, /--role \(ROLE\) must be one of all, ingest, serve/)
+    expectOneLineFailure(runs[8]!, 2, /--database-read-url needs Postgres/)
+    // Nothing was created: the refusals come before any database is opened.
+    expect(existsSync(join(cwd, '.flashgate'))).toBe(false)
+  })
+
+  test('serve on a port in use: one line naming the port and the option that chooses it', async () => {
+    const taken: Server = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    const { port } = taken.address() as { port: number }
+    try {
+      const run = await flashgate(['serve', '--upstream-rpc', 'http://127.0.0.1:1', '--database-url', 'memory://', '--log-level', 'silent'], {
+        cwd,
+        env: { PORT: String(port) },
+      })
+      expectOneLineFailure(run, 1, new RegExp(`port ${port} is already in use \\(EADDRINUSE\\); choose another with --port \\(PORT\\)`))
+    } finally {
+      await new Promise((resolve) => taken.close(resolve))
+    }
+  })
+})
+
+/** `flashgate dev` started in `cwd`; resolves with its printed URLs once it has printed them. */
+function startDev(env: Record<string, string>): Promise<{ child: ChildProcess; output: () => string; urls: Record<string, string> }> {
+  const base = { ...process.env }
+  for (const name of ['DATABASE_URL', 'FLASHGATE_URL', 'PORT', 'LOG_LEVEL']) delete base[name]
+  const child = spawn(process.execPath, [BIN, 'dev'], { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`flashgate dev did not start:\n${output}`)), DEV_START_TIMEOUT_MS)
+    child.once('exit', (code) => reject(new Error(`flashgate dev exited (${code}):\n${output}`)))
+    child.stdout!.on('data', () => {
+      if (!output.includes('  try: ')) return
+      clearTimeout(timer)
+      const url = (label: string) => new RegExp(`^  ${label} +(\\S+)`, 'm').exec(output)![1]!
+      resolve({ child, output: () => output, urls: { jsonRpc: url('JSON-RPC'), dedicated: url('dedicated'), devnet: url('devnet'), flashblocks: url('flashblocks') } })
+    })
+  })
+}
+
+test('flashgate dev: devnet ports from the environment; keys reach the running dev database; a second dev is refused and deletes nothing', async () => {
+  const [devnetPort, flashblocksPort] = [await freePort(), await freePort()]
+  const dev = await startDev({ PORT: '0', DEVNET_PORT: String(devnetPort), FLASHBLOCKS_PORT: String(flashblocksPort) })
+  try {
+    expect(dev.urls.devnet).toBe(`http://127.0.0.1:${devnetPort}`)
+    expect(new URL(dev.urls.flashblocks!).port).toBe(String(flashblocksPort))
+    const devDirectory = join(cwd, '.flashgate/dev-pglite')
+    // The token that lets `keys` in is readable by its owner only.
+    expect(statSync(join(devDirectory, 'flashgate-admin.json')).mode & 0o777).toBe(0o600)
+
+    // A second dev in the same checkout: refused in one line naming the running one, before deleting anything.
+    const second = await flashgate(['dev', '--port', '0', '--devnet-port', '0', '--flashblocks-port', '0'], { cwd })
+    expectOneLineFailure(second, 1, new RegExp(`flashgate dev \\(pid ${dev.child.pid}\\) is running on ./.flashgate/dev-pglite`))
+    expect(await rpc(dev.urls.dedicated!, 'eth_chainId')).toMatchObject({ result: expect.any(String) })
+
+    // No --database-url: the default directory is free, so keys finds the running dev's, says so, and goes
+    // through the running process (the directory is never opened twice).
+    const created = await flashgate(['keys', 'create', '--name', 'ci', '--rate', '0'], { cwd })
+    expect(created.code, created.stderr).toBe(0)
+    expect(created.stderr).toMatch(new RegExp(`^database: ./.flashgate/dev-pglite, through the running flashgate dev \\(pid ${dev.child.pid}\\) .*--database-url ./.flashgate/pglite`))
+    const key = created.stdout.split('\n')[0]!
+    expect(await rpc(`${dev.urls.jsonRpc}rpc/${key}`, 'eth_getBlockReceipts', ['latest'])).toMatchObject({ result: expect.any(Array) })
+    const listed = await flashgate(['keys', 'list', '--database-url', '.flashgate/dev-pglite'], { cwd })
+    expect(listed.stdout).toMatch(/ dev +fg_\S+… +dedicated .* active\n.* ci +fg_\S+… +dedicated +no limit .* active/)
+    const revoked = await flashgate(['keys', 'revoke', 'ci'], { cwd })
+    expect(revoked.stdout).toMatch(/ ci .* revoked /)
+    const refused = await fetch(`${dev.urls.jsonRpc}rpc/${key}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' })
+    expect(refused.status).toBe(401)
+
+    // Anything else that would open the directory is refused, naming the process that holds it.
+    expectOneLineFailure(await flashgate(['migrate', '--database-url', '.flashgate/dev-pglite'], { cwd }), 1, new RegExp(`in use by flashgate dev \\(pid ${dev.child.pid}\\)`))
+  } finally {
+    dev.child.kill('SIGTERM')
+    await new Promise((resolve) => dev.child.once('exit', resolve))
+  }
+  expect(dev.child.exitCode).toBe(0)
+  // Stopped: the lock and the token are gone, and keys opens the default database itself, saying which.
+  expect(readdirSync(join(cwd, '.flashgate/dev-pglite')).filter((name) => name.startsWith('flashgate'))).toEqual([])
+  const listed = await flashgate(['keys', 'list'], { cwd })
+  expect(listed).toMatchObject({ code: 0, stderr: 'database: ./.flashgate/pglite\n' })
+}, 120_000)
+
+describe('the README', () => {
+  test("its suffix example is what `flashgate suffix` prints", async () => {
+    const { readFile } = await import('node:fs/promises')
+    const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8')
+    const example = /npx flashgate suffix (\S+)\s+# (0x[0-9a-f]+)/.exec(readme)
+    expect(example).not.toBeNull()
+    const { Attribution } = await import('ox/erc8021')
+    expect(Attribution.toDataSuffix({ codes: [example![1]!] })).toBe(example![2])
+  })
+})
