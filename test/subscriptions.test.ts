@@ -106,9 +106,11 @@ describe('eth_subscribe over WebSocket, through viem', () => {
         transactions: [{ ...logged, logs: [{ address: `0x${'5c'.repeat(20)}`, topics: [TRANSFER_TOPIC], data: '0x' }] }],
       }),
     )
+    // Each stream is published on its own: transactions as a frame arrives, logs with its receipts, and the
+    // flashblock once its header is built (asynchronously, in order); so each is awaited.
     await expect.poll(() => transactions).toEqual([plain.hash, logged.hash])
-    expect(pendingLogs.map((log) => log.transactionHash)).toEqual([logged.hash])
-    expect(flashblocks.map((block) => block.number)).toEqual([`0x${(head + 1).toString(16)}`, `0x${(head + 1).toString(16)}`])
+    await expect.poll(() => pendingLogs.map((log) => log.transactionHash)).toEqual([logged.hash])
+    await expect.poll(() => flashblocks.map((block) => block.number)).toEqual([`0x${(head + 1).toString(16)}`, `0x${(head + 1).toString(16)}`])
     for (const { unsubscribe } of subscriptions) await unsubscribe()
   })
 
