@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { rpc } from './fixtures/gateway.js'
+import { freePort } from './fixtures/ports.js'
 
 const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
 const TX_HASH = `0x${'ab'.repeat(32)}`
@@ -33,13 +34,6 @@ function expectOneLineFailure(run: Run, code: number, message: RegExp) {
 }
 
 /** A loopback port nothing listens on (bound, read and closed). */
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
 
 let cwd: string
 

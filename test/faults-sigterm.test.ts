@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { Agent, type IncomingMessage, request } from 'node:http'
-import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'drizzle-orm'
@@ -11,6 +10,7 @@ import { generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc } from './fixtures/gateway.js'
 import { anvilCall } from './fixtures/sync.js'
+import { freePort } from './fixtures/ports.js'
 
 const CLI = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
 const BATCH_SIZE = 5
@@ -29,13 +29,6 @@ afterAll(async () => {
   await database?.drop()
 })
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 /** Reads a whole JSON answer off an HTTP response. */
 function collectAnswer(response: IncomingMessage, resolve: (answer: { status: number; body: unknown }) => void, reject: (error: Error) => void) {

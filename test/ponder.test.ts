@@ -22,6 +22,7 @@ import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { anvilCall } from './fixtures/sync.js'
+import { freePort } from './fixtures/ports.js'
 
 const CHAIN_ID = 31337
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -102,13 +103,6 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
   }
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
 
 type PonderLog = { level: number; msg: string; service?: string; time?: number }
 

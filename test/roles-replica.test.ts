@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { createServer } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
 import { afterAll, beforeAll, expect, test } from 'vitest'
@@ -13,6 +12,7 @@ import { createPostgresCluster, createStandbyCluster, POSTGRES_BIN_DIR, type Pos
 import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 import { anvilCall } from './fixtures/sync.js'
+import { freePort } from './fixtures/ports.js'
 
 const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
 /** Each upstream answer to the ingesters is held back this long, so that the backfill takes seconds. */
@@ -30,13 +30,6 @@ let standby: PostgresCluster
 const ingesters: { child: ChildProcess; port: number; output: () => string }[] = []
 const servers: TestGateway[] = []
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 /** `flashgate serve --role ingest` as a process of its own, which the test can kill outright. */
 async function startIngester(databaseUrl: string, upstreamRpc: string) {

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util'
 import type { Logger } from 'pino'
 import { type Gateway, startGateway } from '../app.js'
 import { attributionSuffix, decodeAttribution } from '../attribution/index.js'
-import { ConfigError, devConfigSchema, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
+import { ConfigError, type DevnetConfig, devConfigSchema, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { createDb, DatabaseInUseError, DIRECTORY_LOCK_FILE, lockDirectory, pgliteDirectory } from '../db/index.js'
 import { BASE_TRANSACTIONS_PER_BLOCK, createTrafficGenerator, type Devnet, type FeedFormat, type LoadProfileName, startDevnet } from '../devnet/index.js'
 import { createLogger } from '../logger.js'
@@ -151,16 +151,7 @@ async function serve(flags: Record<string, string | undefined>) {
 async function devnet(flags: Record<string, string | undefined>) {
   const config = parseConfig(devnetConfigSchema, flags, process.env)
   const logger = createLogger(config.logLevel)
-  const chain = await startDevnet({
-    port: config.port,
-    flashblocksPort: config.flashblocksPort,
-    blockTimeMs: Math.round(config.blockTime * 1000),
-    flashblockIntervalMs: config.flashblockInterval,
-    plain: config.plain,
-    feedFormat: config.feedFormat,
-    profile: config.profile,
-    logger: logger.child({ module: 'devnet' }),
-  }).catch((error: unknown) => {
+  const chain = await startDevnet(devnetOptions(config, config.port, logger)).catch((error: unknown) => {
     throw explainListenFailure(error, [
       { port: config.port, option: optionName('port') },
       { port: config.flashblocksPort, option: optionName('flashblocksPort') },
@@ -174,6 +165,24 @@ async function devnet(flags: Record<string, string | undefined>) {
     ].join('\n'),
   )
   onShutdown(chain.stop)
+}
+
+/** The devnet's options from `devnet`'s or `dev`'s configuration; the JSON-RPC port is named differently in each. */
+function devnetOptions(
+  config: Pick<DevnetConfig, 'flashblocksPort' | 'blockTime' | 'flashblockInterval' | 'plain' | 'feedFormat' | 'profile'>,
+  port: number,
+  logger: Logger,
+): Parameters<typeof startDevnet>[0] {
+  return {
+    port,
+    flashblocksPort: config.flashblocksPort,
+    blockTimeMs: Math.round(config.blockTime * 1000),
+    flashblockIntervalMs: config.flashblockInterval,
+    plain: config.plain,
+    feedFormat: config.feedFormat,
+    profile: config.profile,
+    logger: logger.child({ module: 'devnet' }),
+  }
 }
 
 function profileLabel(profile: LoadProfileName): string {
@@ -223,16 +232,7 @@ async function dev(flags: Record<string, string | undefined>) {
   }
   onShutdown(stop)
   try {
-    chain = await startDevnet({
-      port: devConfig.devnetPort,
-      flashblocksPort: devConfig.flashblocksPort,
-      blockTimeMs: Math.round(devConfig.blockTime * 1000),
-      flashblockIntervalMs: devConfig.flashblockInterval,
-      plain: devConfig.plain,
-      feedFormat: devConfig.feedFormat,
-      profile: devConfig.profile,
-      logger: logger.child({ module: 'devnet' }),
-    })
+    chain = await startDevnet(devnetOptions(devConfig, devConfig.devnetPort, logger))
     const config = parseConfig(
       serveConfigSchema,
       {

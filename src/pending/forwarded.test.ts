@@ -1,12 +1,10 @@
-import { randomUUID } from 'node:crypto'
-import { pino } from 'pino'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createRedis, type SharedRedis } from '../redis/index.js'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { useRedisPair } from '../../test/fixtures/redis.js'
+import type { SharedRedis } from '../redis/index.js'
 import { createForwardedTransactions } from './forwarded.js'
 
 const SENDER = `0x${'ab'.repeat(20)}` as const
 const hash = (n: number) => `0x${n.toString(16).padStart(64, '0')}` as const
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 describe('forwarded transactions in the pending nonce', () => {
   test('forwarded nonces that continue the known one count, a gap stops the count, and passed nonces are forgotten', async () => {
@@ -47,21 +45,12 @@ describe('forwarded transactions in the pending nonce', () => {
 })
 
 describe('forwarded nonces shared through Redis', () => {
-  const prefix = `flashgate-test:${randomUUID()}:`
+  // Two connections, as two serving processes have.
+  const connections = useRedisPair()
   let redis: SharedRedis
   let other: SharedRedis
-
-  beforeAll(async () => {
-    // Two connections, as two serving processes have.
-    redis = await createRedis({ url: REDIS_URL, prefix, logger: pino({ level: 'silent' }) })
-    other = await createRedis({ url: REDIS_URL, prefix, logger: pino({ level: 'silent' }) })
-  })
-
-  afterAll(async () => {
-    const keys = await redis.client.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.client.del(...keys)
-    await redis.close()
-    await other.close()
+  beforeAll(() => {
+    ;({ redis, other } = connections())
   })
 
   test("a send through one process counts in the other's pending nonce, with gaps, replacements and passed nonces as locally", async () => {

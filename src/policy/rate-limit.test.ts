@@ -1,30 +1,18 @@
-import { randomUUID } from 'node:crypto'
-import { pino } from 'pino'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { createRedis, type SharedRedis } from '../redis/index.js'
+import { beforeAll, describe, expect, test } from 'vitest'
+import { useRedisPair } from '../../test/fixtures/redis.js'
+import type { SharedRedis } from '../redis/index.js'
 import { createRateLimiter, type RateLimiter } from './rate-limit.js'
-
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 const takeMany = (limiter: RateLimiter, count: number, client: string, options?: { cost?: number; rate?: number }) =>
   Promise.all(Array.from({ length: count }, () => limiter.take(client, options)))
 
 describe('createRateLimiter with Redis', () => {
-  const prefix = `flashgate-test:${randomUUID()}:`
+  // Two connections, as two serving processes have.
+  const connections = useRedisPair()
   let redis: SharedRedis
   let other: SharedRedis
-
-  beforeAll(async () => {
-    // Two connections, as two serving processes have.
-    redis = await createRedis({ url: REDIS_URL, prefix, logger: pino({ level: 'silent' }) })
-    other = await createRedis({ url: REDIS_URL, prefix, logger: pino({ level: 'silent' }) })
-  })
-
-  afterAll(async () => {
-    const keys = await redis.client.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.client.del(...keys)
-    await redis.close()
-    await other.close()
+  beforeAll(() => {
+    ;({ redis, other } = connections())
   })
 
   test('two limiters on one Redis take from one bucket per client: the burst is shared, not doubled', async () => {

@@ -1,22 +1,15 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { createServer } from 'node:net'
 import { pino } from 'pino'
 import { afterAll, expect, test } from 'vitest'
 import { createRateLimiter } from '../policy/rate-limit.js'
 import { createRedis, type SharedRedis } from './index.js'
+import { freePort } from '../../test/fixtures/ports.js'
 
 /** Longest a limiter may take to answer while Redis is down: it must not wait on it. */
 const OUTAGE_ANSWER_MAX_MS = 50
 /** Reconnection backs off to 2 s between attempts: Redis counts as back within a few of them. */
 const RECONNECT_WITHIN_MS = 6_000
 
-async function freePort(): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 /** A Redis of this test's own on `port` (the machine's shared one is never stopped), keeping nothing on disk. */
 async function startRedisServer(port: number): Promise<ChildProcess> {
