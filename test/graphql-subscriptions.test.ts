@@ -5,6 +5,7 @@ import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { TOKEN_DEPLOY_BYTECODE, TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
+import { subscribeGraphql } from './fixtures/graphql-sse.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
@@ -26,46 +27,8 @@ async function transfer(amount: number) {
   return anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, to: token, data, gas: GAS }])
 }
 
-/** A GraphQL subscription over server-sent events (graphql-yoga's protocol), collecting each `next` payload. */
-function subscribe<item>(query: string, variables?: Record<string, unknown>) {
-  const items: item[] = []
-  const errors: unknown[] = []
-  const abort = new AbortController()
-  const done = (async () => {
-    const response = await fetch(`${gateway.url}/graphql`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify({ query, variables }),
-      signal: abort.signal,
-    })
-    expect(response.headers.get('content-type')).toMatch(/text\/event-stream/)
-    const decoder = new TextDecoder()
-    let buffer = ''
-    for await (const chunk of response.body!) {
-      buffer += decoder.decode(chunk as Uint8Array, { stream: true })
-      let end: number
-      while ((end = buffer.indexOf('\n\n')) !== -1) {
-        const event = buffer.slice(0, end)
-        buffer = buffer.slice(end + 2)
-        const data = event.split('\n').find((line) => line.startsWith('data:'))
-        if (!event.startsWith('event: next') || data === undefined) continue
-        const payload = JSON.parse(data.slice(5)) as { data?: Record<string, item>; errors?: unknown[] }
-        if (payload.errors) errors.push(...payload.errors)
-        if (payload.data) items.push(Object.values(payload.data)[0]!)
-      }
-    }
-  })().catch((error: unknown) => {
-    if (!abort.signal.aborted) errors.push(error)
-  })
-  return {
-    items,
-    errors,
-    async close() {
-      abort.abort()
-      await done
-    },
-  }
-}
+/** A GraphQL subscription on this file's gateway. */
+const subscribe = <item>(query: string, variables?: Record<string, unknown>) => subscribeGraphql<item>(gateway.url, query, variables)
 
 beforeAll(async () => {
   anvil = await startAnvil()

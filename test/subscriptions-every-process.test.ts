@@ -9,6 +9,7 @@ import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { subscribeGraphql } from './fixtures/graphql-sse.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 /**
@@ -67,39 +68,6 @@ async function subscribeAll(gateway: TestGateway) {
   }
 }
 
-/** A GraphQL subscription over server-sent events, collecting each item. */
-function subscribeGraphql<item>(gateway: TestGateway, query: string) {
-  const items: item[] = []
-  const abort = new AbortController()
-  const done = (async () => {
-    const response = await fetch(`${gateway.url}/graphql`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify({ query }),
-      signal: abort.signal,
-    })
-    const decoder = new TextDecoder()
-    let buffer = ''
-    for await (const chunk of response.body!) {
-      buffer += decoder.decode(chunk as Uint8Array, { stream: true })
-      let end: number
-      while ((end = buffer.indexOf('\n\n')) !== -1) {
-        const event = buffer.slice(0, end)
-        buffer = buffer.slice(end + 2)
-        const data = event.split('\n').find((line) => line.startsWith('data:'))
-        if (event.startsWith('event: next') && data !== undefined) items.push(Object.values((JSON.parse(data.slice(5)) as { data: Record<string, item> }).data)[0]!)
-      }
-    }
-  })().catch(() => {})
-  return {
-    items,
-    async close() {
-      abort.abort()
-      await done
-    },
-  }
-}
-
 async function transfer(amount: number): Promise<Hash> {
   const data = encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, BigInt(amount)] })
   return anvilCall<Hash>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, to: token, data, gas: GAS }])
@@ -154,8 +122,8 @@ describe.skipIf(!usesPostgres)('subscriptions on a process that does not ingest'
 
   test('a WebSocket subscriber on the standby hears every head and every log, and the logs a reorg undid with removed: true, exactly as a subscriber on the ingester', async () => {
     const [onIngester, onStandby] = await Promise.all([subscribeAll(ingesting), subscribeAll(standingBy)])
-    const graphqlHeads = subscribeGraphql<{ hash: Hash }>(standingBy, 'subscription { newHeads { hash } }')
-    const graphqlLogs = subscribeGraphql<{ transactionHash: Hash; removed: boolean }>(standingBy, 'subscription { logs { transactionHash removed } }')
+    const graphqlHeads = subscribeGraphql<{ hash: Hash }>(standingBy.url, 'subscription { newHeads { hash } }')
+    const graphqlLogs = subscribeGraphql<{ transactionHash: Hash; removed: boolean }>(standingBy.url, 'subscription { logs { transactionHash removed } }')
     try {
       await sleep(200)
       const snapshot = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
@@ -186,6 +154,7 @@ describe.skipIf(!usesPostgres)('subscriptions on a process that does not ingest'
       // GraphQL subscriptions on the standby hear the same stream.
       await expect.poll(() => graphqlHeads.items.map((block) => block.hash), { timeout: 10_000 }).toEqual(heads)
       await expect.poll(() => graphqlLogs.items.map((log) => [log.transactionHash, log.removed]), { timeout: 10_000 }).toEqual(logs)
+      expect([...graphqlHeads.errors, ...graphqlLogs.errors]).toEqual([])
     } finally {
       onIngester.close()
       onStandby.close()
