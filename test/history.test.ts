@@ -34,6 +34,7 @@ describe('history older than the index', () => {
     ] as const) {
       const [ours, node] = await Promise.all([answer(gateway.dedicatedUrl, method, [...params]), answer(anvil.rpcUrl, method, [...params])])
       expect(ours, `${method} ${JSON.stringify(params)}`).toEqual(node)
+      expect(ours.error, `${method} ${JSON.stringify(params)}`).toBeUndefined()
       expect(ours.result).not.toBeNull()
     }
     for (let number = 1; number < FIRST_INDEXED && oldTransactions.length < 5; number++) {

@@ -139,5 +139,8 @@ for (const feedFormat of ['current', 'legacy'] as const)
       })
       expect(pendingBalances).toEqual(sealedBalances)
       expect(pendingNonces).toEqual(sealedNonces)
+      // Built from the frames' receipts and balances (legacy), or hydrated from the node (today's format).
+      const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as { pending: { source: string } }
+      expect(readiness.pending.source).toBe(feedFormat === 'legacy' ? 'feed' : 'hydrate')
     })
   })
