@@ -8,7 +8,8 @@ import { isPostgresUrl } from '../src/db/index.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { DEV_ACCOUNTS, signedTransfer } from './fixtures/flashblocks.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { subscribeGraphql } from './fixtures/graphql-sse.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
@@ -190,5 +191,18 @@ describe.skipIf(!usesPostgres)('subscriptions on a process that does not ingest'
       onIngester.close()
       onStandby.close()
     }
+  })
+
+  test('eth_sendRawTransactionSync on the standby (no feed) answers with the receipt once the ingester indexes its block', async () => {
+    const from = 3
+    const nonce = Number(await anvilCall<string>(anvil.rpcUrl, 'eth_getTransactionCount', [DEV_ACCOUNTS[from]!.address, 'latest']))
+    const { raw, hash } = await signedTransfer({ from, nonce })
+    const answer = rpc(standingBy.dedicatedUrl, 'eth_sendRawTransactionSync', [raw, 6_000])
+    await expect.poll(() => anvilCall(anvil.rpcUrl, 'eth_getTransactionByHash', [hash]), { timeout: 5_000 }).not.toBeNull()
+    await anvilCall(anvil.rpcUrl, 'evm_mine')
+    const sealed = await anvilCall<{ blockHash: Hash; transactionHash: Hash }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [hash])
+    const { result, error } = await answer
+    expect(error).toBeUndefined()
+    expect(result).toMatchObject({ transactionHash: hash, blockHash: sealed.blockHash, status: '0x1' })
   })
 })

@@ -112,6 +112,15 @@ function createResolverSet(config: ResolversConfig) {
     }
   }
 
+  const sending = createSendResolvers({
+    forward: config.forward ?? null,
+    pending: config.pending ?? null,
+    pendingView,
+    forwarded,
+    chain,
+    confirmedReceipt: (hash) => receipts.getTransactionReceipt({ hash }),
+  })
+
   const resolvers = {
     chain,
     limitedResolvers,
@@ -123,6 +132,8 @@ function createResolverSet(config: ResolversConfig) {
       chain.invalidate()
       if (reorg) cache.clear()
       stream.changed({ reorg, head })
+      // A waiting sync send learns of its block here too, on a process that does not ingest and has no feed.
+      if (!reorg) sending.onHead()
     },
     /** Heads, logs (taken back after a reorg) and pre-confirmations, for the subscription adapters. */
     events: stream.events,
@@ -138,14 +149,7 @@ function createResolverSet(config: ResolversConfig) {
     historyReads: history.reads,
     // Look-ups by many keys and paged histories, for the GraphQL schema's dataloaders and connections.
     ...createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock }),
-    sending: createSendResolvers({
-      forward: config.forward ?? null,
-      pending: config.pending ?? null,
-      pendingView,
-      forwarded,
-      chain,
-      confirmedReceipt: (hash) => receipts.getTransactionReceipt({ hash }),
-    }),
+    sending,
     ...createBuilderCodeResolvers({ db, primary: config.primary ?? db }),
     ...createAttributionResolvers({ db, chain, pending: config.pending ?? null }),
     ...createApiKeyResolvers({ db: config.primary ?? db, redis: config.redis ?? null }),

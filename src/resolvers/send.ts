@@ -123,6 +123,10 @@ export function createSendResolvers({
   return {
     sendRawTransaction,
     sendRawTransactionSync,
+    /** The index has a new head (this process's ingester, or another's announced): look for waiting sends in it. */
+    onHead() {
+      if (waiters.size > 0) void checkIndexedIfHeadMoved()
+    },
     /** The ingester committed blocks: a waiting sync send whose transaction is among them has its receipt. */
     onBlocks(blocks: { transactionHashes: Hash[] }[]) {
       if (waiters.size === 0) return
