@@ -42,6 +42,22 @@ describe('forwarded transactions in the pending nonce', () => {
     expect(await forwarded.nextNonce(SENDER, 0n)).toBe(0n)
     expect(forwarded.size).toBe(0)
   })
+
+  test('memory follows the send rate: entries past the drop time go on the next send, whether or not their senders ask again', async () => {
+    let clock = 0
+    const forwarded = createForwardedTransactions({ now: () => clock, dropAfterMs: 1_000 })
+    const senders = Array.from({ length: 50 }, (_, index) => `0x${(index + 1).toString(16).padStart(40, '0')}` as const)
+    for (const [index, sender] of senders.entries()) await forwarded.record({ from: sender, nonce: 0, hash: hash(index) })
+    expect(forwarded.size).toBe(50)
+    clock = 600
+    await forwarded.record({ from: SENDER, nonce: 0, hash: hash(100) })
+    expect(forwarded.size).toBe(51)
+    clock = 1_500
+    await forwarded.record({ from: SENDER, nonce: 1, hash: hash(101) })
+    // The fifty from time 0 are gone; the two recent ones stay and still count.
+    expect(forwarded.size).toBe(2)
+    expect(await forwarded.nextNonce(SENDER, 0n)).toBe(2n)
+  })
 })
 
 describe('forwarded nonces shared through Redis', () => {

@@ -109,6 +109,14 @@ export function createForwardedTransactions({
       if (nonces === undefined) bySender.set(sender, (nonces = new Map()))
       nonces.set(nonce, { hash, at: now(), transaction })
       byHash.set(hash, { sender, nonce })
+      // Entries are in the order they were sent: those past the drop time go from the front, so memory
+      // follows the send rate, not the number of senders who never ask again.
+      const cutoff = now() - dropAfterMs
+      for (const [, key] of byHash) {
+        const oldest = bySender.get(key.sender)?.get(key.nonce)
+        if (oldest !== undefined && oldest.at >= cutoff) break
+        forget(key.sender, key.nonce)
+      }
       while (byHash.size > MAX_FORWARDED) {
         const [, oldest] = byHash.entries().next().value!
         forget(oldest.sender, oldest.nonce)
