@@ -1,7 +1,10 @@
 import { z } from 'zod'
 import type { StartBlock } from './ingest/index.js'
 import { LOAD_PROFILES } from './devnet/profile.js'
+import { FEED_FORMATS } from './devnet/flashblock-message.js'
+import { PENDING_SOURCE_MODES } from './pending/hydrate.js'
 import { DEFAULT_REDIS_PREFIX } from './redis/index.js'
+import { HISTORY_MODES } from './resolvers/history.js'
 import { DEFAULT_ANSWER_CACHE_BYTES } from './resolvers/cache.js'
 
 export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
@@ -56,15 +59,6 @@ export const startBlock = z
     return Number(value)
   })
 
-/**
- * Where pre-confirmed receipts, logs and balances come from when the feed carries none (Base since Azul):
- * `auto` hydrates from the upstream when it is flashblocks-aware and keeps to the frames otherwise.
- */
-export const PENDING_SOURCES = ['auto', 'hydrate', 'frames'] as const
-/** Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly. */
-export const HISTORY_MODES = ['upstream', 'refuse'] as const
-/** The devnet's Flashblocks format: Base's since Azul (no receipts, no balances), or the older one with them. */
-export const FEED_FORMATS = ['current', 'legacy'] as const
 
 const databaseUrl = z.string().min(1, { error: 'must not be empty' })
 /**
@@ -84,7 +78,7 @@ export const serveConfigSchema = z.object({
   upstreamRpc: url(['http:', 'https:', 'ws:', 'wss:']),
   upstreamWs: url(['ws:', 'wss:']).optional(),
   flashblocksWs: url(['ws:', 'wss:']).optional(),
-  pendingSource: z.enum(PENDING_SOURCES, { error: `must be one of ${PENDING_SOURCES.join(', ')}` }).default('auto'),
+  pendingSource: z.enum(PENDING_SOURCE_MODES, { error: `must be one of ${PENDING_SOURCE_MODES.join(', ')}` }).default('auto'),
   history: z.enum(HISTORY_MODES, { error: `must be one of ${HISTORY_MODES.join(', ')}` }).default('upstream'),
   corsOrigins: z.string().min(1, { error: 'must not be empty' }).default('*'),
   // Shared by all serving processes: rate limits, key revocations, forwarded nonces (src/redis).

@@ -10,7 +10,9 @@ import { brotliCompressSync, constants as zlibConstants } from 'node:zlib'
 import type { Address, Hash, Hex, RpcBlock, RpcTransactionReceipt } from 'viem'
 
 /** `current`: Base's frames since Azul, without receipts or balances; `legacy`: with them, as before. */
-export type FeedFormat = 'current' | 'legacy'
+/** The devnet's Flashblocks format: Base's since Azul (no receipts, no balances), or the older one with them. */
+export const FEED_FORMATS = ['current', 'legacy'] as const
+export type FeedFormat = (typeof FEED_FORMATS)[number]
 
 /** Brotli quality for frames: the default (11) took 25 ms for a 30-transaction frame (quality 5: 0.9 ms, 10% larger). */
 const BROTLI_QUALITY = 5

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest'
-import { loggableError } from './index.js'
+import { loggableError } from '../errors.js'
 
 describe('loggableError', () => {
   test('keeps the name, the code and a few hundred characters of the message, never the parameters', () => {

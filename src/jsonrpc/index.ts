@@ -59,9 +59,6 @@ export type HandleOptions = {
 
 const idSchema = z.union([z.string(), z.number(), z.null()])
 
-
-export { loggableError } from '../errors.js'
-
 /** Methods that only make sense on one connection, e.g. subscriptions on a WebSocket. */
 export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
 

@@ -14,7 +14,12 @@ const UNAWARE_AFTER_FLASHBLOCKS = 3
 /** An upstream found not flashblocks-aware is asked again this much later (it may have been catching up). */
 const REPROBE_AFTER_MS = 60_000
 
-export type PendingSourceMode = 'auto' | 'hydrate' | 'frames'
+/**
+ * Where pre-confirmed receipts, logs and balances come from when the feed carries none (Base since Azul):
+ * `auto` hydrates from the upstream when it is flashblocks-aware and keeps to the frames otherwise.
+ */
+export const PENDING_SOURCE_MODES = ['auto', 'hydrate', 'frames'] as const
+export type PendingSourceMode = (typeof PENDING_SOURCE_MODES)[number]
 /** Where pre-confirmed receipts come from now: the frames themselves (legacy feeds), the upstream, or nowhere. */
 export type PendingSourceKind = 'feed' | 'hydrate' | 'frames' | 'probing'
 
@@ -64,7 +69,7 @@ export function createReceiptFetcher({ rpcUrl, request }: { rpcUrl: string; requ
  * Hydration with patience: receipts the upstream has not got yet are asked for again (only those) until
  * it has them or about a block time has passed.
  */
-export function withRetries(fetchReceipts: (hashes: Hash[]) => Promise<UpstreamReceipt[]>, sleep = defaultSleep): Hydrate {
+function withRetries(fetchReceipts: (hashes: Hash[]) => Promise<UpstreamReceipt[]>, sleep = defaultSleep): Hydrate {
   return async (hashes) => {
     const receipts: UpstreamReceipt[] = await fetchReceipts(hashes)
     for (const delay of RETRY_DELAYS_MS) {
@@ -143,10 +148,6 @@ export function createPendingSource({
   return {
     stop() {
       clearTimeout(reprobe)
-    },
-    /** Whether the upstream serves pre-confirmed state (`null` while `auto` has not found out yet). */
-    get upstreamAware() {
-      return upstreamAware
     },
     status(): { mode: PendingSourceMode; source: PendingSourceKind; upstreamAware: boolean | null } {
       const source: PendingSourceKind = state.feedSendsReceipts ? 'feed' : upstreamAware === null ? 'probing' : upstreamAware ? 'hydrate' : 'frames'

@@ -1,12 +1,12 @@
 import { type Address, getContractAddress, type Hash, type Hex, hexToBytes, keccak256 } from 'viem'
 import type { FeedReceipt } from './message.js'
 import type { PendingTransaction } from './transactions.js'
+import { toQuantity } from '../codecs/index.js'
 
 /** Pending answers carry this block hash: the block is not sealed (Base's own node does the same). */
 export const PENDING_BLOCK_HASH: Hash = `0x${'00'.repeat(32)}`
 
 const BLOOM_BYTES = 256
-const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
 
 /** The 2048-bit log bloom of a receipt (yellow paper §4.3.1). */
 export function logsBloom(logs: { address: Address; topics: Hash[] }[]): Hex {
@@ -53,8 +53,8 @@ export type PendingLog = {
   removed: false
 }
 
-function effectiveGasPrice(transaction: PendingTransaction, baseFee: bigint): bigint {
-  const fields = transaction.fields
+/** The price a transaction pays per gas in a block with this base fee (EIP-1559; `gasPrice` before it). */
+export function effectiveGasPrice(fields: Record<string, unknown>, baseFee: bigint): bigint {
   if (fields.maxFeePerGas !== undefined) {
     const maxFee = BigInt(fields.maxFeePerGas as Hex)
     const tip = BigInt(fields.maxPriorityFeePerGas as Hex)
@@ -82,31 +82,31 @@ export function buildPendingReceipt(options: {
     topics: log.topics,
     data: log.data,
     blockHash: PENDING_BLOCK_HASH,
-    blockNumber: hex(block.number),
-    blockTimestamp: hex(block.timestamp),
+    blockNumber: toQuantity(block.number),
+    blockTimestamp: toQuantity(block.timestamp),
     transactionHash: transaction.hash,
-    transactionIndex: hex(transactionIndex),
-    logIndex: hex(firstLogIndex + offset),
+    transactionIndex: toQuantity(transactionIndex),
+    logIndex: toQuantity(firstLogIndex + offset),
     removed: false,
   }))
   const created = transaction.to === null && transaction.type !== 0x7e
   return {
-    type: hex(receipt.type),
-    status: hex(receipt.status),
-    cumulativeGasUsed: hex(receipt.cumulativeGasUsed),
+    type: toQuantity(receipt.type),
+    status: toQuantity(receipt.status),
+    cumulativeGasUsed: toQuantity(receipt.cumulativeGasUsed),
     logs,
     logsBloom: logsBloom(receipt.logs),
     transactionHash: transaction.hash,
-    transactionIndex: hex(transactionIndex),
+    transactionIndex: toQuantity(transactionIndex),
     blockHash: PENDING_BLOCK_HASH,
-    blockNumber: hex(block.number),
-    gasUsed: hex(receipt.cumulativeGasUsed - previousCumulativeGasUsed),
-    effectiveGasPrice: hex(effectiveGasPrice(transaction, block.baseFeePerGas)),
+    blockNumber: toQuantity(block.number),
+    gasUsed: toQuantity(receipt.cumulativeGasUsed - previousCumulativeGasUsed),
+    effectiveGasPrice: toQuantity(effectiveGasPrice(transaction.fields, block.baseFeePerGas)),
     from: transaction.from,
     to: transaction.to,
     contractAddress: created ? getContractAddress({ from: transaction.from, nonce: BigInt(transaction.nonce) }).toLowerCase() : null,
-    blobGasPrice: hex(MIN_BLOB_BASE_FEE),
-    blockTimestamp: hex(block.timestamp),
+    blobGasPrice: toQuantity(MIN_BLOB_BASE_FEE),
+    blockTimestamp: toQuantity(block.timestamp),
     ...receipt.extra,
   }
 }

@@ -438,9 +438,6 @@ export function createPendingState(config: PendingStateConfig) {
     setHydrate(next: Hydrate | null) {
       hydrate = next
     },
-    get hydrating() {
-      return hydrate !== null
-    },
     get feedSendsReceipts() {
       return feedSendsReceipts
     },

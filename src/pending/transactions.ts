@@ -11,6 +11,7 @@ import {
   type TransactionSerialized,
 } from 'viem'
 import { parseTransaction } from 'viem/op-stack'
+import { toQuantity } from '../codecs/index.js'
 
 /** A pre-confirmed transaction, decoded from its EIP-2718 bytes, with its sender recovered. */
 export type PendingTransaction = {
@@ -26,7 +27,6 @@ export type PendingTransaction = {
   fields: Record<string, unknown>
 }
 
-const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
 const TYPE_BY_NAME: Record<string, number> = { legacy: 0, eip2930: 1, eip1559: 2, eip4844: 3, eip7702: 4, deposit: 0x7e }
 
 /**
@@ -57,29 +57,29 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
   const parsed = parseTransaction(raw) as Record<string, unknown> & { type: string }
   const type = TYPE_BY_NAME[parsed.type] ?? 0
   const from = type === 0x7e ? (parsed.from as Address) : await recoverSender(raw, parsed)
-  const fields: Record<string, unknown> = { type: hex(type) }
-  if (parsed.chainId !== undefined) fields.chainId = hex(parsed.chainId as number)
-  fields.nonce = hex((parsed.nonce as number | undefined) ?? 0)
-  fields.gas = hex((parsed.gas as bigint | undefined) ?? 0n)
-  if (parsed.gasPrice !== undefined) fields.gasPrice = hex(parsed.gasPrice as bigint)
-  if (parsed.maxFeePerGas !== undefined) fields.maxFeePerGas = hex(parsed.maxFeePerGas as bigint)
-  if (parsed.maxPriorityFeePerGas !== undefined) fields.maxPriorityFeePerGas = hex(parsed.maxPriorityFeePerGas as bigint)
-  if (parsed.maxFeePerBlobGas !== undefined) fields.maxFeePerBlobGas = hex(parsed.maxFeePerBlobGas as bigint)
+  const fields: Record<string, unknown> = { type: toQuantity(type) }
+  if (parsed.chainId !== undefined) fields.chainId = toQuantity(parsed.chainId as number)
+  fields.nonce = toQuantity((parsed.nonce as number | undefined) ?? 0)
+  fields.gas = toQuantity((parsed.gas as bigint | undefined) ?? 0n)
+  if (parsed.gasPrice !== undefined) fields.gasPrice = toQuantity(parsed.gasPrice as bigint)
+  if (parsed.maxFeePerGas !== undefined) fields.maxFeePerGas = toQuantity(parsed.maxFeePerGas as bigint)
+  if (parsed.maxPriorityFeePerGas !== undefined) fields.maxPriorityFeePerGas = toQuantity(parsed.maxPriorityFeePerGas as bigint)
+  if (parsed.maxFeePerBlobGas !== undefined) fields.maxFeePerBlobGas = toQuantity(parsed.maxFeePerBlobGas as bigint)
   fields.to = ((parsed.to as string | undefined) ?? null)?.toLowerCase() ?? null
-  fields.value = hex((parsed.value as bigint | undefined) ?? 0n)
+  fields.value = toQuantity((parsed.value as bigint | undefined) ?? 0n)
   if (type !== 0 && type !== 0x7e) fields.accessList = parsed.accessList ?? []
   if (parsed.blobVersionedHashes !== undefined) fields.blobVersionedHashes = parsed.blobVersionedHashes
   if (parsed.authorizationList !== undefined) fields.authorizationList = parsed.authorizationList
   fields.input = (parsed.data as Hex | undefined) ?? '0x'
   if (type === 0x7e) {
     fields.sourceHash = parsed.sourceHash
-    fields.mint = hex((parsed.mint as bigint | undefined) ?? 0n)
+    fields.mint = toQuantity((parsed.mint as bigint | undefined) ?? 0n)
     fields.isSystemTx = parsed.isSystemTx ?? false
   } else {
-    fields.r = hex(BigInt((parsed.r as Hex | undefined) ?? 0))
-    fields.s = hex(BigInt((parsed.s as Hex | undefined) ?? 0))
-    if (type !== 0) fields.yParity = hex((parsed.yParity as number | undefined) ?? 0)
-    fields.v = type === 0 ? hex((parsed.v as bigint | undefined) ?? 0n) : hex((parsed.yParity as number | undefined) ?? 0)
+    fields.r = toQuantity(BigInt((parsed.r as Hex | undefined) ?? 0))
+    fields.s = toQuantity(BigInt((parsed.s as Hex | undefined) ?? 0))
+    if (type !== 0) fields.yParity = toQuantity((parsed.yParity as number | undefined) ?? 0)
+    fields.v = type === 0 ? toQuantity((parsed.v as bigint | undefined) ?? 0n) : toQuantity((parsed.yParity as number | undefined) ?? 0)
   }
   return {
     hash: keccak256(raw),

@@ -5,7 +5,9 @@ import type { Upstream } from '../upstream/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 
-export type HistoryMode = 'upstream' | 'refuse'
+/** Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly. */
+export const HISTORY_MODES = ['upstream', 'refuse'] as const
+export type HistoryMode = (typeof HISTORY_MODES)[number]
 
 /** What reaches below the index, by method, for `/metrics`. */
 export type HistoryReads = Record<string, number>

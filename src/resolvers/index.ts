@@ -30,10 +30,9 @@ export type { BlockWithHashes } from './batches.js'
 export type { AttributionFigures, BuilderCodeStats, LeaderboardEntry, SeriesPoint } from './attribution.js'
 export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder-codes.js'
 export type { BlockRef, ChainState, ChainView } from './chain.js'
-export { type ChainEventListener, type ChainEventMap, type ChainEventName, type ChainEvents, REORG_MEMORY_BLOCKS } from './events.js'
+export type { ChainEvents } from './events.js'
 export type { Log, LogCursor, LogLimits, LogsPage } from './logs.js'
 export { RawJson } from './raw-json.js'
-export { type Forward, SYNC_SEND_DEFAULT_TIMEOUT_MS, SYNC_SEND_MAX_TIMEOUT_MS } from './send.js'
 
 export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000, maxQueryCost: 0 }
 

@@ -1,8 +1,8 @@
 import { MerklePatriciaTrie } from '@ethereumjs/mpt'
 import { type Hash, type Hex, hexToBytes, keccak256, toRlp } from 'viem'
 import { PENDING_BLOCK_HASH, type PendingBlock } from '../pending/index.js'
+import { toQuantity } from '../codecs/index.js'
 
-const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
 /** keccak256 of the RLP of an empty list: every post-merge block's `sha3Uncles`. */
 const EMPTY_UNCLES_HASH: Hash = keccak256(toRlp([]))
 /** sha256 of no requests (EIP-7685): an OP-Stack or devnet block's `requestsHash`. */
@@ -123,22 +123,22 @@ export async function formatPendingBlock(
     receiptsRoot: header.receiptsRoot ?? PENDING_BLOCK_HASH,
     logsBloom: header.logsBloom ?? ZERO_BLOOM,
     difficulty: '0x0',
-    number: hex(block.number),
-    gasLimit: hex(header.gasLimit),
-    gasUsed: hex(header.gasUsed ?? block.cumulativeGasUsed),
-    timestamp: hex(header.timestamp),
+    number: toQuantity(block.number),
+    gasLimit: toQuantity(header.gasLimit),
+    gasUsed: toQuantity(header.gasUsed ?? block.cumulativeGasUsed),
+    timestamp: toQuantity(header.timestamp),
     extraData: header.extraData,
     mixHash: header.prevRandao ?? PENDING_BLOCK_HASH,
     nonce: '0x0000000000000000',
-    baseFeePerGas: hex(header.baseFeePerGas),
+    baseFeePerGas: toQuantity(header.baseFeePerGas),
   }
   if (has('withdrawalsRoot')) answer.withdrawalsRoot = header.withdrawalsRoot ?? EMPTY_TRIE_ROOT
-  if (has('blobGasUsed')) answer.blobGasUsed = hex(header.blobGasUsed ?? 0n)
-  if (has('excessBlobGas')) answer.excessBlobGas = hex(parentBlobGas > BLOB_GAS_TARGET ? parentBlobGas - BLOB_GAS_TARGET : 0n)
+  if (has('blobGasUsed')) answer.blobGasUsed = toQuantity(header.blobGasUsed ?? 0n)
+  if (has('excessBlobGas')) answer.excessBlobGas = toQuantity(parentBlobGas > BLOB_GAS_TARGET ? parentBlobGas - BLOB_GAS_TARGET : 0n)
   if (has('parentBeaconBlockRoot')) answer.parentBeaconBlockRoot = header.parentBeaconBlockRoot ?? PENDING_BLOCK_HASH
   if (parent !== null && 'requestsHash' in parent) answer.requestsHash = EMPTY_REQUESTS_HASH
   if (parent !== null && 'totalDifficulty' in parent) answer.totalDifficulty = parent.totalDifficulty
-  answer.size = hex(blockSize(headerRlp(answer), block.transactions, header.withdrawals, options.convention))
+  answer.size = toQuantity(blockSize(headerRlp(answer), block.transactions, header.withdrawals, options.convention))
   answer.uncles = []
   answer.transactions = options.includeTransactions
     ? block.transactions.map((_, position) => options.formatTransaction(block, position))

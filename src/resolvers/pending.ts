@@ -1,6 +1,7 @@
 import type { Address, Hash, Hex } from 'viem'
-import type { BlockSelector, LogFilter } from '../codecs/index.js'
+import { type BlockSelector, type LogFilter, toQuantity } from '../codecs/index.js'
 import {
+  effectiveGasPrice,
   PENDING_BLOCK_HASH,
   type PendingBlock,
   type PendingLog,
@@ -11,7 +12,6 @@ import {
 import type { ChainState } from './chain.js'
 import { countsWithdrawals, type SizeConvention } from './pending-block.js'
 
-const hex = (value: bigint | number) => `0x${value.toString(16)}` as Hex
 const LATEST: BlockSelector = { kind: 'tag', tag: 'latest' }
 
 export function isPendingTag(selector: BlockSelector | undefined): boolean {
@@ -39,16 +39,6 @@ export type ResolvedBlockArgument = { kind: 'pending'; block: PendingBlock } | {
  */
 export type SplitRange = { confirmed: { fromBlock: BlockSelector; toBlock: BlockSelector } | null; pending: PendingBlock[] }
 
-/** The price a transaction pays per gas in a block with this base fee (EIP-1559). */
-function effectiveGasPrice(fields: Record<string, unknown>, baseFee: bigint): bigint {
-  if (fields.maxFeePerGas !== undefined) {
-    const maxFee = BigInt(fields.maxFeePerGas as Hex)
-    const tip = BigInt(fields.maxPriorityFeePerGas as Hex)
-    return maxFee < baseFee + tip ? maxFee : baseFee + tip
-  }
-  return BigInt((fields.gasPrice as Hex | undefined) ?? '0x0')
-}
-
 /**
  * A transaction this process forwarded and no flashblock shows yet, as a node shows one from its pool: no
  * block, and for fee-market transactions the fee cap as `gasPrice` (geth's `RPCTransaction`).
@@ -73,12 +63,12 @@ export function formatPendingTransaction(block: PendingBlock, position: number):
     ...transaction.fields,
     hash: transaction.hash,
     blockHash: PENDING_BLOCK_HASH,
-    blockNumber: hex(block.number),
-    transactionIndex: hex(transaction.index),
+    blockNumber: toQuantity(block.number),
+    transactionIndex: toQuantity(transaction.index),
     from: transaction.from,
     // For fee-market transactions nodes report the price actually paid.
-    gasPrice: deposit ? (transaction.fields.gasPrice ?? '0x0') : hex(effectiveGasPrice(transaction.fields, block.header.baseFeePerGas)),
-    blockTimestamp: hex(block.header.timestamp),
+    gasPrice: deposit ? (transaction.fields.gasPrice ?? '0x0') : toQuantity(effectiveGasPrice(transaction.fields, block.header.baseFeePerGas)),
+    blockTimestamp: toQuantity(block.header.timestamp),
   }
 }
 

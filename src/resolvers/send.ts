@@ -5,8 +5,7 @@ import type { ChainState } from './chain.js'
 import type { PendingView } from './pending.js'
 
 /** EIP-7966: the longest a caller may wait for a receipt, and the wait when it names none. */
-export const SYNC_SEND_MAX_TIMEOUT_MS = 6_000
-export const SYNC_SEND_DEFAULT_TIMEOUT_MS = SYNC_SEND_MAX_TIMEOUT_MS
+const SYNC_SEND_MAX_TIMEOUT_MS = 6_000
 
 /** Forwards one call to the upstream node as it is (src/upstream/pass-through.ts). */
 export type Forward = (method: string, params: unknown[]) => Promise<unknown> | null
@@ -91,7 +90,7 @@ export function createSendResolvers({
 
   /** https://eips.ethereum.org/EIPS/eip-7966 */
   async function sendRawTransactionSync({ raw, timeoutMs }: SendRawTransactionSyncParameters): Promise<unknown> {
-    const wait = Math.min(timeoutMs ?? SYNC_SEND_DEFAULT_TIMEOUT_MS, SYNC_SEND_MAX_TIMEOUT_MS)
+    const wait = Math.min(timeoutMs ?? SYNC_SEND_MAX_TIMEOUT_MS, SYNC_SEND_MAX_TIMEOUT_MS)
     const hash = keccak256(raw)
     let resolve!: Waiter
     const arrived = new Promise<unknown>((settled) => {
