@@ -67,16 +67,24 @@ export function createReceiptFetcher({ rpcUrl, request }: { rpcUrl: string; requ
 
 /**
  * Hydration with patience: receipts the upstream has not got yet are asked for again (only those) until
- * it has them or about a block time has passed.
+ * it has them, about a block time has passed, or the flashblock no longer matters (its block sealed or
+ * dropped). A retry that fails ends the retries but keeps what the earlier answers gave; only a failed
+ * first round trip fails the hydration.
  */
-function withRetries(fetchReceipts: (hashes: Hash[]) => Promise<UpstreamReceipt[]>, sleep = defaultSleep): Hydrate {
-  return async (hashes) => {
+export function withRetries(fetchReceipts: (hashes: Hash[]) => Promise<UpstreamReceipt[]>, sleep = defaultSleep): Hydrate {
+  return async (hashes, { live = () => true } = {}) => {
     const receipts: UpstreamReceipt[] = await fetchReceipts(hashes)
     for (const delay of RETRY_DELAYS_MS) {
       const missing = receipts.flatMap((receipt, offset) => (receipt === null ? [offset] : []))
       if (missing.length === 0) break
       await sleep(delay)
-      const again = await fetchReceipts(missing.map((offset) => hashes[offset]!))
+      if (!live()) break
+      let again: UpstreamReceipt[]
+      try {
+        again = await fetchReceipts(missing.map((offset) => hashes[offset]!))
+      } catch {
+        break
+      }
       missing.forEach((offset, position) => {
         receipts[offset] = again[position] ?? null
       })
@@ -111,8 +119,8 @@ export function createPendingSource({
   const observed: Hydrate | null =
     fetchReceipts === null
       ? null
-      : async (hashes) => {
-          const receipts = await withRetries(fetchReceipts)(hashes)
+      : async (hashes, options) => {
+          const receipts = await withRetries(fetchReceipts)(hashes, options)
           const had = receipts.filter((receipt) => receipt !== null).length
           found += had
           if (had === 0) unanswered++

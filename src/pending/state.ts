@@ -88,7 +88,11 @@ export type UpstreamReceipt = Record<string, unknown> | null
  * Fetches the receipts of a flashblock's transactions from a flashblocks-aware upstream, in one round trip;
  * aligned with `hashes`, `null` where the upstream has none.
  */
-export type Hydrate = (hashes: Hash[]) => Promise<UpstreamReceipt[]>
+/**
+ * Receipts of pre-confirmed transactions, `null` where the upstream has none (yet). `live` says whether the
+ * flashblock still matters: once its block is sealed or dropped, waiting for more receipts is pointless.
+ */
+export type Hydrate = (hashes: Hash[], options?: { live?: () => boolean }) => Promise<UpstreamReceipt[]>
 
 /** What the canonical block looked like, for reconciliation by content. */
 export type CanonicalBlock = {
@@ -195,7 +199,10 @@ export function createPendingState(config: PendingStateConfig) {
       blockEpoch,
       async () => {
         try {
-          const answers = await fetchReceipts(transactions.map((transaction) => transaction.hash))
+          const answers = await fetchReceipts(
+            transactions.map((transaction) => transaction.hash),
+            { live: () => live(block, blockEpoch) },
+          )
           const receipts = answers.map((answer, offset) => {
             const transaction = transactions[offset]!
             const receipt = answer === null || answer === undefined ? null : normaliseUpstreamReceipt(answer, transaction, block.number)
