@@ -1,8 +1,11 @@
 import type { Logger } from 'pino'
+import type { ClusterHub } from './cluster/hub.js'
+import type { ClusterLink } from './cluster/link.js'
+import type { PrimaryStatus, SealedBlock } from './cluster/protocol.js'
 import { ConfigError, MIB, type ServeConfig } from './config.js'
 import { createDb, type Db, isPostgresUrl } from './db/index.js'
 import { listenForChainChanges } from './db/notifications.js'
-import { createIngester, type Ingester } from './ingest/index.js'
+import { createIngester, type Ingester, type IngesterEvents, type IngesterStatus } from './ingest/index.js'
 import { startRetention } from './ingest/retention.js'
 import {
   createFlashblocksFeed,
@@ -13,10 +16,12 @@ import {
   type PendingSource,
   type PendingState,
 } from './pending/index.js'
-import { createPolicies } from './policy/index.js'
+import { createNonceRegistry } from './pending/forwarded.js'
+import { createPolicies, createRateLimiter, type RateLimiter } from './policy/index.js'
 import { createRedis } from './redis/index.js'
 import { createResolvers, type Resolvers } from './resolvers/index.js'
 import { createServer } from './server/index.js'
+import type { Hash } from 'viem'
 import { createUpstream } from './upstream/index.js'
 import { createPassThrough } from './upstream/pass-through.js'
 
@@ -26,6 +31,7 @@ const READY_MAX_LAG_BLOCKS = 5
 const READY_UPSTREAM_SILENCE_MS = 30_000
 
 export type Gateway = {
+  /** Where the APIs are served (by the workers, on the primary of `--workers N`). */
   url: string
   port: number
   db: Db
@@ -33,6 +39,8 @@ export type Gateway = {
   ingester: Ingester
   pending: PendingState | null
   feed: FlashblocksFeed | null
+  /** The ingester, the feed and the pending view as this process sees them (what a primary tells its workers). */
+  primaryStatus(): PrimaryStatus
   stop(): Promise<void>
 }
 
@@ -40,9 +48,9 @@ export type Gateway = {
  * What `/readyz` says of the pending view (informative: it never makes the process unready): where receipts
  * come from, whether the upstream is flashblocks-aware, and how far hydration lags the frames.
  */
-function pendingReadiness(source: PendingSource, state: PendingState) {
-  const { mode, source: current, upstreamAware } = source.status()
-  const { hydration, divergences } = state.status()
+function pendingReadiness(source: PrimaryStatus['pendingSource'] & {}, state: PrimaryStatus['pending'] & {}) {
+  const { mode, source: current, upstreamAware } = source
+  const { hydration, divergences } = state
   return {
     mode,
     source: current,
@@ -67,9 +75,34 @@ function checkDeployment(config: ServeConfig) {
     throw new ConfigError('invalid configuration: --database-read-url is for serving processes; --role ingest writes to --database-url')
 }
 
+/**
+ * The part a process plays in `serve --workers N` (src/cluster): the primary ingests, holds the Flashblocks
+ * connection, the pending state and the shared buckets, and serves no HTTP; a worker serves, with a replica
+ * of the pending state fed by the primary, and never ingests.
+ */
+export type GatewayCluster = { kind: 'primary'; hub: ClusterHub } | { kind: 'worker'; link: ClusterLink }
+
+/** What a worker's pending state needs of a committed block, without the rest of its receipts. */
+function sealedBlock({ number, hash, transactionHashes, receipts, block }: IngesterEvents['blocks'][0][number]): SealedBlock {
+  return {
+    number,
+    hash,
+    transactionHashes,
+    receipts: receipts.map(({ status, gasUsed, cumulativeGasUsed, logs }) => ({
+      status,
+      gasUsed,
+      cumulativeGasUsed,
+      logs: logs.map(({ address, topics, data }) => ({ address, topics, data })),
+    })),
+    header: { ...block, transactions: transactionHashes },
+  }
+}
+
 /** `flashgate serve`: the database, the ingester (when it wins the lock) and the HTTP server, wired. */
-export async function startGateway({ config, logger }: { config: ServeConfig; logger: Logger }): Promise<Gateway> {
+export async function startGateway({ config, logger, cluster = null }: { config: ServeConfig; logger: Logger; cluster?: GatewayCluster | null }): Promise<Gateway> {
   checkDeployment(config)
+  const hub = cluster?.kind === 'primary' ? cluster.hub : null
+  const link = cluster?.kind === 'worker' ? cluster.link : null
   const db = await createDb({ databaseUrl: config.databaseUrl })
   // Reads from a streaming replica when one is named; its head is the one this process serves.
   const readDb = config.databaseReadUrl === undefined ? db : await createDb({ databaseUrl: config.databaseReadUrl, migrate: false }).catch(async (error: unknown) => {
@@ -81,21 +114,25 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
   const upstream = createUpstream({ rpcUrl: config.upstreamRpc, wsUrl: config.upstreamWs })
   const pendingLogger = logger.child({ module: 'pending' })
   const pending = config.flashblocksWs === undefined ? null : createPendingState({ logger: pendingLogger })
+  // On the primary of `--workers N`, what the feed and the source do to the state is announced to the workers.
+  const sharedPending = hub === null || pending === null ? null : hub.sharePending(pending)
+  const feedState = sharedPending?.state ?? pending
   // Feeds without receipts (Base since Azul): hydrate them from a flashblocks-aware upstream (src/pending/hydrate.ts).
+  // A worker's replica is fed by its primary, which alone reads the feed and asks the upstream.
   const pendingSource =
-    pending === null
+    feedState === null || link !== null
       ? null
       : createPendingSource({
           mode: config.pendingSource,
-          state: pending,
+          state: feedState,
           fetchReceipts: createReceiptFetcher({ rpcUrl: upstream.rpcUrl, request: (method, params) => upstream.request(method, params) }),
           logger: pendingLogger,
         })
   const passThrough = createPassThrough({ upstream })
   const feed =
-    config.flashblocksWs === undefined || pending === null
+    config.flashblocksWs === undefined || feedState === null || link !== null
       ? null
-      : createFlashblocksFeed({ url: config.flashblocksWs, state: pending, logger: logger.child({ module: 'flashblocks' }) })
+      : createFlashblocksFeed({ url: config.flashblocksWs, state: feedState, logger: logger.child({ module: 'flashblocks' }) })
   const resolvers = createResolvers({
     db: readDb,
     primary: db,
@@ -107,6 +144,7 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     history: config.history,
     logger: logger.child({ module: 'events' }),
     redis,
+    cluster: redis === null ? link : null,
   })
   const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize })
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres
@@ -119,9 +157,33 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
       pending?.confirm(block)
     }
     resolvers.sending.onBlocks(blocks)
+    hub?.sealed(blocks.map(sealedBlock))
   })
+  if (link !== null) {
+    const hydrate = (hashes: Hash[]) => link.request('hydrate', hashes)
+    link.events.on('flashblock', ({ message }) => void pending?.apply(message))
+    link.events.on('pending-reset', ({ reason }) => pending?.reset(reason))
+    link.events.on('hydrating', ({ on }) => pending?.setHydrate(on ? hydrate : null))
+    link.events.on('sealed', ({ blocks }) => {
+      for (const block of blocks) {
+        resolvers.pendingView.observeSealed(block.header)
+        pending?.confirm(block)
+      }
+      resolvers.sending.onBlocks(blocks)
+    })
+  }
+  if (hub !== null) shareWithWorkers(hub, { hydrate: sharedPending?.hydrate ?? null })
 
-  const server = createServer({
+  // What `/readyz` and `/metrics` report of the ingester, the feed and the pending view: a worker reports its primary's.
+  const primaryStatus = (): PrimaryStatus | null => link?.primaryStatus() ?? null
+  const ingesterStatus = (): IngesterStatus => primaryStatus()?.ingester ?? ingester.status()
+  const feedConnected = (): boolean | null => (link !== null ? (primaryStatus()?.feed?.connected ?? null) : feed === null ? null : feed.status().connected)
+  const pendingStatus = () =>
+    link !== null
+      ? { source: primaryStatus()?.pendingSource ?? null, state: primaryStatus()?.pending ?? null }
+      : { source: pendingSource?.status() ?? null, state: pending?.status() ?? null }
+
+  const server = hub !== null ? null : createServer({
     resolvers,
     logger: logger.child({ module: 'http' }),
     port: config.port,
@@ -136,16 +198,21 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     redis,
     metrics: {
       async chain() {
-        const status = ingester.status()
+        const status = ingesterStatus()
         const view = await resolvers.chain.view().catch(() => null)
         return { indexHead: view?.head?.number ?? null, upstreamHead: status.upstreamHead, ingesting: status.leader }
       },
-      ...(pending !== null && pendingSource !== null && { pending: () => ({ source: pendingSource.status().source, ...pending.status() }) }),
+      ...(pending !== null && {
+        pending: () => {
+          const { source, state } = pendingStatus()
+          return { source: source?.source ?? 'probing', ...(state ?? pending.status()) }
+        },
+      }),
       history: () => resolvers.historyReads,
       ...(redis !== null && { redis: () => redis.status() }),
     },
     async readiness() {
-      const status = ingester.status()
+      const status = ingesterStatus()
       const view = await resolvers.chain.view().catch(() => null)
       const head = view?.head?.number ?? null
       const lag = head !== null && status.upstreamHead !== null ? status.upstreamHead - head : null
@@ -166,8 +233,11 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
         details: {
           database: view === null ? 'unreachable' : 'ok',
           upstream: upstreamState,
-          flashblocks: feed === null ? null : feed.status().connected ? 'connected' : 'disconnected',
-          pending: pending === null || pendingSource === null ? null : pendingReadiness(pendingSource, pending),
+          flashblocks: feedConnected() === null ? null : feedConnected() ? 'connected' : 'disconnected',
+          pending: (() => {
+            const { source, state } = pendingStatus()
+            return pending === null || source === null || state === null ? null : pendingReadiness(source, state)
+          })(),
           head,
           upstreamHead: status.upstreamHead,
           leader: status.leader,
@@ -176,14 +246,17 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
         },
       }
     },
+    cluster: link,
   })
-  const { url, port } = await server.listen()
+  if (link !== null) link.events.on('metrics-request', async ({ id }) => link.post({ fg: 'metrics-reply', id, metrics: await server!.metrics.json() }))
+  const { url, port } = server === null ? { url: `http://${config.host}:${config.port}`, port: config.port } : await server.listen()
   // `null` on PGlite: one process, whose ingester tells it directly.
   const chainChanges = listenForChainChanges({ databaseUrl: config.databaseUrl, onChange: (change) => resolvers.notify(change), logger: logger.child({ module: 'listen' }) })
-  // `--role serve` never ingests (nor takes the ingest lock): another process keeps the index.
-  if (config.role !== 'serve') ingester.start()
+  // `--role serve` never ingests (nor takes the ingest lock): another process keeps the index; nor does a worker.
+  const ingests = config.role !== 'serve' && link === null
+  if (ingests) ingester.start()
   const retention =
-    config.retainBlocks === undefined || config.role === 'serve'
+    config.retainBlocks === undefined || !ingests
       ? null
       : startRetention({ db, retainBlocks: config.retainBlocks, leads: () => ingester.status().leader, logger: logger.child({ module: 'retention' }) })
   feed?.start()
@@ -197,12 +270,18 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
     ingester,
     pending,
     feed,
+    primaryStatus: () => ({
+      ingester: ingester.status(),
+      feed: feed === null ? null : feed.status(),
+      pendingSource: pendingSource?.status() ?? null,
+      pending: pending?.status() ?? null,
+    }),
     /** Idempotent: a second call waits for the first. */
     stop() {
       stopping ??= (async () => {
         await feed?.stop()
         pendingSource?.stop()
-        await server.close()
+        await server?.close()
         await chainChanges?.close()
         await retention?.stop()
         await ingester.stop()
@@ -213,4 +292,26 @@ export async function startGateway({ config, logger }: { config: ServeConfig; lo
       return stopping
     },
   }
+}
+
+/**
+ * What the primary of `serve --workers N` keeps for its workers: the rate-limit buckets (one set per
+ * limiter name), the forwarded nonces, and the shared hydration. Used only without Redis (with it, the
+ * workers share these through Redis as separate processes do).
+ */
+function shareWithWorkers(hub: ClusterHub, { hydrate }: { hydrate: ((hashes: Hash[]) => Promise<(Record<string, unknown> | null)[]>) | null }) {
+  const limiters = new Map<string, RateLimiter>()
+  hub.handle('take', (limiter, client, cost, rate) => {
+    const key = `${limiter.name}:${limiter.ratePerSecond}:${limiter.burstSeconds}`
+    let shared = limiters.get(key)
+    if (shared === undefined) limiters.set(key, (shared = createRateLimiter({ ratePerSecond: limiter.ratePerSecond, burstSeconds: limiter.burstSeconds, name: limiter.name })))
+    return shared.take(client, { cost, rate })
+  })
+  const nonces = createNonceRegistry()
+  hub.handle('forwardedRecord', (sender, nonce, hash) => {
+    nonces.record(sender, nonce, hash)
+    return null
+  })
+  hub.handle('forwardedFrom', (sender, known) => nonces.from(sender, known))
+  hub.handle('hydrate', (hashes) => (hydrate === null ? hashes.map(() => null) : hydrate(hashes)))
 }

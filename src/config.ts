@@ -75,6 +75,8 @@ export const serveConfigSchema = z.object({
   // Reads from a streaming replica; writes (registrations, keys) still go to `databaseUrl` (docs/DEPLOY.md).
   databaseReadUrl: databaseUrl.optional(),
   role: z.enum(ROLES, { error: `must be one of ${ROLES.join(', ')}` }).default('all'),
+  // Serving workers on one port (src/cluster); absent: one per core on Postgres, one process on PGlite.
+  workers: positiveInt.optional(),
   upstreamRpc: url(['http:', 'https:', 'ws:', 'wss:']),
   upstreamWs: url(['ws:', 'wss:']).optional(),
   flashblocksWs: url(['ws:', 'wss:']).optional(),
@@ -133,6 +135,7 @@ export const OPTIONS = [
   { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', help: `postgres://… or a PGlite directory or memory:// (default ${DEFAULT_DATABASE_URL})` },
   { key: 'databaseReadUrl', flag: 'database-read-url', env: 'DATABASE_READ_URL', help: 'postgres://… of a streaming replica to read from; the head served is the replica\'s own (optional)' },
   { key: 'role', flag: 'role', env: 'ROLE', help: 'all (default), ingest (index only; health and metrics) or serve (APIs only, no ingester)' },
+  { key: 'workers', flag: 'workers', env: 'WORKERS', help: 'serving workers on one port, sharing one feed and ingester (default: one per core on Postgres; 1 on PGlite)' },
   { key: 'upstreamRpc', flag: 'upstream-rpc', env: 'UPSTREAM_RPC_URL', help: 'upstream node JSON-RPC URL (http(s) or ws(s))' },
   { key: 'upstreamWs', flag: 'upstream-ws', env: 'UPSTREAM_WS_URL', help: 'upstream WebSocket URL for newHeads (optional; polling otherwise)' },
   { key: 'flashblocksWs', flag: 'flashblocks-ws', env: 'FLASHBLOCKS_WS_URL', help: 'Flashblocks WebSocket feed for the pending view (optional)' },

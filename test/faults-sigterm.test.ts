@@ -98,7 +98,7 @@ test('SIGTERM to `flashgate serve` mid-ingest with requests in flight: no new co
   let output = ''
   child = spawn(
     process.execPath,
-    [CLI, 'serve', '--upstream-rpc', anvil.rpcUrl, '--database-url', database.databaseUrl, '--port', String(port), '--start-block', '0', '--ingest-batch-size', String(BATCH_SIZE), '--public-rate-limit', '0', '--log-level', 'info'],
+    [CLI, 'serve', '--upstream-rpc', anvil.rpcUrl, '--database-url', database.databaseUrl, '--port', String(port), '--start-block', '0', '--ingest-batch-size', String(BATCH_SIZE), '--public-rate-limit', '0', '--workers', '1', '--log-level', 'info'],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   )
   child.stdout!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)))

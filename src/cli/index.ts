@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { Logger } from 'pino'
 import { type Gateway, startGateway } from '../app.js'
+import { isClusterWorker, startClusterPrimary, startClusterWorker, workerCount } from '../cluster/index.js'
 import { attributionSuffix, decodeAttribution } from '../attribution/index.js'
 import { ConfigError, type DevnetConfig, devConfigSchema, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { createDb, DatabaseInUseError, DIRECTORY_LOCK_FILE, lockDirectory, pgliteDirectory } from '../db/index.js'
@@ -125,6 +126,21 @@ async function startAdmin(gateway: Gateway, databaseUrl: string, logger: Logger)
 async function serve(flags: Record<string, string | undefined>) {
   const config = parseConfig(serveConfigSchema, flags, process.env)
   const logger = createLogger(config.logLevel)
+  if (isClusterWorker()) {
+    const gateway = await startClusterWorker({ config, logger })
+    onShutdown(() => gateway.stop())
+    return
+  }
+  const workers = workerCount(config)
+  if (workers > 1) {
+    const primary = await startClusterPrimary({ config, logger, workers }).catch((error: unknown) => {
+      throw explainListenFailure(error, [{ port: config.port, option: optionName('port') }])
+    })
+    logger.info({ url: primary.gateway.url, workers }, 'flashgate serving')
+    printServing(primary.gateway.url, config.databaseUrl, `${workers} workers`)
+    onShutdown(primary.stop)
+    return
+  }
   const gateway = await startGateway({ config, logger }).catch((error: unknown) => {
     throw explainListenFailure(error, [{ port: config.port, option: optionName('port') }])
   })
@@ -133,19 +149,23 @@ async function serve(flags: Record<string, string | undefined>) {
     throw error
   })
   logger.info({ url: gateway.url }, 'flashgate serving')
-  console.log(
-    [
-      `flashgate ${VERSION}`,
-      `  JSON-RPC   ${gateway.url}/   (dedicated: ${gateway.url}/rpc/<apiKey>, keys from flashgate keys create)`,
-      `  GraphQL    ${gateway.url}/graphql`,
-      `  health     ${gateway.url}/healthz  ${gateway.url}/readyz  ${gateway.url}/metrics`,
-      `  database   ${describeDatabaseUrl(config.databaseUrl)}`,
-    ].join('\n'),
-  )
+  printServing(gateway.url, config.databaseUrl, 'one process')
   onShutdown(async () => {
     await admin?.close()
     await gateway.stop()
   })
+}
+
+function printServing(url: string, databaseUrl: string, processes: string) {
+  console.log(
+    [
+      `flashgate ${VERSION} (${processes})`,
+      `  JSON-RPC   ${url}/   (dedicated: ${url}/rpc/<apiKey>, keys from flashgate keys create)`,
+      `  GraphQL    ${url}/graphql`,
+      `  health     ${url}/healthz  ${url}/readyz  ${url}/metrics`,
+      `  database   ${describeDatabaseUrl(databaseUrl)}`,
+    ].join('\n'),
+  )
 }
 
 async function devnet(flags: Record<string, string | undefined>) {

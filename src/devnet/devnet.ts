@@ -56,6 +56,8 @@ export type Devnet = {
   rpcUrl: string
   /** Base-format flashblocks, one message per tick. */
   flashblocksUrl: string
+  /** Connections to the Flashblocks feed now (a gateway should hold one, however many workers it runs). */
+  feedClients: () => number
   /**
    * anvil itself, for tests that need it. Between ticks its `latest` is the pre-confirmed block, not the
    * sealed head; a block mined or state changed through it is undone by the next tick (do that through
@@ -128,6 +130,7 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
   return {
     rpcUrl: rpc.url,
     flashblocksUrl: feed.url,
+    feedClients: () => feed.clientCount(),
     anvilRpcUrl: anvil.rpcUrl,
     profile: running === undefined ? null : { name: profileName, contracts: running.contracts(), senders: running.senders, stats: running.stats },
     stop,

@@ -1,4 +1,5 @@
 import type { Address, Hash } from 'viem'
+import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
 import type { PendingTransaction } from './transactions.js'
 
@@ -70,6 +71,65 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
   }
 }
 
+/** Where forwarded nonces are shared between processes: Redis, or the primary of `serve --workers N`. */
+type SharedNonces = {
+  record(sender: Address, nonce: number, hash: Hash): Promise<void>
+  from(sender: Address, known: bigint): Promise<number[]>
+}
+
+/**
+ * The forwarded nonces of every worker of `serve --workers N`, kept by the primary (src/cluster): the same
+ * answers as the Redis store, in memory, per sender, dropped `dropAfterMs` after they were sent.
+ */
+export function createNonceRegistry({ dropAfterMs = FORWARDED_DROP_AFTER_MS, now = Date.now }: { dropAfterMs?: number; now?: () => number } = {}) {
+  const bySender = new Map<Address, Map<number, { hash: Hash; at: number }>>()
+  let recorded = 0
+
+  /** Senders whose every send is past the drop time go, a sweep every so many sends: memory follows the send rate. */
+  function sweep() {
+    const cutoff = now() - dropAfterMs
+    for (const [sender, nonces] of bySender) {
+      for (const [nonce, sent] of nonces) if (sent.at < cutoff) nonces.delete(nonce)
+      if (nonces.size === 0) bySender.delete(sender)
+    }
+  }
+
+  return {
+    record(sender: Address, nonce: number, hash: Hash) {
+      if (++recorded % 1_000 === 0) sweep()
+      let nonces = bySender.get(sender)
+      if (nonces === undefined) bySender.set(sender, (nonces = new Map()))
+      nonces.set(nonce, { hash, at: now() })
+      if (nonces.size > MAX_SHARED_PER_SENDER) nonces.delete(Math.min(...nonces.keys()))
+    },
+    from(sender: Address, known: bigint): number[] {
+      const nonces = bySender.get(sender)
+      if (nonces === undefined) return []
+      const cutoff = now() - dropAfterMs
+      const found: number[] = []
+      for (const [nonce, sent] of nonces) {
+        if (BigInt(nonce) < known) nonces.delete(nonce)
+        else if (sent.at >= cutoff) found.push(nonce)
+      }
+      if (nonces.size === 0) bySender.delete(sender)
+      return found
+    },
+    get senders() {
+      return bySender.size
+    },
+  }
+}
+
+/** A worker's view of the primary's registry; while the primary does not answer, the worker counts its own sends. */
+function createClusterNonces(link: ClusterLink): SharedNonces {
+  return {
+    async record(sender, nonce, hash) {
+      await link.request('forwardedRecord', sender, nonce, hash).catch(() => null)
+    },
+    from: (sender, known) => link.request('forwardedFrom', sender, known).catch(() => []),
+  }
+}
+
 /**
  * The transactions this process forwarded (`eth_sendRawTransaction`, `eth_sendRawTransactionSync`) that no
  * flashblock or block has shown yet, by sender and nonce: `eth_getTransactionCount(a, "pending")` counts
@@ -80,13 +140,15 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
  * With `redis` (`--redis-url`), the sender and nonce of each send are shared too, so that the pending nonce
  * on every process counts what any of them forwarded (one Redis round trip per send and per pending-nonce
  * read); while Redis fails, each process counts its own sends, as without it. Look-ups by hash stay local.
+ * The workers of `serve --workers N` without Redis share them through their primary the same way (`cluster`).
  */
 export function createForwardedTransactions({
   now = Date.now,
   dropAfterMs = FORWARDED_DROP_AFTER_MS,
   redis = null,
-}: { now?: () => number; dropAfterMs?: number; redis?: SharedRedis | null } = {}) {
-  const shared = redis === null ? null : createSharedNonces({ redis, dropAfterMs, now })
+  cluster = null,
+}: { now?: () => number; dropAfterMs?: number; redis?: SharedRedis | null; cluster?: ClusterLink | null } = {}) {
+  const shared: SharedNonces | null = redis !== null ? createSharedNonces({ redis, dropAfterMs, now }) : cluster !== null ? createClusterNonces(cluster) : null
   const bySender = new Map<Address, Map<number, Forwarded>>()
   // Insertion order, for the global bound and look-ups by hash (Map keeps insertion order).
   const byHash = new Map<Hash, { sender: Address; nonce: number }>()

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache'
+import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
 
 /** Clients tracked at once; the least recently seen are forgotten first (and start with a full bucket). */
@@ -42,6 +43,11 @@ export type RateLimiterParameters = {
   redis?: SharedRedis | null
   /** The limiter's name among the deployment's shared buckets (`rpc`, `registration`). */
   name?: string
+  /**
+   * A worker of `serve --workers N` without Redis: the buckets are the primary's, one IPC round trip per
+   * limited request; while the primary does not answer, the worker limits alone.
+   */
+  cluster?: ClusterLink | null
 }
 
 /**
@@ -52,7 +58,7 @@ export type RateLimiterParameters = {
  * With `redis`, one bucket per client for all processes, at one Redis round trip per request; while Redis
  * fails, each process limits alone with its own buckets, as without it.
  */
-export function createRateLimiter({ ratePerSecond, burstSeconds = 1, now = Date.now, redis = null, name = 'requests' }: RateLimiterParameters): RateLimiter {
+export function createRateLimiter({ ratePerSecond, burstSeconds = 1, now = Date.now, redis = null, name = 'requests', cluster = null }: RateLimiterParameters): RateLimiter {
   const buckets = new LRUCache<string, { tokens: number; at: number }>({ max: MAX_TRACKED_CLIENTS })
   const capacityAt = (rate: number) => Math.max(1, rate * burstSeconds)
 
@@ -70,6 +76,15 @@ export function createRateLimiter({ ratePerSecond, burstSeconds = 1, now = Date.
     return Math.max(1, Math.ceil((1 - bucket.tokens) / rate))
   }
 
+  if (redis === null && cluster !== null) {
+    const limiter = { name, ratePerSecond, burstSeconds }
+    return {
+      async take(client, { cost = 1, rate = ratePerSecond } = {}) {
+        if (rate <= 0) return 0
+        return cluster.request('take', limiter, client, cost, rate).catch(() => takeHere(client, cost, rate))
+      },
+    }
+  }
   if (redis === null)
     return {
       async take(client, { cost = 1, rate = ratePerSecond } = {}) {

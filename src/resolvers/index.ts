@@ -4,6 +4,7 @@ import { toQuantity } from '../codecs/index.js'
 import type { Db } from '../db/index.js'
 import { HeaderNotFoundError } from '../errors.js'
 import type { PendingState } from '../pending/index.js'
+import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
 import type { Upstream } from '../upstream/index.js'
 import { createAccountHistoryResolvers } from './account-history.js'
@@ -54,6 +55,8 @@ export type ResolversConfig = {
   history?: HistoryMode
   /** Shares key revocations and forwarded nonces with the deployment's other processes (`--redis-url`). */
   redis?: SharedRedis | null
+  /** A worker of `serve --workers N`: forwarded nonces are shared through the primary when there is no Redis. */
+  cluster?: ClusterLink | null
   /** Where the subscriptions' event stream reports blocks it could not read (it tries again). */
   logger?: Logger | null
 }
@@ -76,7 +79,7 @@ function createResolverSet(config: ResolversConfig) {
   const limits = { ...DEFAULT_LOG_LIMITS, ...config.limits }
   const pendingView = createPendingView({ chain, pending: config.pending ?? null })
   // Transactions forwarded (by any process, with Redis): their nonces count as pending until a flashblock shows them.
-  const forwarded = createForwardedTransactions({ redis: config.redis ?? null })
+  const forwarded = createForwardedTransactions({ redis: config.redis ?? null, cluster: config.cluster ?? null })
   const history = createHistory({ upstream, mode: config.history ?? 'upstream', chain, cache })
   const blocks = createBlockResolvers({ db, chain, cache, pendingView, history })
   const receipts = createReceiptResolvers({ db, chain, cache, pendingView, history })

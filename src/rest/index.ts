@@ -19,6 +19,7 @@ import { sendCompressible } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
 import type { Resolvers } from '../resolvers/index.js'
 import { clientAddress, createRateLimiter } from '../policy/index.js'
+import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
 
 /** A registration body is one address: anything near this size is not one. */
@@ -41,6 +42,8 @@ export type RestConfig = {
   trustProxy?: boolean
   /** Registration buckets shared with the deployment's other processes (`--redis-url`); else per process. */
   redis?: SharedRedis | null
+  /** A worker of `serve --workers N`: without Redis, the buckets are the primary's. */
+  cluster?: ClusterLink | null
 }
 
 function send(request: IncomingMessage, response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
@@ -92,7 +95,7 @@ function parsePositiveInt(name: string, value: string | null, max: number): numb
  */
 export function createRestHandler(config: RestConfig): RestHandler {
   const { resolvers, logger } = config
-  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT, burstSeconds: REGISTRATION_BURST_SECONDS, redis: config.redis, name: 'registration' })
+  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT, burstSeconds: REGISTRATION_BURST_SECONDS, redis: config.redis, name: 'registration', cluster: config.cluster ?? null })
 
   async function register(request: IncomingMessage, response: ServerResponse) {
     const wait = await limiter.take(clientAddress(request, config.trustProxy ?? false))

@@ -9,6 +9,7 @@ import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
 import { deflatedJsonRpc, serializeJsonRpc } from '../jsonrpc/serialize.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
+import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 import { createGraphqlServer, GRAPHQL_PATH } from '../schema/index.js'
@@ -53,6 +54,11 @@ export type ServerConfig = {
   corsOrigins?: string
   /** Rate-limit buckets shared with the deployment's other processes (`--redis-url`); else per process. */
   redis?: SharedRedis | null
+  /**
+   * A worker of `serve --workers N`: without Redis, rate-limit buckets are the primary's; `/metrics` is the
+   * whole machine's, aggregated by the primary; answers carry `x-flashgate-worker`.
+   */
+  cluster?: ClusterLink | null
   /** `false` on an ingest-only process (`--role ingest`): health, readiness and metrics only. Default `true`. */
   servesApis?: boolean
 }
@@ -126,10 +132,12 @@ export function createServer(config: ServerConfig) {
   )
   const cors = createCors(config.corsOrigins ?? '*')
   const redis = config.redis ?? null
-  const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy, redis })
+  const cluster = config.cluster ?? null
+  const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy, redis, cluster })
   // One bucket per client address on the public endpoint and per key on dedicated ones.
-  const limiter = createRateLimiter({ ratePerSecond: 0, redis, name: 'rpc' })
+  const limiter = createRateLimiter({ ratePerSecond: 0, redis, name: 'rpc', cluster })
   const metrics = createMetrics(config.metrics)
+  const workerHeader = cluster === null ? null : String(cluster.workerId)
 
   /** The public endpoint, as the client at this address uses it: its bucket is the address. */
   function publicEndpoint(request: IncomingMessage): Endpoint {
@@ -221,7 +229,7 @@ export function createServer(config: ServerConfig) {
     if (path.startsWith(GRAPHIQL_ASSETS_PATH) && (request.method === 'GET' || request.method === 'HEAD') && (await serveGraphiqlAsset(request, response, path))) return
     if (path === '/healthz') return sendJson(request, response, 200, { status: 'ok' })
     if (path === '/metrics') {
-      const { contentType, body } = await metrics.scrape()
+      const { contentType, body } = cluster === null ? await metrics.scrape() : await cluster.request('metrics')
       return sendCompressible(request, response, 200, body, { 'content-type': contentType })
     }
     if (path === '/readyz') {
@@ -233,6 +241,7 @@ export function createServer(config: ServerConfig) {
 
   const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES }, (request, response) => {
     metrics.observe(request, response)
+    if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
     route(request, response).catch((error: unknown) => {
       logger.error({ err: loggableError(error) }, 'unhandled error in request')
       if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } })
@@ -290,6 +299,7 @@ export function createServer(config: ServerConfig) {
 
   return {
     server,
+    metrics,
     async listen(): Promise<{ port: number; url: string }> {
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject)

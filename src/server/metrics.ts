@@ -65,6 +65,8 @@ export function createMetrics(sources: MetricsSources = {}) {
     const read = () => (reading ??= chain().finally(() => setImmediate(() => (reading = null))))
     new Gauge({
       name: 'flashgate_index_head_block',
+      // The same figure on every worker of `serve --workers N`: aggregated, the machine's is the highest.
+      aggregator: 'max',
       help: 'Newest block in the index',
       registers: [registry],
       async collect() {
@@ -74,6 +76,8 @@ export function createMetrics(sources: MetricsSources = {}) {
     })
     new Gauge({
       name: 'flashgate_upstream_head_block',
+      // The same figure on every worker of `serve --workers N`: aggregated, the machine's is the highest.
+      aggregator: 'max',
       help: 'Newest block of the upstream node, as the ingester last saw it',
       registers: [registry],
       async collect() {
@@ -83,6 +87,8 @@ export function createMetrics(sources: MetricsSources = {}) {
     })
     new Gauge({
       name: 'flashgate_ingesting',
+      // The same figure on every worker of `serve --workers N`: aggregated, the machine's is the highest.
+      aggregator: 'max',
       help: '1 when this process holds the ingest lock',
       registers: [registry],
       async collect() {
@@ -129,6 +135,8 @@ export function createMetrics(sources: MetricsSources = {}) {
         name,
         help,
         labelNames,
+        // The primary's pending state, the same on every worker of `serve --workers N`.
+        aggregator: 'first',
         registers: [registry],
         collect() {
           const figure = value(pending())
@@ -137,6 +145,7 @@ export function createMetrics(sources: MetricsSources = {}) {
       })
     new Gauge({
       name: 'flashgate_pending_source',
+      aggregator: 'first',
       help: 'Where pre-confirmed receipts come from: 1 for the current source (feed, hydrate, frames, probing)',
       labelNames: ['source'] as const,
       registers: [registry],
@@ -154,6 +163,7 @@ export function createMetrics(sources: MetricsSources = {}) {
     gauge('flashgate_pending_reconciled_blocks_total', 'Pre-confirmed blocks compared with their canonical block', (figures) => figures.reconciledBlocks)
     new Gauge({
       name: 'flashgate_pending_divergences_total',
+      aggregator: 'first',
       help: 'Canonical blocks that differed from their pre-confirmation, by what differed (transactions, parent, receipt)',
       labelNames: ['kind'] as const,
       registers: [registry],
@@ -179,6 +189,8 @@ export function createMetrics(sources: MetricsSources = {}) {
     async scrape(): Promise<{ contentType: string; body: string }> {
       return { contentType: registry.contentType, body: await registry.metrics() }
     },
+    /** The figures as data, for the primary of `serve --workers N` to aggregate (prom-client's AggregatorRegistry). */
+    json: () => registry.getMetricsAsJSON(),
   }
 }
 

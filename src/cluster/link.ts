@@ -1,0 +1,85 @@
+import { EventEmitter } from 'node:events'
+import type { ClusterOperation, ClusterOperations, PrimaryStatus, PrimaryToWorker, WorkerToPrimary } from './protocol.js'
+import { isClusterMessage } from './protocol.js'
+
+/** A request to the primary not answered within this fails (the caller then answers alone). */
+const REQUEST_TIMEOUT_MS = 2_000
+
+type Broadcasts = {
+  [kind in Exclude<PrimaryToWorker['fg'], 'reply' | 'status'>]: [message: Extract<PrimaryToWorker, { fg: kind }>]
+}
+
+/**
+ * A serving worker's side of the cluster channel: requests to the primary (hydration, rate-limit buckets,
+ * forwarded nonces, machine-wide metrics) and what the primary announces (flashblocks, sealed blocks, its
+ * status). `send` and `receive` are the process's IPC channel; tests pass a pair of their own.
+ */
+export function createClusterLink({
+  workerId,
+  send = (message) => process.send!(message),
+  receive = (listener) => process.on('message', listener),
+}: {
+  workerId: number
+  send?: (message: WorkerToPrimary) => void
+  receive?: (listener: (message: unknown) => void) => void
+}) {
+  const waiting = new Map<number, { resolve(result: unknown): void; reject(error: Error): void; timer: NodeJS.Timeout }>()
+  const events = new EventEmitter<Broadcasts>()
+  let nextId = 0
+  let status: PrimaryStatus | null = null
+
+  receive((message) => {
+    if (!isClusterMessage(message)) return
+    const received = message as PrimaryToWorker
+    if (received.fg === 'reply') {
+      const request = waiting.get(received.id)
+      if (request === undefined) return
+      waiting.delete(received.id)
+      clearTimeout(request.timer)
+      if (received.error !== undefined) request.reject(new Error(received.error))
+      else request.resolve(received.result)
+      return
+    }
+    if (received.fg === 'status') {
+      status = received.status
+      return
+    }
+    ;(events.emit as (kind: string, message: PrimaryToWorker) => boolean)(received.fg, received)
+  })
+
+  return {
+    workerId,
+    events,
+    /** Asks the primary; rejects if it does not answer within REQUEST_TIMEOUT_MS. */
+    request<operation extends ClusterOperation>(operation: operation, ...args: ClusterOperations[operation]['args']): Promise<ClusterOperations[operation]['result']> {
+      const id = nextId++
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiting.delete(id)
+          reject(new Error(`the cluster primary did not answer ${operation} within ${REQUEST_TIMEOUT_MS} ms`))
+        }, REQUEST_TIMEOUT_MS)
+        timer.unref()
+        waiting.set(id, { resolve: resolve as (result: unknown) => void, reject, timer })
+        try {
+          send({ fg: 'request', id, operation, args })
+        } catch (error) {
+          waiting.delete(id)
+          clearTimeout(timer)
+          reject(error as Error)
+        }
+      })
+    },
+    /** Sends without waiting for an answer (replies to the primary's own requests, announcements). */
+    post(message: WorkerToPrimary) {
+      try {
+        send(message)
+      } catch {
+        // The primary is gone: this worker is being shut down anyway.
+      }
+    },
+    /** The primary's latest status (ingester, feed, pending source), or `null` before its first. */
+    primaryStatus: () => status,
+  }
+}
+
+export type ClusterLink = ReturnType<typeof createClusterLink>

@@ -1,0 +1,62 @@
+/**
+ * The messages between the primary of `flashgate serve --workers N` and its serving workers, over Node's
+ * cluster IPC channel with `advanced` serialisation (structured clone: bigints, Maps and Dates pass as they
+ * are). The primary holds what there must be one of per machine: the ingester, the Flashblocks connection
+ * and the pending state it feeds, the rate-limit buckets and the forwarded nonces; the workers answer the
+ * APIs. See docs/DEPLOY.md.
+ */
+import type { Address, Hash } from 'viem'
+import type { IngesterStatus } from '../ingest/index.js'
+import type { FlashblockMessage } from '../pending/message.js'
+import type { PendingSourceKind, PendingSourceMode } from '../pending/hydrate.js'
+import type { CanonicalBlock, PendingState, UpstreamReceipt } from '../pending/state.js'
+
+/** A rate limiter as a worker names it to the primary: the buckets are the primary's, one set per name. */
+export type LimiterSpec = { name: string; ratePerSecond: number; burstSeconds: number }
+
+/** What a worker asks the primary, by operation: arguments and answer. */
+export type ClusterOperations = {
+  /** Receipts of a flashblock's transactions, from the primary's hydration (one upstream batch for all). */
+  hydrate: { args: [hashes: Hash[]]; result: UpstreamReceipt[] }
+  /** Takes from a client's bucket: the whole seconds to wait, 0 when admitted. */
+  take: { args: [limiter: LimiterSpec, client: string, cost: number, rate: number]; result: number }
+  /** A transaction forwarded by a worker: its sender's pending nonce counts it on every worker. */
+  forwardedRecord: { args: [sender: Address, nonce: number, hash: Hash]; result: null }
+  /** Forwarded nonces of a sender from `known` on, not yet dropped. */
+  forwardedFrom: { args: [sender: Address, known: bigint]; result: number[] }
+  /** `/metrics` for the whole machine: every worker's figures and the primary's, aggregated. */
+  metrics: { args: []; result: { contentType: string; body: string } }
+}
+
+export type ClusterOperation = keyof ClusterOperations
+
+/** What the primary knows and a worker reports in `/readyz` and `/metrics`. */
+export type PrimaryStatus = {
+  ingester: IngesterStatus
+  feed: { connected: boolean; messages: number; rejected: number } | null
+  pendingSource: { mode: PendingSourceMode; source: PendingSourceKind; upstreamAware: boolean | null } | null
+  pending: ReturnType<PendingState['status']> | null
+}
+
+/** A canonical block as a worker's pending state needs it: for `confirm` and the size convention. */
+export type SealedBlock = CanonicalBlock & { header: Record<string, unknown> }
+
+export type WorkerToPrimary =
+  | { fg: 'request'; id: number; operation: ClusterOperation; args: unknown[] }
+  | { fg: 'metrics-reply'; id: number; metrics: unknown[] }
+  | { fg: 'listening'; port: number }
+
+export type PrimaryToWorker =
+  | { fg: 'reply'; id: number; result?: unknown; error?: string }
+  /** Applied to the primary's pending state: the worker applies the same, in the same order. */
+  | { fg: 'flashblock'; message: FlashblockMessage }
+  | { fg: 'pending-reset'; reason: string }
+  | { fg: 'sealed'; blocks: SealedBlock[] }
+  /** Whether pre-confirmed receipts are hydrated now (`auto` may turn it off for an unaware upstream). */
+  | { fg: 'hydrating'; on: boolean }
+  | { fg: 'status'; status: PrimaryStatus }
+  | { fg: 'metrics-request'; id: number }
+
+export function isClusterMessage(message: unknown): message is { fg: string } {
+  return typeof message === 'object' && message !== null && typeof (message as { fg?: unknown }).fg === 'string'
+}

@@ -1,0 +1,258 @@
+// `flashgate serve --workers 2` (issue 18): two serving workers on one port under one primary. The machine
+// holds one Flashblocks connection; both workers answer `pending` alike; a client is rate limited once across
+// them; a key revoked is refused by both; a transaction forwarded through one counts in the other's pending
+// nonce; `/metrics` is the machine's; SIGTERM drains both workers, then the primary.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { request } from 'node:http'
+import { fileURLToPath } from 'node:url'
+import { type Hex, parseGwei } from 'viem'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { keysCommand } from '../src/cli/keys.js'
+import { isPostgresUrl } from '../src/db/index.js'
+import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { freePort } from './fixtures/ports.js'
+import { createPostgresCluster, POSTGRES_BIN_DIR } from './fixtures/postgres-cluster.js'
+
+const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
+const RATE = 10
+/** Flashblocks far apart: between a send and the read after it, no flashblock shows the transaction. */
+const BLOCK_TIME_MS = 4_000
+const FLASHBLOCK_INTERVAL_MS = 2_000
+const CHAIN_ID = 31337
+const SENDER = DEV_ACCOUNTS[3]!
+/** A key's record is cached per worker for 2 s (src/resolvers/api-keys.ts): the bound on a revocation. */
+const REVOCATION_WITHIN_MS = 2_000
+
+const postgresAvailable = (process.env.DATABASE_URL !== undefined && isPostgresUrl(process.env.DATABASE_URL)) || POSTGRES_BIN_DIR !== null
+if (!postgresAvailable) console.warn('workers: skipped, workers share one Postgres (set DATABASE_URL, or install the PostgreSQL server binaries)')
+
+let devnet: Devnet
+let database: TestDatabase
+let child: ChildProcess
+let port: number
+let output = ''
+let clients = 0
+const freshClient = () => `10.18.${Math.floor(++clients / 250)}.${clients % 250}`
+
+async function sharedDatabase(): Promise<TestDatabase> {
+  if (process.env.DATABASE_URL !== undefined && isPostgresUrl(process.env.DATABASE_URL)) return createTestDatabase()
+  const cluster = await createPostgresCluster()
+  return { databaseUrl: await cluster.createDatabase('flashgate'), drop: () => cluster.destroy() }
+}
+
+type Answer = { status: number; worker: string | null; body: any }
+
+/** One request on a connection of its own: node:cluster hands each new connection to the next worker. */
+function post(path: string, body: unknown, from = freshClient()): Promise<Answer> {
+  const text = JSON.stringify(body)
+  return new Promise((resolve, reject) => {
+    const outgoing = request(
+      { host: '127.0.0.1', port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': from } },
+      (response) => {
+        const chunks: Buffer[] = []
+        response.on('data', (chunk: Buffer) => chunks.push(chunk))
+        response.on('end', () =>
+          resolve({ status: response.statusCode ?? 0, worker: (response.headers['x-flashgate-worker'] as string | undefined) ?? null, body: JSON.parse(Buffer.concat(chunks).toString()) }),
+        )
+        response.on('error', reject)
+      },
+    )
+    outgoing.on('error', reject)
+    outgoing.end(text)
+  })
+}
+
+const call = (method: string, params: unknown[] = [], id = 1) => ({ jsonrpc: '2.0', id, method, params })
+
+/** Calls until each worker has answered once; the answers by worker. */
+async function fromEachWorker(path: string, body: unknown, from?: string): Promise<Map<string, Answer>> {
+  const answers = new Map<string, Answer>()
+  for (let attempt = 0; attempt < 20 && answers.size < 2; attempt++) {
+    const answer = await post(path, body, from)
+    if (answer.worker !== null && !answers.has(answer.worker)) answers.set(answer.worker, answer)
+  }
+  if (answers.size !== 2) throw new Error(`only workers ${[...answers.keys()]} answered`)
+  return answers
+}
+
+async function signed(nonce: number): Promise<Hex> {
+  return SENDER.signTransaction({
+    type: 'eip1559',
+    chainId: CHAIN_ID,
+    nonce,
+    to: DEV_ACCOUNTS[4]!.address,
+    value: 1n,
+    gas: 21_000n,
+    maxFeePerGas: parseGwei('20'),
+    maxPriorityFeePerGas: parseGwei('1'),
+  })
+}
+
+beforeAll(async () => {
+  if (!postgresAvailable) return
+  ;[devnet, database, port] = await Promise.all([
+    startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: BLOCK_TIME_MS, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS }),
+    sharedDatabase(),
+    freePort(),
+  ])
+  const args = [
+    'serve',
+    '--workers', '2',
+    '--port', String(port),
+    '--database-url', database.databaseUrl,
+    '--upstream-rpc', devnet.rpcUrl,
+    '--flashblocks-ws', devnet.flashblocksUrl,
+    '--start-block', '0',
+    '--public-rate-limit', String(RATE),
+    '--trust-proxy', 'true',
+    '--log-level', 'warn',
+  ]
+  child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  await until(async () => /JSON-RPC/.test(output), 60_000, () => `the gateway did not start:\n${output}`)
+  // Both workers see the devnet's head (the primary ingests; they read the same database).
+  await until(async () => {
+    const head = Number((await (await fetch(devnet.rpcUrl, { method: 'POST', body: JSON.stringify(call('eth_blockNumber')) })).json()).result)
+    const answers = await fromEachWorker('/', call('eth_blockNumber'))
+    return [...answers.values()].every((answer) => Number(answer.body.result) >= head && head > 0)
+  }, 30_000, () => 'the workers did not reach the devnet head')
+}, 120_000)
+
+async function until(condition: () => Promise<boolean>, timeoutMs: number, explain: () => string) {
+  for (const deadline = Date.now() + timeoutMs; !(await condition()); ) {
+    if (Date.now() > deadline) throw new Error(explain())
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
+
+afterAll(async () => {
+  if (child !== undefined && child.exitCode === null) child.kill('SIGKILL')
+  await devnet?.stop()
+  await database?.drop()
+})
+
+describe.runIf(postgresAvailable)('serve --workers 2', () => {
+  test('one Flashblocks connection for the machine, and both workers answer pending alike', async () => {
+    expect(devnet.feedClients()).toBe(1)
+    const hash = (await post('/', call('eth_sendRawTransaction', [await signed(0)]))).body.result as Hex
+    expect(hash).toMatch(/^0x[0-9a-f]{64}$/)
+    // Once the flashblock carrying it has arrived and its receipt is hydrated, both workers say the same.
+    await expect
+      .poll(
+        async () => {
+          const receipts = await fromEachWorker('/', call('eth_getTransactionReceipt', [hash]))
+          const blocks = await fromEachWorker('/', call('eth_getBlockByNumber', ['pending', false]))
+          const [first, second] = [...receipts.values()].map((answer) => answer.body.result)
+          const [blockA, blockB] = [...blocks.values()].map((answer) => answer.body.result)
+          return first !== null && JSON.stringify(first) === JSON.stringify(second) && JSON.stringify(blockA) === JSON.stringify(blockB)
+        },
+        { timeout: 15_000, interval: 100 },
+      )
+      .toBe(true)
+    expect(devnet.feedClients()).toBe(1)
+  })
+
+  test('a client is limited once across the workers', async () => {
+    const from = freshClient()
+    const batch = Array.from({ length: 2 * RATE }, (_, id) => call('eth_chainId', [], id))
+    const first = await post('/', batch, from)
+    expect(first.status).toBe(200)
+    // Its debt is owed on whichever worker it reaches next.
+    const answers = await fromEachWorker('/', call('eth_chainId'), from)
+    for (const answer of answers.values()) {
+      expect(answer.status).toBe(429)
+      expect(answer.body).toMatchObject({ error: { code: -32005 } })
+    }
+    expect((await post('/', call('eth_chainId'), freshClient())).status).toBe(200)
+  })
+
+  test('a transaction forwarded through one worker counts in the pending nonce on the other', async () => {
+    const before = await fromEachWorker('/', call('eth_getTransactionCount', [SENDER.address, 'pending']))
+    const known = Number([...before.values()][0]!.body.result)
+    for (const answer of before.values()) expect(Number(answer.body.result)).toBe(known)
+    for (let sent = 0; sent < 2; sent++) {
+      const send = await post('/', call('eth_sendRawTransaction', [await signed(known + sent)]))
+      expect(send.body.error).toBeUndefined()
+      // At once, before any flashblock shows it, on both workers.
+      const after = await fromEachWorker('/', call('eth_getTransactionCount', [SENDER.address, 'pending']))
+      for (const answer of after.values()) expect(Number(answer.body.result)).toBe(known + sent + 1)
+    }
+  })
+
+  test('a revoked key is refused by both workers within the key cache time', async () => {
+    const printed: string[] = []
+    const print = (line: string) => printed.push(line)
+    const keys = (action: string, argument: string, flags: Record<string, string> = {}) =>
+      keysCommand({ action, argument, flags: { 'database-url': database.databaseUrl, ...flags }, env: {}, print, inform: () => {} })
+    await keys('create', '', { name: 'workers-test', rate: '0' })
+    const key = printed.join('\n').match(/fg_[A-Za-z0-9_-]+/)![0]
+    for (const answer of (await fromEachWorker(`/rpc/${key}`, call('eth_chainId'))).values()) expect(answer.status).toBe(200)
+    await keys('revoke', 'workers-test')
+    const revokedAt = Date.now()
+    const refusedAt = new Map<string, number>()
+    while (refusedAt.size < 2 && Date.now() - revokedAt < 3 * REVOCATION_WITHIN_MS) {
+      const answer = await post(`/rpc/${key}`, call('eth_chainId'))
+      if (answer.status === 401 && answer.worker !== null && !refusedAt.has(answer.worker)) refusedAt.set(answer.worker, Date.now() - revokedAt)
+    }
+    expect(refusedAt.size).toBe(2)
+    for (const after of refusedAt.values()) expect(after).toBeLessThanOrEqual(REVOCATION_WITHIN_MS + 250)
+  })
+
+  test('/metrics is the machine’s: requests summed over the workers', async () => {
+    const scrape = async () => {
+      const response = await fetch(`http://127.0.0.1:${port}/metrics`)
+      expect(response.status).toBe(200)
+      return response.text()
+    }
+    const total = (text: string) =>
+      text
+        .split('\n')
+        .filter((line) => line.startsWith('flashgate_http_requests_total{') && line.includes('route="/"'))
+        .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
+    const before = total(await scrape())
+    const answers = await fromEachWorker('/', call('eth_chainId'))
+    expect(answers.size).toBe(2)
+    const counted = await Promise.all(Array.from({ length: 10 }, () => post('/', call('eth_chainId'))))
+    const text = await scrape()
+    // Every request, whichever worker answered it (and the probes of fromEachWorker).
+    expect(total(text) - before).toBeGreaterThanOrEqual(counted.length + 2)
+    expect(text).toMatch(/^flashgate_index_head_block \d+$/m)
+    expect(text).toMatch(/^flashgate_pending_source\{source="hydrate"\} 1$/m)
+  })
+
+  test('SIGTERM drains both workers, then the primary exits 0', async () => {
+    // Requests in the middle of their body on several connections, spread over both workers.
+    const slow = Array.from({ length: 4 }, () => {
+      const text = JSON.stringify(call('eth_chainId'))
+      let finish = () => {}
+      const answer = new Promise<Answer>((resolve, reject) => {
+        const outgoing = request(
+          { host: '127.0.0.1', port, method: 'POST', path: '/', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': freshClient() } },
+          (response) => {
+            const chunks: Buffer[] = []
+            response.on('data', (chunk: Buffer) => chunks.push(chunk))
+            response.on('end', () => resolve({ status: response.statusCode ?? 0, worker: (response.headers['x-flashgate-worker'] as string) ?? null, body: JSON.parse(Buffer.concat(chunks).toString()) }))
+          },
+        )
+        outgoing.on('error', reject)
+        outgoing.write(text.slice(0, 5))
+        finish = () => outgoing.end(text.slice(5))
+      })
+      return { answer, finish: () => finish() }
+    })
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+    child.kill('SIGTERM')
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    for (const call of slow) call.finish()
+    const answers = await Promise.all(slow.map((call) => call.answer))
+    for (const answer of answers) expect(answer).toMatchObject({ status: 200, body: { result: '0x7a69' } })
+    expect(new Set(answers.map((answer) => answer.worker)).size).toBe(2)
+    expect(await exited).toBe(0)
+    // Nothing listens any more.
+    await expect(post('/', call('eth_chainId'))).rejects.toThrow()
+  }, 30_000)
+})
