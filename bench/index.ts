@@ -18,6 +18,8 @@ import { type BenchResults, formatReport, writeResults } from './report.js'
 import { createRpcClient } from './rpc.js'
 import { measurePending } from './pending.js'
 import { measureServing } from './serving.js'
+import { startFloorServer } from './floor.js'
+import { measureWorkers, type WorkersFigures } from './workers.js'
 
 /**
  * anvil drops historical states beyond a few thousand blocks (old `eth_getBalance` and traces then fail);
@@ -103,11 +105,21 @@ async function main(): Promise<number> {
       cleanup.defer('uncached gateway', uncached.stop)
     }
 
-    stamp('serving: flashgate vs anvil')
+    stamp('serving: flashgate vs anvil vs the floor (a bare Node server)')
+    const floor = await startFloorServer()
+    cleanup.defer('floor server', floor.stop)
     const uncachedUrl = uncached === null ? null : `${uncached.url}/rpc/${backfill.apiKey}`
-    const serving = await measureServing({ gatewayUrl: backfill.servingUrl, uncachedUrl, anvilUrl: anvil.rpcUrl, chain, options, workDir, log })
+    const serving = await measureServing({ gatewayUrl: backfill.servingUrl, uncachedUrl, anvilUrl: anvil.rpcUrl, floorUrl: floor.url, chain, options, workDir, log })
+    floor.stop()
     // Stopped before the pending measurement, which wants a quiet machine.
     await uncached?.stop()
+
+    // `serve --workers N` needs a database several processes share: Postgres only.
+    let workers: WorkersFigures | null = null
+    if (!options.pglite) {
+      stamp('workers: flashgate serve --workers 1 and 2 (processes of their own)')
+      workers = await measureWorkers({ databaseUrl: gatewayDatabase.databaseUrl, anvilUrl: anvil.rpcUrl, apiKey: backfill.apiKey, pools: serving.pools, options, workDir, log })
+    }
 
     stamp('pending: flashblocks feed and devnet')
     const pending = await measurePending(log)
@@ -132,6 +144,7 @@ async function main(): Promise<number> {
       writePath,
       verification: serving.verification,
       throughput: serving.throughput,
+      workers,
       headline: serving.headline,
       storage: { ...storage, headlinePlan },
       pending,

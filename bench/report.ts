@@ -5,6 +5,7 @@ import type { BenchChain } from './chain.js'
 import type { BenchOptions } from './options.js'
 import type { PendingFigures } from './pending.js'
 import type { HeadlineFigures, ServingFigures } from './serving.js'
+import type { WorkersFigures } from './workers.js'
 
 /** The issues' targets (issue 2 and issue 3, "Checked by"). */
 export const TARGETS = {
@@ -13,6 +14,18 @@ export const TARGETS = {
   requestsPerSecondRatio: 1,
   flashblockToVisibleP99Ms: 10,
   sendToVisibleP99Ms: 250,
+} as const
+
+/** Issue 18's targets ("Speed"). */
+export const SPEED_TARGETS = {
+  /** Cached answers per second as a share of the floor's, same bodies, same run. */
+  cachedOfFloor: 0.8,
+  /** Cached answers per second against anvil's, every method. */
+  cachedOfAnvil: 1,
+  /** `eth_getBlockReceipts` with `--answer-cache-mb 0` against anvil. */
+  uncachedReceiptsOfAnvil: 2,
+  flashblockToVisibleP99Ms: 10,
+  writeLogsPerSecond: 200_000,
 } as const
 
 export type BenchResults = {
@@ -25,6 +38,8 @@ export type BenchResults = {
   writePath: WritePathResult
   verification: ServingFigures['verification']
   throughput: ServingFigures['throughput']
+  /** `serve --workers 1` and `2` as processes of their own; `null` on PGlite. */
+  workers: WorkersFigures | null
   headline: HeadlineFigures
   storage: { tables: Record<string, string>; logsAnalyzed: boolean; headlinePlan: string[] }
   pending: PendingFigures
@@ -65,13 +80,15 @@ export function formatReport(results: BenchResults): string {
   )
   lines.push(`  (write path excludes fetching, ${writePath.fetchSeconds.toFixed(1)} s, and toRows, ${writePath.toRowsSeconds.toFixed(1)} s; accounts served from: ${backfill.accountSource})`)
   lines.push('')
-  const rows = [['method', 'flashgate req/s', 'p50 ms', 'p99 ms', 'anvil req/s', 'p50 ms', 'p99 ms', 'req/s fg/anvil', 'p50 fg/anvil', 'fg cached req/s', 'fg no cache req/s', 'no cache/anvil', 'failures']]
-  for (const [method, { flashgate, anvil, flashgateCached, flashgateUncached: uncached }] of Object.entries(results.throughput)) {
+  const rows = [['method', 'flashgate req/s', 'p50 ms', 'p99 ms', 'anvil req/s', 'p50 ms', 'p99 ms', 'req/s fg/anvil', 'p50 fg/anvil', 'fg cached req/s', 'floor req/s', 'cached/floor', 'fg no cache req/s', 'no cache/anvil', 'failures']]
+  for (const [method, { flashgate, anvil, flashgateCached, flashgateUncached: uncached, floor }] of Object.entries(results.throughput)) {
     rows.push([
       method, integer(flashgate.requestsPerSecond), ms(flashgate.p50Ms), ms(flashgate.p99Ms),
       integer(anvil.requestsPerSecond), ms(anvil.p50Ms), ms(anvil.p99Ms),
       ratio(flashgate.requestsPerSecond / anvil.requestsPerSecond), ratio(flashgate.p50Ms / anvil.p50Ms),
       integer(flashgateCached.requestsPerSecond),
+      integer(floor.requestsPerSecond),
+      ratio(flashgateCached.requestsPerSecond / floor.requestsPerSecond),
       uncached === null ? '-' : integer(uncached.requestsPerSecond),
       uncached === null ? '-' : ratio(uncached.requestsPerSecond / anvil.requestsPerSecond),
       [flashgate, anvil, flashgateCached, ...(uncached === null ? [] : [uncached])].map((report) => report.failures).join('/'),
@@ -81,8 +98,30 @@ export function formatReport(results: BenchResults): string {
     `throughput: autocannon, ${results.options.connections} connections, ${results.options.loadDurationS} s per method and target, distinct requests (target: req/s ratio ≥ 1);`,
   )
   lines.push(`  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass;`)
-  lines.push(`  "fg no cache": a second flashgate on the same database with --answer-cache-mb 0, the same distinct requests (Postgres only)`)
+  lines.push(`  "fg no cache": a second flashgate on the same database with --answer-cache-mb 0, the same distinct requests (Postgres only);`)
+  lines.push(`  "floor": a bare Node HTTP server (bench/floor-server.ts) answering the cached bodies with a fixed result ("0x0"):`)
+  lines.push(`  the bound for small answers (balances, nonces); for receipts and logs it leaves out the answer's own size`)
   lines.push(table(rows, (column) => column > 0))
+  if (results.workers !== null) {
+    lines.push('')
+    lines.push('workers: flashgate serve --role serve --workers N, a process of its own on the same database; the load generator takes a core of this machine too')
+    const byMethod = new Map<string, Map<number, number>>()
+    for (const { workers, method, pool, report } of results.workers) {
+      const key = `${method} (${pool === 'hot' ? 'cached' : 'distinct'})`
+      if (!byMethod.has(key)) byMethod.set(key, new Map())
+      byMethod.get(key)!.set(workers, report.requestsPerSecond)
+    }
+    const counts = [...new Set(results.workers.map((figure) => figure.workers))]
+    lines.push(
+      table(
+        [
+          ['method', ...counts.map((count) => `${count} worker${count === 1 ? '' : 's'} req/s`), `${counts.at(-1)}/${counts[0]}`],
+          ...[...byMethod].map(([key, figures]) => [key, ...counts.map((count) => integer(figures.get(count) ?? 0)), ratio((figures.get(counts.at(-1)!) ?? 0) / (figures.get(counts[0]!) ?? 1))]),
+        ],
+        (column) => column > 0,
+      ),
+    )
+  }
   lines.push('')
   lines.push(
     `headline: eth_getLogs address + topic0 over ${integer(headline.rangeBlocks)} blocks, one in flight, ${headline.flashgate.requests} distinct queries (uncached), ${headline.averageLogs.toFixed(0)} logs per answer on average`,
@@ -118,6 +157,8 @@ export function formatReport(results: BenchResults): string {
   lines.push(
     `pending: eth_sendRawTransactionSync through flashgate → receipt: p50 ${ms(syncSend.p50Ms)} ms, p99 ${ms(syncSend.p99Ms)} ms (${syncSend.preConfirmed}/${syncSend.samples} pre-confirmed), target p99 < ${TARGETS.sendToVisibleP99Ms} ms: ${verdict(syncSend.p99Ms < TARGETS.sendToVisibleP99Ms)}`,
   )
+  lines.push('')
+  lines.push(speedSummary(results))
   const differences = Object.entries(results.verification).filter(([, outcome]) => outcome.differenceCount > 0)
   lines.push('')
   lines.push(
@@ -126,6 +167,27 @@ export function formatReport(results: BenchResults): string {
       : `verification: DIFFERENCES ${differences.map(([name, outcome]) => `${name} ${outcome.differenceCount}/${outcome.compared}`).join(', ')} (see latest.json)`,
   )
   return lines.join('\n')
+}
+
+/** Issue 18's targets, each met or missed, from this run's figures. */
+function speedSummary(results: BenchResults): string {
+  const rows: string[][] = [['speed target (issue 18)', 'measured', 'target', '']]
+  for (const [method, { flashgateCached, floor, anvil }] of Object.entries(results.throughput)) {
+    const ofFloor = flashgateCached.requestsPerSecond / floor.requestsPerSecond
+    rows.push([`${method} cached / floor`, ratio(ofFloor), `≥ ${ratio(SPEED_TARGETS.cachedOfFloor)}`, verdict(ofFloor >= SPEED_TARGETS.cachedOfFloor)])
+    const ofAnvil = flashgateCached.requestsPerSecond / anvil.requestsPerSecond
+    rows.push([`${method} cached / anvil`, ratio(ofAnvil), `≥ ${ratio(SPEED_TARGETS.cachedOfAnvil)}`, verdict(ofAnvil >= SPEED_TARGETS.cachedOfAnvil)])
+  }
+  const receipts = results.throughput.eth_getBlockReceipts
+  if (receipts?.flashgateUncached) {
+    const ofAnvil = receipts.flashgateUncached.requestsPerSecond / receipts.anvil.requestsPerSecond
+    rows.push(['eth_getBlockReceipts no cache / anvil', ratio(ofAnvil), `≥ ${ratio(SPEED_TARGETS.uncachedReceiptsOfAnvil)}`, verdict(ofAnvil >= SPEED_TARGETS.uncachedReceiptsOfAnvil)])
+  }
+  const p99 = results.pending.feedToVisible.p99Ms
+  rows.push(['flashblock frame → visible p99', `${ms(p99)} ms`, `< ${SPEED_TARGETS.flashblockToVisibleP99Ms} ms`, verdict(p99 < SPEED_TARGETS.flashblockToVisibleP99Ms)])
+  const written = results.writePath.logsPerSecond
+  rows.push(['write path', `${integer(written)} logs/s`, `≥ ${integer(SPEED_TARGETS.writeLogsPerSecond)} logs/s`, verdict(written >= SPEED_TARGETS.writeLogsPerSecond)])
+  return table(rows, (column) => column === 1 || column === 2)
 }
 
 export function writeResults(path: string, results: BenchResults) {

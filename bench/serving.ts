@@ -20,6 +20,8 @@ export type MethodFigures = {
   flashgateCached: LoadReport
   /** A second flashgate on the same database started with `--answer-cache-mb 0`; `null` on PGlite. */
   flashgateUncached: LoadReport | null
+  /** The floor (bench/floor-server.ts): a bare Node server answering the same bodies with a fixed result. */
+  floor: LoadReport
 }
 
 export type HeadlineFigures = { rangeBlocks: number; queries: number; averageLogs: number; flashgate: LoadReport; anvil: LoadReport }
@@ -30,6 +32,8 @@ export type ServingFigures = {
   headline: HeadlineFigures
   /** One headline query, for the query plan in the report. */
   headlineSample: RpcCall
+  /** The bodies measured, for the workers' scaling (bench/workers.ts). */
+  pools: { cold(method: BenchMethod): string[]; hot(method: BenchMethod): string[] }
 }
 
 /**
@@ -40,6 +44,7 @@ export async function measureServing({
   gatewayUrl,
   uncachedUrl,
   anvilUrl,
+  floorUrl,
   chain,
   options,
   workDir,
@@ -48,6 +53,7 @@ export async function measureServing({
   gatewayUrl: string
   uncachedUrl: string | null
   anvilUrl: string
+  floorUrl: string
   chain: BenchChain
   options: BenchOptions
   workDir: string
@@ -81,10 +87,11 @@ export async function measureServing({
     const anvil = await runLoad({ ...job, url: anvilUrl, bodiesFile: cold })
     const flashgateCached = await runLoad({ ...job, url: gatewayUrl, bodiesFile: hot })
     const flashgateUncached = uncachedUrl === null ? null : await runLoad({ ...job, url: uncachedUrl, bodiesFile: cold })
-    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached }
+    const floor = await runLoad({ ...job, url: floorUrl, bodiesFile: hot })
+    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor }
     const uncachedFigure = flashgateUncached === null ? '' : `, no cache ${Math.round(flashgateUncached.requestsPerSecond)}`
     log(
-      `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}${uncachedFigure}), anvil ${Math.round(anvil.requestsPerSecond)} req/s`,
+      `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}${uncachedFigure}), anvil ${Math.round(anvil.requestsPerSecond)} req/s, floor ${Math.round(floor.requestsPerSecond)} req/s`,
     )
   }
 
@@ -96,6 +103,7 @@ export async function measureServing({
   return {
     verification,
     throughput,
+    pools: { cold: (method: BenchMethod) => toBodies(pools[method].slice(VERIFY_SAMPLE)), hot: (method: BenchMethod) => toBodies(hotPools[method]) },
     headline: { rangeBlocks, queries: flashgate.requests, averageLogs: verification.headline!.items / verification.headline!.compared, flashgate, anvil },
     headlineSample: headlineCalls[0]!,
   }

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startDelayProxy } from './fixtures/delay-proxy.js'
+import { startFaultyProxy } from './fixtures/faulty-proxy.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
@@ -112,6 +113,46 @@ describe('hydration from a flashblocks-aware upstream', () => {
       expect(pending.source).toBe('hydrate')
     } finally {
       proxy.setDelay(0)
+    }
+  })
+})
+
+describe('an upstream whose pending account reads fail', () => {
+  test("the pending nonce still counts the frames' transactions; the pending balance says the upstream failed", async () => {
+    // Hydration (batches) and confirmed reads pass; the account reads at `pending` are refused.
+    const faulty = await startFaultyProxy(devnet.rpcUrl, {
+      refuseCall: (method, params) => (method === 'eth_getBalance' || method === 'eth_getTransactionCount') && params[1] === 'pending',
+    })
+    const own = await createTestDatabase()
+    const refused = await startTestGateway({ upstreamRpc: faulty.url, flashblocksWs: devnet.flashblocksUrl, databaseUrl: own.databaseUrl })
+    try {
+      await refused.ingester.waitForBlock(0, 10_000)
+      // It joins the feed at a block's first flashblock: sent before, the transaction would never be pending here.
+      await expect
+        .poll(async () => refused.pending!.blocks((await refused.resolvers.chain.view()).head?.number ?? -1).length, { timeout: 10_000, interval: 20 })
+        .toBeGreaterThan(0)
+      const sender = DEV_ACCOUNTS[2]!.address
+      const hash = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [{ from: sender, to: DEV_ACCOUNTS[4]!.address, value: '0x1' }])
+      const sent = await result<{ nonce: Hex }>(devnet.rpcUrl, 'eth_getTransactionByHash', [hash])
+      // Pre-confirmed in flashgate's view, not yet sealed.
+      await expect
+        .poll(async () => {
+          const head = (await refused.resolvers.chain.view()).head?.number ?? -1
+          return refused.pending!.blocks(head).some((block) => block.transactions.some((transaction) => transaction.hash === hash))
+        }, { timeout: 10_000, interval: 10 })
+        .toBe(true)
+      const nonce = await rpc(refused.dedicatedUrl, 'eth_getTransactionCount', [sender, 'pending'])
+      const balance = await rpc(refused.dedicatedUrl, 'eth_getBalance', [sender, 'pending'])
+      // Asked while the transaction is still only pre-confirmed, so that the answer came from the frames.
+      const head = (await refused.resolvers.chain.view()).head?.number ?? -1
+      expect(refused.pending!.blocks(head).some((block) => block.transactions.some((transaction) => transaction.hash === hash))).toBe(true)
+      expect(nonce.error).toBeUndefined()
+      expect(BigInt(nonce.result as Hex)).toBe(BigInt(sent.nonce) + 1n)
+      expect(balance.error).toMatchObject({ code: expect.any(Number), message: expect.stringMatching(/upstream/) })
+    } finally {
+      await refused.stop()
+      await faulty.stop()
+      await own.drop()
     }
   })
 })

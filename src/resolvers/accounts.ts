@@ -181,9 +181,10 @@ export function createAccountResolvers({
    * forwarded and no flashblock has shown yet (so a sender firing transactions every few milliseconds never
    * leaves a gap, nor reuses a nonce), never below the upstream's own pending count. The balance: what a
    * legacy feed reported; otherwise the flashblocks-aware upstream's pending state (a frames-only upstream's
-   * own `pending`), which covers accounts reached by internal calls too.
+   * own `pending`), which covers accounts reached by internal calls too. When only the nonce is wanted
+   * (`eth_getTransactionCount`), an upstream that fails leaves the frames' count: a wallet can still send.
    */
-  async function pendingAccount(address: Address): Promise<AccountState> {
+  async function pendingAccount(address: Address, wants: 'account' | 'nonce' = 'account'): Promise<AccountState> {
     const [blocks, confirmed] = await Promise.all([pendingView.blocks(), getAccount({ address, block: LATEST })])
     let nonce = confirmed.nonce
     for (const block of blocks)
@@ -209,6 +210,7 @@ export function createAccountResolvers({
       try {
         upstreamState = await upstreamPending(address, version)
       } catch (error) {
+        if (wants === 'nonce') return { balance, nonce }
         throw new UpstreamError('upstream pending balance read failed', { cause: error })
       }
       return { balance: upstreamState.balance, nonce: nonce > upstreamState.nonce ? nonce : upstreamState.nonce }
@@ -286,7 +288,8 @@ export function createAccountResolvers({
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactioncount */
   async function getTransactionCount(parameters: AccountParameters): Promise<Hex> {
-    return toQuantity((await getAccount(parameters)).nonce)
+    const state = isPendingTag(parameters.block) ? await pendingAccount(parameters.address, 'nonce') : await getAccount(parameters)
+    return toQuantity(state.nonce)
   }
 
   return { getAccount, getBalance, getTransactionCount }

@@ -1,0 +1,76 @@
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { type LoadReport, runLoad, writeBodies } from './load.js'
+import type { BenchOptions } from './options.js'
+import type { BenchMethod } from './queries.js'
+import type { ServingFigures } from './serving.js'
+
+const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
+/** A serving process that does not answer `/readyz` within this did not start. */
+const START_TIMEOUT_MS = 60_000
+/** What the scaling is measured on: a cached answer (CPU in flashgate alone) and a database read. */
+export const WORKER_METHODS = [
+  { method: 'eth_getBalance', pool: 'hot' },
+  { method: 'eth_getBlockReceipts', pool: 'cold' },
+] as const satisfies readonly { method: BenchMethod; pool: 'hot' | 'cold' }[]
+export const WORKER_COUNTS = [1, 2] as const
+
+export type WorkersFigures = { workers: number; method: BenchMethod; pool: 'hot' | 'cold'; report: LoadReport }[]
+
+/**
+ * `flashgate serve --role serve --workers N` as a process of its own on the bench's database, at each
+ * count of WORKER_COUNTS, under the same load as the throughput table (issue 18: "report throughput at 1
+ * and 2 workers"). The load generator runs on the same machine and takes a core of its own.
+ */
+export async function measureWorkers({
+  databaseUrl,
+  anvilUrl,
+  apiKey,
+  pools,
+  options,
+  workDir,
+  log,
+}: {
+  databaseUrl: string
+  anvilUrl: string
+  /** A dedicated key in that database: the same endpoint and limits as the throughput table. */
+  apiKey: string
+  pools: ServingFigures['pools']
+  options: BenchOptions
+  workDir: string
+  log: (line: string) => void
+}): Promise<WorkersFigures> {
+  const figures: WorkersFigures = []
+  for (const workers of WORKER_COUNTS) {
+    const port = 20_000 + Math.floor(Math.random() * 20_000)
+    const args = ['serve', '--role', 'serve', '--workers', String(workers), '--port', String(port), '--database-url', databaseUrl, '--upstream-rpc', anvilUrl, '--public-rate-limit', '0', '--log-level', 'warn']
+    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'inherit'] })
+    const url = `http://127.0.0.1:${port}`
+    try {
+      await waitUntilReady(url)
+      for (const { method, pool } of WORKER_METHODS) {
+        const bodiesFile = writeBodies(workDir, `workers-${workers}-${method}`, pools[pool](method))
+        const report = await runLoad({ mode: 'throughput', url: `${url}/rpc/${apiKey}`, bodiesFile, durationS: options.loadDurationS, connections: options.connections })
+        figures.push({ workers, method, pool, report })
+        log(`  --workers ${workers}: ${method} (${pool}) ${Math.round(report.requestsPerSecond)} req/s, p99 ${report.p99Ms.toFixed(1)} ms, ${report.failures} failures`)
+      }
+    } finally {
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      await exited
+    }
+  }
+  return figures
+}
+
+async function waitUntilReady(url: string) {
+  for (const deadline = Date.now() + START_TIMEOUT_MS; ; ) {
+    const ready = await fetch(`${url}/readyz`).then(
+      (response) => response.ok,
+      () => false,
+    )
+    if (ready) return
+    if (Date.now() > deadline) throw new Error(`flashgate at ${url} was not ready within ${START_TIMEOUT_MS} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+}
