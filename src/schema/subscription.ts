@@ -5,26 +5,15 @@ import { matchesFilter } from '../resolvers/pending.js'
 import { Block } from './block.js'
 import { builder } from './builder.js'
 import { LogMatchInput, logMatchSchema, parseArgument } from './inputs.js'
+import { inOrder } from './in-order.js'
 import { Log } from './log.js'
 
 /**
  * Subscriptions over server-sent events (graphql-yoga answers `Accept: text/event-stream`): an adapter over
  * the resolvers' one event stream (resolvers/events.ts), as `eth_subscribe` on the WebSocket is
- * (src/jsonrpc/subscriptions.ts). Each subscription sends what it hears one item at a time, in order, so
- * that a slow reader holds its own backlog and a reorg's removed logs never overtake the logs they undo.
+ * (src/jsonrpc/subscriptions.ts). Each subscription sends what it hears in order, with a bounded backlog
+ * for a slow reader (in-order.ts).
  */
-function inOrder<item>(push: (item: item) => Promise<unknown>, stop: (error: unknown) => void) {
-  let queue = Promise.resolve()
-  return (items: readonly item[]) => {
-    if (items.length === 0) return
-    queue = queue
-      .then(async () => {
-        for (const item of items) await push(item)
-      })
-      .catch(stop)
-  }
-}
-
 builder.subscriptionType({
   fields: (t) => ({
     newHeads: t.field({
