@@ -1,4 +1,6 @@
-import { recover } from 'tiny-secp256k1'
+import { createRequire } from 'node:module'
+import type { ecdsaRecover } from 'secp256k1'
+import { recover as recoverInWasm } from 'tiny-secp256k1'
 import {
   type Address,
   type Hash,
@@ -30,10 +32,26 @@ export type PendingTransaction = {
 const TYPE_BY_NAME: Record<string, number> = { legacy: 0, eip2930: 1, eip1559: 2, eip4844: 3, eip7702: 4, deposit: 0x7e }
 
 /**
- * The sender of a signed transaction. libsecp256k1 (WebAssembly, through tiny-secp256k1) recovers the key
- * about four times faster than the pure-JS curve viem uses, which matters at tens of transactions per
- * flashblock; viem's recovery stays as the fallback for anything unusual.
+ * Public-key recovery by libsecp256k1: natively (the `secp256k1` package's prebuilt addon, ~65 µs) where
+ * it loads, else in WebAssembly (tiny-secp256k1, ~280 µs). Recovery is most of a pending transaction's
+ * decoding, at tens of transactions per flashblock. Measured in bench/pending.ts (frame → visible).
  */
+const recoverPublicKey: (digest: Uint8Array, signature: Uint8Array, recoveryId: 0 | 1) => Uint8Array | null = (() => {
+  try {
+    const native = createRequire(import.meta.url)('secp256k1/bindings') as { ecdsaRecover: typeof ecdsaRecover }
+    return (digest, signature, recoveryId) => {
+      try {
+        return native.ecdsaRecover(signature, recoveryId, digest, false)
+      } catch {
+        return null
+      }
+    }
+  } catch {
+    return (digest, signature, recoveryId) => recoverInWasm(digest, signature, recoveryId, false)
+  }
+})()
+
+/** The sender of a signed transaction; viem's recovery stays as the fallback for anything unusual. */
 async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise<Address> {
   try {
     const { r, s, v, yParity, ...unsigned } = parsed as Record<string, unknown> & { r: Hex; s: Hex; v?: bigint; yParity?: number }
@@ -44,7 +62,7 @@ async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise
     signature.set(hexToBytes(r, { size: 32 }), 0)
     signature.set(hexToBytes(s, { size: 32 }), 32)
     const digest = hexToBytes(keccak256(serializeTransaction(unsigned as TransactionSerializable)))
-    const publicKey = recover(digest, signature, recoveryId, false)
+    const publicKey = recoverPublicKey(digest, signature, recoveryId)
     if (publicKey === null) throw new Error('no key')
     return `0x${keccak256(publicKey.subarray(1)).slice(26)}`
   } catch {
