@@ -240,11 +240,17 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
       await client.begin((tx) =>
         transactionBody(async () => {
           if (guard !== null) await tx.unsafe(guard.sql, guard.params as never[])
-          for (const batch of batches) {
-            if (batch.rows.length === 0) continue
-            const { tableName, columns, format, payload } = encodeCopy(batch)
+          // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
+          const tables = batches.filter((batch) => batch.rows.length > 0)
+          let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
+          for (let index = 0; next !== null; index++) {
+            const { tableName, columns, format, payload } = next
             const writable = await tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`).writable()
-            await pipeline(Readable.from([payload]), writable)
+            const copied = pipeline(Readable.from([payload]), writable)
+            // Let the payload reach the socket before encoding the next table on this thread.
+            await new Promise<void>((resolve) => setImmediate(resolve))
+            next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
+            await copied
           }
           for (const statement of statements) {
             const query = dialect.sqlToQuery(statement)
