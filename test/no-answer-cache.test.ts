@@ -47,3 +47,26 @@ test('without an answer cache, a repeated question goes to the database again, a
   expect(accountReads).toHaveLength(2)
   for (const statement of accountReads) expect(statement).toContain('union all')
 })
+
+test('without an answer cache, blocks asked for at the same moment are read in one statement, each answered as anvil does', async () => {
+  const { anvil, gateway, facts } = followed()
+  const blocks = Array.from({ length: 12 }, (_, offset) => `0x${(facts.head - offset).toString(16)}`)
+  // One of them not indexed (yet): its answer is null, as the node's.
+  blocks.push(`0x${(facts.head + 1000).toString(16)}`)
+  const batch = blocks.map((block, id) => ({ jsonrpc: '2.0', id, method: 'eth_getBlockReceipts', params: [block] }))
+  const post = async (url: string) => (await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch) })).json()) as { id: number; result: unknown }[]
+  const counter = countStatements(gateway.db)
+  let answers: { id: number; result: unknown }[]
+  try {
+    answers = await post(gateway.dedicatedUrl)
+  } finally {
+    counter.stop()
+  }
+  const expected = await post(anvil.rpcUrl)
+  const byId = (list: { id: number; result: unknown }[]) => [...list].sort((a, b) => a.id - b.id).map((answer) => answer.result)
+  expect(byId(answers)).toEqual(byId(expected))
+  expect(byId(answers).filter((result) => Array.isArray(result) && result.length > 0).length).toBeGreaterThan(5)
+  const reads = counter.statements.filter((statement) => statement.includes('"block_receipts"'))
+  expect(reads.length).toBeGreaterThan(0)
+  expect(reads.length).toBeLessThan(blocks.length / 2)
+})

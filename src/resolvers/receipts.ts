@@ -1,3 +1,4 @@
+import DataLoader from 'dataloader'
 import { sql } from 'drizzle-orm'
 import type { Hash, RpcTransactionReceipt } from 'viem'
 import { type DeflatedText, deflateOpen, inflateAny } from '../codecs/deflated.js'
@@ -11,6 +12,8 @@ import { RawJson } from './raw-json.js'
 import { BLOCK_RECEIPTS_DEFLATE_LEVEL, type ReceiptJsonRow, receiptJsonRows, renderReceipts } from './receipt-json.js'
 
 const { blockReceipts, logs, receipts } = schema
+
+type StoredBlockReceipts = { number: number; deflated: Uint8Array; plainLength: number | null; adler32: string | number | null }
 
 /**
  * Receipts are answered as JSON text: a block's from `block_receipts` (rendered and deflated at ingest),
@@ -51,15 +54,32 @@ export function createReceiptResolvers({
   }
 
   /**
+   * Stored answers of the blocks asked for at the same moment (one event-loop turn), in one query: under
+   * concurrent load a round trip and a statement serve several requests. Nothing is kept between batches
+   * (that is the answer cache's job, and `--answer-cache-mb 0` must read the database each time).
+   */
+  const storedReceipts = new DataLoader<number, StoredBlockReceipts | undefined>(
+    async (numbers) => {
+      // Block numbers are resolved integers, never user text: written into the statement as an array literal.
+      if (!numbers.every(Number.isSafeInteger)) throw new TypeError('block numbers must be integers')
+      const rows = await db.query<StoredBlockReceipts>(
+        sql`select ${blockReceipts.blockNumber} as number, ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength",
+              ${blockReceipts.adler32} as adler32
+            from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${sql.raw(`'{${[...new Set(numbers)].join(',')}}'::bigint[]`)})`,
+      )
+      const byNumber = new Map(rows.map((row) => [Number(row.number), row]))
+      return numbers.map((number) => byNumber.get(number))
+    },
+    { cache: false, maxBatchSize: 64 },
+  )
+
+  /**
    * The block's answer as an open DEFLATE stream (codecs/deflated.ts), in a buffer of its own (a pooled slice
    * would keep its whole pool). Rows stored before streams were kept open, and blocks indexed before
    * block_receipts existed, are made into one here, once per cache entry.
    */
   async function loadDeflatedReceipts(number: number): Promise<DeflatedText> {
-    const [stored] = await db.query<{ deflated: Uint8Array; plainLength: number | null; adler32: string | number | null }>(
-      sql`select ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength", ${blockReceipts.adler32} as adler32
-          from ${blockReceipts} where ${blockReceipts.blockNumber} = ${number}`,
-    )
+    const stored = await storedReceipts.load(number)
     if (stored !== undefined && stored.plainLength !== null && stored.adler32 !== null) {
       const own = Buffer.allocUnsafeSlow(stored.deflated.byteLength)
       own.set(stored.deflated)
