@@ -2,7 +2,7 @@
 // holds one Flashblocks connection; both workers answer `pending` alike; a client is rate limited once across
 // them; a key revoked is refused by both; a transaction forwarded through one counts in the other's pending
 // nonce; `/metrics` is the machine's; SIGTERM drains both workers, then the primary.
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { type Hex, parseGwei } from 'viem'
@@ -97,21 +97,7 @@ beforeAll(async () => {
     sharedDatabase(),
     freePort(),
   ])
-  const args = [
-    'serve',
-    '--workers', '2',
-    '--port', String(port),
-    '--database-url', database.databaseUrl,
-    '--upstream-rpc', devnet.rpcUrl,
-    '--flashblocks-ws', devnet.flashblocksUrl,
-    '--start-block', '0',
-    '--public-rate-limit', String(RATE),
-    '--trust-proxy', 'true',
-    '--log-level', 'warn',
-  ]
-  child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  child = startCluster(port)
   await until(async () => /JSON-RPC/.test(output), 60_000, () => `the gateway did not start:\n${output}`)
   // Both workers see the devnet's head (the primary ingests; they read the same database).
   await until(async () => {
@@ -120,6 +106,47 @@ beforeAll(async () => {
     return [...answers.values()].every((answer) => Number(answer.body.result) >= head && head > 0)
   }, 30_000, () => 'the workers did not reach the devnet head')
 }, 120_000)
+
+/** `flashgate serve --workers 2` on `listenPort`, its output collected into `output`. */
+function startCluster(listenPort: number): ChildProcess {
+  const args = [
+    'serve',
+    '--workers', '2',
+    '--port', String(listenPort),
+    '--database-url', database.databaseUrl,
+    '--upstream-rpc', devnet.rpcUrl,
+    '--flashblocks-ws', devnet.flashblocksUrl,
+    '--start-block', '0',
+    '--public-rate-limit', String(RATE),
+    '--trust-proxy', 'true',
+    '--log-level', 'warn',
+  ]
+  const started = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  started.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  started.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  return started
+}
+
+/** The pids of a process's children (its workers), from `ps`. */
+function childrenOf(pid: number): number[] {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .map((line) => Number(line.trim()))
+      .filter((child) => child > 0)
+  } catch {
+    return []
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
 
 async function until(condition: () => Promise<boolean>, timeoutMs: number, explain: () => string) {
   for (const deadline = Date.now() + timeoutMs; !(await condition()); ) {
@@ -255,4 +282,17 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
     // Nothing listens any more.
     await expect(post('/', call('eth_chainId'))).rejects.toThrow()
   }, 30_000)
+
+  test('workers whose primary is killed outright stop too', async () => {
+    port = await freePort()
+    const primary = startCluster(port)
+    try {
+      await until(async () => childrenOf(primary.pid!).length === 2 && (await post('/', call('eth_chainId')).then(() => true, () => false)), 60_000, () => `the second cluster did not start:\n${output}`)
+      const workers = childrenOf(primary.pid!)
+      primary.kill('SIGKILL')
+      await until(async () => workers.every((pid) => !alive(pid)), 20_000, () => `workers ${workers.filter(alive)} outlived their primary`)
+    } finally {
+      if (primary.exitCode === null) primary.kill('SIGKILL')
+    }
+  }, 90_000)
 })

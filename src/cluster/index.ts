@@ -40,7 +40,10 @@ export const isClusterWorker = () => cluster.isWorker
 /** In a forked worker: the gateway as a serving worker, announced to the primary once it listens. */
 export async function startClusterWorker({ config, logger }: { config: ServeConfig; logger: Logger }): Promise<Gateway> {
   const link = createClusterLink({ workerId: cluster.worker!.id })
-  const gateway = await startGateway({ config, logger: logger.child({ worker: cluster.worker!.id }), cluster: { kind: 'worker', link } })
+  const workerLogger = logger.child({ worker: cluster.worker!.id })
+  const gateway = await startGateway({ config, logger: workerLogger, cluster: { kind: 'worker', link } })
+  // A primary killed outright closes the IPC channel, and node:cluster ends its workers at once (they do
+  // not linger with their database connections and no feed): test/workers.test.ts checks it.
   link.post({ fg: 'listening', port: gateway.port })
   return gateway
 }
