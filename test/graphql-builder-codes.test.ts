@@ -41,7 +41,7 @@ async function send(from: number, dataSuffix: Hex | undefined, options: { data?:
   return hash
 }
 
-const FIGURES = `transactions reach contracts gasUsed suffixGas value firstSeen lastSeen`
+const FIGURES = `transactions userOperations reach userOperationReach contracts gasUsed userOperationGasUsed suffixGas value firstSeen lastSeen`
 const STATS = `head confirmed { ${FIGURES} } pending { ${FIGURES} } series { interval bucketSeconds points { timestamp transactions reach gasUsed } }`
 
 const decimal = (value: number | null) => (value === null ? null : String(value))
@@ -140,7 +140,7 @@ describe('GraphQL builderCode answers what REST answers for the same code', () =
   test('builderCodes(limit) is the REST leaderboard', async () => {
     for (const limit of [1, 2, 10]) {
       const rest = await getJson(`/v1/builder-codes?limit=${limit}`)
-      const answer = await graphql(`{ builderCodes(limit: ${limit}) { code registered transactions pendingTransactions reach gasUsed lastSeen } }`)
+      const answer = await graphql(`{ builderCodes(limit: ${limit}) { code registered transactions userOperations pendingTransactions reach gasUsed lastSeen } }`)
       expect(answer.errors).toBeUndefined()
       expect(answer.data!.builderCodes).toEqual(
         rest.body.builderCodes.map(({ builderCode, lastSeen, ...entry }: any) => ({ code: builderCode, ...entry, lastSeen: decimal(lastSeen) })),

@@ -173,20 +173,26 @@ export const builderCodes = pgTable(
 )
 
 /**
- * One row per (code, confirmed transaction) whose calldata ends in an ERC-8021 suffix, written by the
- * ingester in the batch's transaction and deleted with its block on a reorg. Codes nobody registered here
- * are kept too: `builder_codes` tells registered from unregistered at read time.
+ * One row per (code, confirmed transaction or user operation) whose calldata ends in an ERC-8021 suffix,
+ * written by the ingester in the batch's transaction and deleted with its block on a reorg. A user
+ * operation (ERC-4337) is a row of its own, `kind = 'userOperation'`, attributed to its smart account
+ * (src/attribution/user-operations.ts). Codes nobody registered here are kept too: `builder_codes` tells
+ * registered from unregistered at read time.
  */
 export const attributions = pgTable(
   'attributions',
   {
     code: text('code').notNull(),
     transactionHash: bytea('transaction_hash').notNull(),
+    /** `transaction` (the transaction's own calldata) or `userOperation` (one operation of a bundle). */
+    kind: text('kind').$type<'transaction' | 'userOperation'>().notNull().default('transaction'),
+    /** The operation's position in its bundle; -1 for the transaction itself. */
+    operationIndex: integer('operation_index').notNull().default(-1),
     blockNumber: blockNumber('block_number').notNull(),
     blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
     transactionIndex: integer('transaction_index').notNull(),
     sender: bytea('sender').notNull(),
-    /** `null` for a contract creation. */
+    /** `null` for a contract creation and for a user operation (its call is the account's own). */
     target: bytea('target'),
     gasUsed: bigint('gas_used', { mode: 'number' }).notNull(),
     /** Calldata gas of the suffix bytes: 16 per non-zero byte, 4 per zero byte. */
@@ -194,7 +200,7 @@ export const attributions = pgTable(
     value: numeric('value', { precision: 78, scale: 0 }).notNull(),
   },
   (t) => [
-    primaryKey({ columns: [t.code, t.transactionHash] }),
+    primaryKey({ columns: [t.code, t.transactionHash, t.operationIndex] }),
     // Per-code figures and the time series read a code's rows by time; a reorg deletes by block.
     index('attributions_code_time_idx').on(t.code, t.blockTimestamp),
     index('attributions_block_idx').on(t.blockNumber),

@@ -1,5 +1,5 @@
 import type { Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
-import { decodeAttribution } from '../attribution/index.js'
+import { attributedActions } from '../attribution/user-operations.js'
 import { deflateOpen } from '../codecs/deflated.js'
 import { hexToBytea, type LogRow, type schema } from '../db/index.js'
 import { BLOCK_RECEIPTS_DEFLATE_LEVEL, renderBlockReceipts } from '../resolvers/receipt-json.js'
@@ -78,15 +78,24 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
   }))
   const attributions: BlockRows['attributions'] = []
   block.transactions.forEach((transaction, index) => {
-    const decoded = decodeAttribution(transaction.input)
-    if (decoded === null || decoded.codes.length === 0) return
-    const transactionHash = hexToBytea(transaction.hash)
-    const sender = hexToBytea(transaction.from)
-    const target = transaction.to ? hexToBytea(transaction.to) : null
-    const gasUsed = toNumber(receipts[index]!.gasUsed)
-    const value = BigInt(transaction.value ?? '0x0').toString()
-    for (const code of decoded.codes)
-      attributions.push({ code, transactionHash, blockNumber: number, blockTimestamp: timestamp, transactionIndex: index, sender, target, gasUsed, suffixGas: decoded.suffixGas, value })
+    const receipt = receipts[index]!
+    // The transaction's own suffix, and those of the user operations it bundles (src/attribution/user-operations.ts).
+    for (const action of attributedActions(transaction, { gasUsed: receipt.gasUsed, logs: receipt.logs as { address: string; topics: Hex[]; data: Hex }[] })) {
+      const row = {
+        transactionHash: hexToBytea(transaction.hash),
+        kind: action.kind,
+        operationIndex: action.operationIndex,
+        blockNumber: number,
+        blockTimestamp: timestamp,
+        transactionIndex: index,
+        sender: hexToBytea(action.sender),
+        target: action.target === null ? null : hexToBytea(action.target),
+        gasUsed: Number(action.gasUsed ?? 0n),
+        suffixGas: action.attribution.suffixGas,
+        value: action.value.toString(),
+      }
+      for (const code of action.attribution.codes) attributions.push({ code, ...row })
+    }
   })
   return {
     block: {

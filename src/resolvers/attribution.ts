@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { type Address, getAddress, type Hex } from 'viem'
-import { type DecodedAttribution, decodeAttribution } from '../attribution/index.js'
+import { type AttributedAction, attributedActions } from '../attribution/user-operations.js'
 import type { SeriesInterval } from '../codecs/index.js'
 import { byteaToHex, type Db, schema } from '../db/index.js'
 import type { PendingBlock, PendingState, PendingTransaction } from '../pending/index.js'
@@ -13,14 +13,25 @@ export const MAX_SERIES_POINTS = 1_000
 export const DEFAULT_LEADERBOARD_SIZE = 20
 export const MAX_LEADERBOARD_SIZE = 100
 
-/** Figures of one code over a set of transactions. Gas and wei are decimal strings (they outgrow 2^53). */
+/**
+ * Figures of one code over a set of transactions and user operations. Gas and wei are decimal strings
+ * (they outgrow 2^53).
+ */
 export type AttributionFigures = {
+  /** Transactions attributed by their own calldata (an EOA's, or a bundler's that carries a suffix). */
   transactions: number
-  /** Distinct senders. */
+  /** User operations (ERC-4337) attributed by their `callData`. */
+  userOperations: number
+  /** Distinct senders: the transactions' senders and the operations' smart accounts (never their bundlers). */
   reach: number
+  /** Distinct smart accounts among them. */
+  userOperationReach: number
   /** Distinct call targets (`to`); contract creations have none. */
   contracts: number
+  /** Gas of both: each transaction's receipt, each operation's `actualGasUsed`. */
   gasUsed: string
+  /** Of which the user operations'. */
+  userOperationGasUsed: string
   suffixGas: string
   value: string
   /** Block timestamps (unix seconds) of the first and last attributed transaction, `null` without any. */
@@ -46,15 +57,29 @@ export type LeaderboardEntry = {
   builderCode: string
   registered: boolean
   transactions: number
+  userOperations: number
+  /** Pre-confirmed transactions and operations. */
   pendingTransactions: number
   reach: number
   gasUsed: string
   lastSeen: number | null
 }
 
-const EMPTY_FIGURES: AttributionFigures = { transactions: 0, reach: 0, contracts: 0, gasUsed: '0', suffixGas: '0', value: '0', firstSeen: null, lastSeen: null }
+const EMPTY_FIGURES: AttributionFigures = {
+  transactions: 0,
+  userOperations: 0,
+  reach: 0,
+  userOperationReach: 0,
+  contracts: 0,
+  gasUsed: '0',
+  userOperationGasUsed: '0',
+  suffixGas: '0',
+  value: '0',
+  firstSeen: null,
+  lastSeen: null,
+}
 
-type PendingAttribution = { block: PendingBlock; transaction: PendingTransaction; index: number; decoded: DecodedAttribution }
+type PendingAttribution = { block: PendingBlock; action: AttributedAction }
 
 /**
  * Attribution analytics (DESIGN.md §7), shared by REST and GraphQL. Confirmed figures come from the
@@ -63,24 +88,28 @@ type PendingAttribution = { block: PendingBlock; transaction: PendingTransaction
  * while its block moves from pending to confirmed.
  */
 export function createAttributionResolvers({ db, chain, pending }: { db: Db; chain: ChainState; pending: PendingState | null }) {
-  // Pre-confirmed transactions are immutable objects; decode each one once, however often it is read.
-  const decodedTransactions = new WeakMap<PendingTransaction, DecodedAttribution | null>()
+  // Pre-confirmed transactions are immutable objects: decode each one once, and again only when its receipt
+  // arrives (it gives the operations' gas, and drops operations of a bundle that reverted).
+  const decodedTransactions = new WeakMap<PendingTransaction, { withReceipt: boolean; actions: AttributedAction[] }>()
 
-  function decodePending(transaction: PendingTransaction): DecodedAttribution | null {
+  function decodePending(transaction: PendingTransaction, receipt: PendingBlock['receipts'][number]): AttributedAction[] {
+    const withReceipt = receipt !== null && receipt !== undefined
     let decoded = decodedTransactions.get(transaction)
-    if (decoded === undefined) {
-      decoded = decodeAttribution(transaction.fields.input as Hex | undefined)
-      decodedTransactions.set(transaction, decoded)
+    if (decoded === undefined || decoded.withReceipt !== withReceipt) {
+      const actions = attributedActions(
+        { from: transaction.from, to: transaction.to, input: transaction.fields.input as Hex | undefined, value: transaction.fields.value as Hex | undefined },
+        withReceipt ? { gasUsed: receipt.gasUsed as Hex, logs: receipt.logs as { address: string; topics: Hex[]; data: Hex }[] } : null,
+      )
+      decodedTransactions.set(transaction, (decoded = { withReceipt, actions }))
     }
-    return decoded
+    return decoded.actions
   }
 
   function pendingAttributions(head: number): PendingAttribution[] {
     const found: PendingAttribution[] = []
     for (const block of pending?.blocks(head) ?? [])
       block.transactions.forEach((transaction, index) => {
-        const decoded = decodePending(transaction)
-        if (decoded !== null && decoded.codes.length > 0) found.push({ block, transaction, index, decoded })
+        for (const action of decodePending(transaction, block.receipts[index] ?? null)) found.push({ block, action })
       })
     return found
   }
@@ -88,27 +117,37 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
   function pendingFigures(attributed: PendingAttribution[]): AttributionFigures {
     if (attributed.length === 0) return EMPTY_FIGURES
     const senders = new Set<string>()
+    const accounts = new Set<string>()
     const targets = new Set<string>()
+    let transactions = 0
     let gasUsed = 0n
+    let operationGasUsed = 0n
     let suffixGas = 0n
     let value = 0n
     let firstSeen = Number.POSITIVE_INFINITY
     let lastSeen = 0
-    for (const { block, transaction, index, decoded } of attributed) {
-      senders.add(transaction.from)
-      if (transaction.to !== null) targets.add(transaction.to.toLowerCase())
-      gasUsed += BigInt((block.receipts[index]?.gasUsed as Hex | undefined) ?? 0)
-      suffixGas += BigInt(decoded.suffixGas)
-      value += BigInt((transaction.fields.value as Hex | undefined) ?? 0)
+    for (const { block, action } of attributed) {
+      senders.add(action.sender)
+      if (action.kind === 'userOperation') {
+        accounts.add(action.sender)
+        operationGasUsed += action.gasUsed ?? 0n
+      } else transactions++
+      if (action.target !== null) targets.add(action.target)
+      gasUsed += action.gasUsed ?? 0n
+      suffixGas += BigInt(action.attribution.suffixGas)
+      value += action.value
       const timestamp = Number(block.header.timestamp)
       firstSeen = Math.min(firstSeen, timestamp)
       lastSeen = Math.max(lastSeen, timestamp)
     }
     return {
-      transactions: attributed.length,
+      transactions,
+      userOperations: attributed.length - transactions,
       reach: senders.size,
+      userOperationReach: accounts.size,
       contracts: targets.size,
       gasUsed: gasUsed.toString(),
+      userOperationGasUsed: operationGasUsed.toString(),
       suffixGas: suffixGas.toString(),
       value: value.toString(),
       firstSeen,
@@ -119,17 +158,24 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
   async function confirmedFigures(code: string, head: number): Promise<AttributionFigures> {
     const [row] = await db.query<{
       transactions: number
+      user_operations: number
       reach: number
+      user_operation_reach: number
       contracts: number
       gas_used: string
+      user_operation_gas_used: string
       suffix_gas: string
       value: string
       first_seen: string | number | null
       last_seen: string | number | null
     }>(sql`
-      select count(*)::int as transactions, count(distinct ${schema.attributions.sender})::int as reach,
+      select count(*) filter (where ${schema.attributions.kind} = 'transaction')::int as transactions,
+        count(*) filter (where ${schema.attributions.kind} = 'userOperation')::int as user_operations,
+        count(distinct ${schema.attributions.sender})::int as reach,
+        count(distinct ${schema.attributions.sender}) filter (where ${schema.attributions.kind} = 'userOperation')::int as user_operation_reach,
         count(distinct ${schema.attributions.target})::int as contracts,
         coalesce(sum(${schema.attributions.gasUsed}), 0)::text as gas_used,
+        coalesce(sum(${schema.attributions.gasUsed}) filter (where ${schema.attributions.kind} = 'userOperation'), 0)::text as user_operation_gas_used,
         coalesce(sum(${schema.attributions.suffixGas}), 0)::text as suffix_gas,
         coalesce(sum(${schema.attributions.value}), 0)::text as value,
         min(${schema.attributions.blockTimestamp}) as first_seen, max(${schema.attributions.blockTimestamp}) as last_seen
@@ -138,9 +184,12 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     if (row === undefined) return EMPTY_FIGURES
     return {
       transactions: row.transactions,
+      userOperations: row.user_operations,
       reach: row.reach,
+      userOperationReach: row.user_operation_reach,
       contracts: row.contracts,
       gasUsed: row.gas_used,
+      userOperationGasUsed: row.user_operation_gas_used,
       suffixGas: row.suffix_gas,
       value: row.value,
       firstSeen: row.first_seen === null ? null : Number(row.first_seen),
@@ -188,14 +237,14 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     const points = Math.min(Math.max(1, options.points ?? DEFAULT_SERIES_POINTS), MAX_SERIES_POINTS)
     const view = await chain.view()
     const head = view.head?.number ?? -1
-    const pendingFor = pendingAttributions(head).filter((attributed) => attributed.decoded.codes.includes(code))
+    const pendingFor = pendingAttributions(head).filter((attributed) => attributed.action.attribution.codes.includes(code))
     const endTimestamp = Math.max(view.head?.timestamp ?? 0, ...pendingFor.map(({ block }) => Number(block.header.timestamp)))
     const [wallet, confirmed, seriesPoints] = await Promise.all([
       walletOf(code),
       confirmedFigures(code, head),
       series(code, head, endTimestamp, interval, points),
     ])
-    if (wallet === null && confirmed.transactions === 0 && pendingFor.length === 0) return null
+    if (wallet === null && confirmed.transactions + confirmed.userOperations === 0 && pendingFor.length === 0) return null
     return {
       builderCode: code,
       registered: wallet !== null,
@@ -212,23 +261,33 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     const limit = Math.min(Math.max(1, options.limit ?? DEFAULT_LEADERBOARD_SIZE), MAX_LEADERBOARD_SIZE)
     const view = await chain.view()
     const head = view.head?.number ?? -1
-    const rows = await db.query<{ code: string; registered: boolean; transactions: number; reach: number; gas_used: string; last_seen: string | number }>(sql`
-      select ${schema.attributions.code} as code, count(*)::int as transactions,
+    const rows = await db.query<{
+      code: string
+      registered: boolean
+      transactions: number
+      user_operations: number
+      reach: number
+      gas_used: string
+      last_seen: string | number
+    }>(sql`
+      select ${schema.attributions.code} as code, count(*) filter (where ${schema.attributions.kind} = 'transaction')::int as transactions,
+        count(*) filter (where ${schema.attributions.kind} = 'userOperation')::int as user_operations,
         count(distinct ${schema.attributions.sender})::int as reach, sum(${schema.attributions.gasUsed})::text as gas_used,
         max(${schema.attributions.blockTimestamp}) as last_seen,
         exists (select 1 from ${schema.builderCodes} where ${schema.builderCodes.code} = ${schema.attributions.code}) as registered
       from ${schema.attributions}
       where ${schema.attributions.blockNumber} <= ${head}
       group by ${schema.attributions.code}
-      order by transactions desc, code
+      order by count(*) desc, code
       limit ${limit}`)
     const pendingByCode = new Map<string, number>()
-    for (const { decoded } of pendingAttributions(head))
-      for (const code of decoded.codes) pendingByCode.set(code, (pendingByCode.get(code) ?? 0) + 1)
+    for (const { action } of pendingAttributions(head))
+      for (const code of action.attribution.codes) pendingByCode.set(code, (pendingByCode.get(code) ?? 0) + 1)
     const entries: LeaderboardEntry[] = rows.map((row) => ({
       builderCode: row.code,
       registered: row.registered,
       transactions: row.transactions,
+      userOperations: row.user_operations,
       pendingTransactions: pendingByCode.get(row.code) ?? 0,
       reach: row.reach,
       gasUsed: row.gas_used,
@@ -237,9 +296,9 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     const listed = new Set(entries.map((entry) => entry.builderCode))
     for (const [code, count] of pendingByCode) {
       if (listed.has(code)) continue
-      entries.push({ builderCode: code, registered: (await walletOf(code)) !== null, transactions: 0, pendingTransactions: count, reach: 0, gasUsed: '0', lastSeen: null })
+      entries.push({ builderCode: code, registered: (await walletOf(code)) !== null, transactions: 0, userOperations: 0, pendingTransactions: count, reach: 0, gasUsed: '0', lastSeen: null })
     }
-    const total = (entry: LeaderboardEntry) => entry.transactions + entry.pendingTransactions
+    const total = (entry: LeaderboardEntry) => entry.transactions + entry.userOperations + entry.pendingTransactions
     return entries.sort((a, b) => total(b) - total(a) || a.builderCode.localeCompare(b.builderCode)).slice(0, limit)
   }
 

@@ -38,12 +38,15 @@ export const SeriesIntervalEnum = builder.enumType('SeriesInterval', {
 })
 
 export const AttributionFigures = builder.objectRef<Figures>('AttributionFigures').implement({
-  description: 'Figures of one builder code over a set of attributed transactions.',
+  description: 'Figures of one builder code over a set of attributed transactions and user operations (ERC-4337).',
   fields: (t) => ({
-    transactions: t.exposeInt('transactions'),
-    reach: t.exposeInt('reach', { description: 'Distinct senders.' }),
+    transactions: t.exposeInt('transactions', { description: "Transactions attributed by their own calldata (an EOA's, or a bundler's that carries a suffix)." }),
+    userOperations: t.exposeInt('userOperations', { description: 'User operations (ERC-4337) attributed by their `callData`, each counted apart from its bundle.' }),
+    reach: t.exposeInt('reach', { description: "Distinct senders: the transactions' senders and the operations' smart accounts (never their bundlers)." }),
+    userOperationReach: t.exposeInt('userOperationReach', { description: 'Distinct smart accounts among them.' }),
     contracts: t.exposeInt('contracts', { description: 'Distinct call targets (`to`); contract creations have none.' }),
-    gasUsed: t.expose('gasUsed', { type: 'BigInt' }),
+    gasUsed: t.expose('gasUsed', { type: 'BigInt', description: "Gas of both: each transaction's receipt, each operation's `actualGasUsed`." }),
+    userOperationGasUsed: t.expose('userOperationGasUsed', { type: 'BigInt', description: "Of which the user operations' (`actualGasUsed`)." }),
     suffixGas: t.expose('suffixGas', {
       type: 'BigInt',
       description: 'Calldata gas of the attribution suffixes: 16 per non-zero byte, 4 per zero byte.',
@@ -126,8 +129,9 @@ export const BuilderCodeRank = builder.objectRef<LeaderboardEntry>('BuilderCodeR
   fields: (t) => ({
     code: t.exposeString('builderCode'),
     registered: t.exposeBoolean('registered'),
-    transactions: t.exposeInt('transactions', { description: 'Confirmed transactions.' }),
-    pendingTransactions: t.exposeInt('pendingTransactions', { description: 'Pre-confirmed transactions above the indexed head.' }),
+    transactions: t.exposeInt('transactions', { description: 'Confirmed transactions attributed by their own calldata.' }),
+    userOperations: t.exposeInt('userOperations', { description: 'Confirmed user operations (ERC-4337).' }),
+    pendingTransactions: t.exposeInt('pendingTransactions', { description: 'Pre-confirmed transactions and user operations above the indexed head.' }),
     reach: t.exposeInt('reach', { description: 'Distinct senders of the confirmed transactions.' }),
     gasUsed: t.expose('gasUsed', { type: 'BigInt' }),
     lastSeen: t.expose('lastSeen', { type: 'BigInt', nullable: true, description: 'Block timestamp of the last confirmed transaction.' }),
@@ -158,7 +162,7 @@ builder.queryFields((t) => ({
   }),
   builderCodes: t.field({
     type: [BuilderCodeRank],
-    description: 'Builder codes ranked by transactions (confirmed plus pending), registered here or not.',
+    description: 'Builder codes ranked by transactions and user operations (confirmed plus pending), registered here or not.',
     args: {
       limit: t.arg.int({
         description: `At most ${MAX_LEADERBOARD_SIZE}.`,

@@ -1,0 +1,185 @@
+// Smart-account agents (issue 15): real EntryPoint v0.7 and SimpleAccount bytecode from the published
+// @account-abstraction/contracts artifacts, on the devnet; a bundler key sends handleOps with user
+// operations whose callData ends in an ERC-8021 suffix. flashgate attributes each operation to its smart
+// account (never to the bundler), with the gas the EntryPoint reported for it: pending first, then
+// confirmed, never both at once.
+import { createRequire } from 'node:module'
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  type Abi,
+  type Address,
+  concat,
+  createPublicClient,
+  createWalletClient,
+  decodeEventLog,
+  defineChain,
+  encodeFunctionData,
+  type Hex,
+  http,
+  parseEther,
+  parseGwei,
+} from 'viem'
+import { entryPoint07Abi, entryPoint07Address, getUserOperationHash, toPackedUserOperation } from 'viem/account-abstraction'
+import { afterAll, beforeAll, expect, test } from 'vitest'
+import type { Gateway } from '../src/app.js'
+import { attributionSuffix } from '../src/attribution/index.js'
+import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { startTestGateway } from './fixtures/gateway.js'
+import { anvilCall } from './fixtures/sync.js'
+
+type Artifact = { abi: Abi; bytecode: Hex }
+const artifact = (name: string) => createRequire(import.meta.url)(`@account-abstraction/contracts/artifacts/${name}.json`) as Artifact
+const ENTRY_POINT = artifact('EntryPoint')
+const FACTORY = artifact('SimpleAccountFactory')
+const ACCOUNT = artifact('SimpleAccount')
+
+const CHAIN_ID = 31337
+const devnetChain = defineChain({ id: CHAIN_ID, name: 'devnet', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } })
+const DEPLOYER = DEV_ACCOUNTS[0]!
+const BUNDLER = DEV_ACCOUNTS[4]!
+const OWNERS = [DEV_ACCOUNTS[1]!, DEV_ACCOUNTS[2]!] as const
+const RECEIVER = `0x${'5e'.repeat(20)}` as Address
+
+let devnet: Devnet
+let database: TestDatabase
+let gateway: Gateway
+let accounts: Address[]
+
+const publicClient = () => createPublicClient({ chain: devnetChain, transport: http(devnet.rpcUrl) })
+const walletOf = (account: (typeof DEV_ACCOUNTS)[number]) => createWalletClient({ account, chain: devnetChain, transport: http(devnet.rpcUrl) })
+
+async function mined(hash: Hex) {
+  const receipt = await publicClient().waitForTransactionReceipt({ hash, pollingInterval: 50, timeout: 20_000 })
+  expect(receipt.status).toBe('success')
+  return receipt
+}
+
+type Figures = { transactions: number; userOperations: number; reach: number; userOperationReach: number; gasUsed: string; userOperationGasUsed: string }
+type Stats = { confirmed: Figures; pending: Figures }
+
+async function stats(code: string): Promise<Stats | null> {
+  const response = await fetch(`${gateway.url}/v1/builder-codes/${code}/stats`)
+  if (response.status === 404) return null
+  expect(response.status).toBe(200)
+  return (await response.json()) as Stats
+}
+
+/** A signed v0.7 user operation of a SimpleAccount, packed as handleOps takes it. */
+async function userOperation(sender: Address, owner: (typeof OWNERS)[number], nonce: bigint, callData: Hex) {
+  const operation = {
+    sender,
+    nonce,
+    callData,
+    callGasLimit: 200_000n,
+    verificationGasLimit: 300_000n,
+    preVerificationGas: 60_000n,
+    maxFeePerGas: parseGwei('20'),
+    maxPriorityFeePerGas: parseGwei('1'),
+    signature: '0x' as Hex,
+  }
+  const hash = getUserOperationHash({ userOperation: operation, entryPointAddress: entryPoint07Address, entryPointVersion: '0.7', chainId: CHAIN_ID })
+  return toPackedUserOperation({ ...operation, signature: await owner.signMessage({ message: { raw: hash } }) })
+}
+
+const execute = (target: Address, value: bigint, data: Hex) => encodeFunctionData({ abi: ACCOUNT.abi, functionName: 'execute', args: [target, value, data] })
+
+beforeAll(async () => {
+  devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 1_000, flashblockIntervalMs: 100 })
+  database = await createTestDatabase()
+  gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl })
+  // The EntryPoint at its canonical address: deployed from the artifact, then its code (immutables filled in) placed there.
+  const deployer = walletOf(DEPLOYER)
+  const deployed = await mined(await deployer.deployContract({ abi: ENTRY_POINT.abi, bytecode: ENTRY_POINT.bytecode, gas: 8_000_000n }))
+  const code = await publicClient().getCode({ address: deployed.contractAddress! })
+  await anvilCall(devnet.rpcUrl, 'anvil_setCode', [entryPoint07Address, code])
+  const factory = (await mined(await deployer.deployContract({ abi: FACTORY.abi, bytecode: FACTORY.bytecode, args: [entryPoint07Address], gas: 8_000_000n }))).contractAddress!
+  accounts = []
+  for (const [salt, owner] of OWNERS.entries()) {
+    await mined(await deployer.writeContract({ address: factory, abi: FACTORY.abi, functionName: 'createAccount', args: [owner.address, BigInt(salt)], gas: 1_000_000n }))
+    const account = (await publicClient().readContract({ address: factory, abi: FACTORY.abi, functionName: 'getAddress', args: [owner.address, BigInt(salt)] })) as Address
+    await mined(await deployer.sendTransaction({ to: account, value: parseEther('1') }))
+    accounts.push(account.toLowerCase() as Address)
+  }
+}, 60_000)
+
+afterAll(async () => {
+  await gateway?.stop()
+  await devnet?.stop()
+  await database?.drop()
+})
+
+test('user operations with suffixes are attributed to their smart accounts, pending first, then confirmed, with their own gas', async () => {
+  const [first, second] = accounts as [Address, Address]
+  const nonceOf = async (account: Address) =>
+    (await publicClient().readContract({ address: entryPoint07Address, abi: entryPoint07Abi, functionName: 'getNonce', args: [account, 0n] })) as bigint
+  const [firstNonce, secondNonce] = await Promise.all([nonceOf(first), nonceOf(second)])
+  const operations = [
+    // One account, two operations in the bundle, one code.
+    await userOperation(first, OWNERS[0], firstNonce, concat([execute(RECEIVER, 1n, '0x'), attributionSuffix(['agent_one'])])),
+    await userOperation(first, OWNERS[0], firstNonce + 1n, concat([execute(RECEIVER, 2n, '0x'), attributionSuffix(['agent_one'])])),
+    // An operation whose call reverts (the EntryPoint has no such function): still paid for, still attributed.
+    await userOperation(second, OWNERS[1], secondNonce, concat([execute(entryPoint07Address, 0n, '0xdeadbeef'), attributionSuffix(['agent_two'])])),
+    // No suffix: not attributed.
+    await userOperation(second, OWNERS[1], secondNonce + 1n, execute(RECEIVER, 3n, '0x')),
+  ]
+
+  // Right after a block is sealed, so that the bundle spends most of a slot pre-confirmed.
+  const sealed = await anvilCall<Hex>(devnet.rpcUrl, 'eth_blockNumber')
+  while ((await anvilCall<Hex>(devnet.rpcUrl, 'eth_blockNumber')) === sealed) await sleep(10)
+  // The bundle carries a suffix of its own too: the bundler's code counts the transaction, not the operations.
+  const bundle = await walletOf(BUNDLER).writeContract({
+    address: entryPoint07Address,
+    abi: entryPoint07Abi,
+    functionName: 'handleOps',
+    args: [operations, BUNDLER.address],
+    gas: 3_000_000n,
+    dataSuffix: attributionSuffix(['bundler_co']),
+  })
+
+  const seen: { one: Stats | null; two: Stats | null }[] = []
+  for (const deadline = Date.now() + 20_000; ; ) {
+    const snapshot = { one: await stats('agent_one'), two: await stats('agent_two') }
+    seen.push(snapshot)
+    if ((snapshot.one?.confirmed.userOperations ?? 0) === 2 && (snapshot.two?.confirmed.userOperations ?? 0) === 1) break
+    if (Date.now() > deadline) throw new Error(`not confirmed in time: ${JSON.stringify(snapshot)}`)
+    await sleep(20)
+  }
+  // Pending first, and never counted in both at once.
+  expect(seen.some((snapshot) => (snapshot.one?.pending.userOperations ?? 0) === 2 && snapshot.one!.confirmed.userOperations === 0)).toBe(true)
+  for (const snapshot of seen) {
+    expect((snapshot.one?.pending.userOperations ?? 0) + (snapshot.one?.confirmed.userOperations ?? 0)).toBeLessThanOrEqual(2)
+    expect((snapshot.two?.pending.userOperations ?? 0) + (snapshot.two?.confirmed.userOperations ?? 0)).toBeLessThanOrEqual(1)
+  }
+
+  // The gas of each operation is what the EntryPoint reported in the bundle's receipt.
+  const receipt = await publicClient().getTransactionReceipt({ hash: bundle })
+  const reported = receipt.logs
+    .filter((log) => log.address.toLowerCase() === entryPoint07Address.toLowerCase())
+    .flatMap((log) => {
+      try {
+        const event = decodeEventLog({ abi: entryPoint07Abi, topics: log.topics, data: log.data })
+        return event.eventName === 'UserOperationEvent' ? [event.args] : []
+      } catch {
+        return []
+      }
+    })
+  expect(reported).toHaveLength(4)
+  const gasOf = (sender: Address) => reported.filter((event) => event.sender.toLowerCase() === sender).reduce((sum, event) => sum + event.actualGasUsed, 0n)
+  expect(reported.find((event) => event.sender.toLowerCase() === second && event.nonce === secondNonce)?.success).toBe(false)
+
+  const one = (await stats('agent_one'))!
+  expect(one.confirmed).toMatchObject({ transactions: 0, userOperations: 2, reach: 1, userOperationReach: 1, userOperationGasUsed: gasOf(first).toString(), gasUsed: gasOf(first).toString() })
+  const two = (await stats('agent_two'))!
+  const revertedGas = reported.find((event) => event.sender.toLowerCase() === second && event.nonce === secondNonce)!.actualGasUsed
+  expect(two.confirmed).toMatchObject({ transactions: 0, userOperations: 1, reach: 1, userOperationReach: 1, userOperationGasUsed: revertedGas.toString() })
+  // The bundler's own suffix: one transaction, its sender the bundler, its gas the whole bundle's.
+  const bundler = (await stats('bundler_co'))!
+  expect(bundler.confirmed).toMatchObject({ transactions: 1, userOperations: 0, reach: 1, userOperationReach: 0, gasUsed: receipt.gasUsed.toString() })
+
+  // The leaderboard ranks by transactions and operations.
+  const board = (await (await fetch(`${gateway.url}/v1/builder-codes?limit=10`)).json()) as { builderCodes?: unknown[] } | unknown[]
+  const entries = (Array.isArray(board) ? board : (board.builderCodes ?? [])) as { builderCode: string; transactions: number; userOperations: number }[]
+  expect(entries.find((entry) => entry.builderCode === 'agent_one')).toMatchObject({ transactions: 0, userOperations: 2 })
+})
