@@ -1,6 +1,7 @@
 import { type Address, concat, encodeAbiParameters, encodeEventTopics, encodeFunctionData, type Hex, pad, toHex } from 'viem'
 import { entryPoint06Abi, entryPoint06Address, entryPoint07Abi, entryPoint07Address, entryPoint08Abi, entryPoint08Address } from 'viem/account-abstraction'
 import { describe, expect, test } from 'vitest'
+import { createMetrics } from '../server/metrics.js'
 import { attributionSuffix } from './decode.js'
 import { attributedActions, decodeUserOperations, ENTRY_POINTS, userOperationDecodeFailures } from './user-operations.js'
 
@@ -101,7 +102,7 @@ describe('user operations (ERC-4337)', () => {
     expect(attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, { gasUsed: 50_000n, logs: [] })).toEqual([])
   })
 
-  test('hostile calldata is ignored, never fatal, and counted', () => {
+  test('hostile calldata is ignored, never fatal, and counted in /metrics', async () => {
     const before = userOperationDecodeFailures.calldata
     const valid = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [[packed(ACCOUNT_A, 1n, withSuffix(['agent_a']))], BUNDLER] })
     const hostile: Hex[] = [
@@ -112,6 +113,8 @@ describe('user operations (ERC-4337)', () => {
     for (const input of hostile) expect(() => attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, null)).not.toThrow()
     for (const input of hostile) expect(attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, null)).toEqual([])
     expect(userOperationDecodeFailures.calldata).toBeGreaterThanOrEqual(before + hostile.length)
+    const { body } = await createMetrics().scrape()
+    expect(Number(body.match(/^flashgate_attribution_user_operation_decode_failures_total\{part="calldata"\} (\d+)$/m)?.[1])).toBeGreaterThanOrEqual(before + hostile.length)
     // A bogus suffix inside an operation (a marker with impossible lengths) attributes nothing.
     const bogus = concat([EXECUTE, '0xff01', '0x00', '0x80218021802180218021802180218021'])
     const input = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [[packed(ACCOUNT_A, 1n, bogus)], BUNDLER] })

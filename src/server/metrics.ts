@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { userOperationDecodeFailures } from '../attribution/user-operations.js'
 import type { RedisStatus } from '../redis/index.js'
 
 /** Request durations, in seconds: from a cached answer (sub-millisecond) to a capped eth_getLogs. */
@@ -57,6 +58,15 @@ export function createMetrics(sources: MetricsSources = {}) {
     help: 'Requests refused for their rate (HTTP 429 or -32005 on a WebSocket), by endpoint policy',
     labelNames: ['policy'] as const,
     registers: [registry],
+  })
+  new Gauge({
+    name: 'flashgate_attribution_user_operation_decode_failures_total',
+    help: 'Calls to an EntryPoint whose handleOps calldata (or receipt events) did not decode: ignored for attribution, by what failed',
+    labelNames: ['part'] as const,
+    registers: [registry],
+    collect() {
+      for (const [part, count] of Object.entries(userOperationDecodeFailures)) this.set({ part }, count)
+    },
   })
   const chain = sources.chain
   if (chain !== undefined) {
