@@ -136,8 +136,8 @@ async function serve(flags: Record<string, string | undefined>) {
     const primary = await startClusterPrimary({ config, logger, workers }).catch((error: unknown) => {
       throw explainListenFailure(error, [{ port: config.port, option: optionName('port') }])
     })
-    logger.info({ url: primary.gateway.url, workers }, 'flashgate serving')
-    printServing(primary.gateway.url, config.databaseUrl, `${workers} workers`)
+    logger.info({ url: primary.url, workers }, 'flashgate serving')
+    printServing(primary.url, config.databaseUrl, `${workers} workers`)
     onShutdown(primary.stop)
     return
   }

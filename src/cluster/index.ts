@@ -61,6 +61,8 @@ export async function startClusterPrimary({ config, logger, workers }: { config:
   gateway = await startGateway({ config, logger, cluster: { kind: 'primary', hub } })
   let stopping = false
 
+  let listeningPort: number | null = null
+
   function fork(): Promise<Worker> {
     const worker = cluster.fork()
     const startedAt = Date.now()
@@ -75,6 +77,7 @@ export async function startClusterPrimary({ config, logger, workers }: { config:
       const timer = setTimeout(() => reject(new Error(`worker ${worker.id} did not start within ${WORKER_START_TIMEOUT_MS} ms`)), WORKER_START_TIMEOUT_MS)
       worker.on('message', (message: unknown) => {
         if (isClusterMessage(message) && message.fg === 'listening') {
+          listeningPort ??= (message as unknown as { port: number }).port
           clearTimeout(timer)
           resolve(worker)
         }
@@ -113,5 +116,7 @@ export async function startClusterPrimary({ config, logger, workers }: { config:
     await stop()
     throw error
   }
-  return { gateway, stop, workers }
+  // The port the workers share (the one asked for, or the one the first worker got for `--port 0`).
+  const port = listeningPort ?? config.port
+  return { gateway, url: `http://${config.host}:${port}`, port, stop, workers }
 }

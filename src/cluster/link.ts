@@ -4,6 +4,11 @@ import { isClusterMessage } from './protocol.js'
 
 /** A request to the primary not answered within this fails (the caller then answers alone). */
 const REQUEST_TIMEOUT_MS = 2_000
+/**
+ * Hydration waits for the primary's, which asks the upstream again for receipts it does not have yet for
+ * about a block time (src/pending/hydrate.ts): it gets longer.
+ */
+const TIMEOUT_MS_BY_OPERATION: Partial<Record<ClusterOperation, number>> = { hydrate: 15_000 }
 
 type Broadcasts = {
   [kind in Exclude<PrimaryToWorker['fg'], 'reply' | 'status'>]: [message: Extract<PrimaryToWorker, { fg: kind }>]
@@ -53,11 +58,12 @@ export function createClusterLink({
     /** Asks the primary; rejects if it does not answer within REQUEST_TIMEOUT_MS. */
     request<operation extends ClusterOperation>(operation: operation, ...args: ClusterOperations[operation]['args']): Promise<ClusterOperations[operation]['result']> {
       const id = nextId++
+      const timeoutMs = TIMEOUT_MS_BY_OPERATION[operation] ?? REQUEST_TIMEOUT_MS
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => {
           waiting.delete(id)
-          reject(new Error(`the cluster primary did not answer ${operation} within ${REQUEST_TIMEOUT_MS} ms`))
-        }, REQUEST_TIMEOUT_MS)
+          reject(new Error(`the cluster primary did not answer ${operation} within ${timeoutMs} ms`))
+        }, timeoutMs)
         timer.unref()
         waiting.set(id, { resolve: resolve as (result: unknown) => void, reject, timer })
         try {
