@@ -92,13 +92,15 @@ beforeAll(async () => {
   // The EntryPoint at its canonical address: deployed from the artifact, then its code (immutables filled in) placed there.
   const deployer = walletOf(DEPLOYER)
   const deployed = await mined(await deployer.deployContract({ abi: ENTRY_POINT.abi, bytecode: ENTRY_POINT.bytecode, gas: 8_000_000n }))
-  const code = await publicClient().getCode({ address: deployed.contractAddress! })
+  // Read at `pending`: the devnet answers a receipt as soon as the transaction is pre-confirmed, before its block seals.
+  const code = await publicClient().getCode({ address: deployed.contractAddress!, blockTag: 'pending' })
+  expect(code).toMatch(/^0x[0-9a-f]{1000,}$/)
   await anvilCall(devnet.rpcUrl, 'anvil_setCode', [entryPoint07Address, code])
   const factory = (await mined(await deployer.deployContract({ abi: FACTORY.abi, bytecode: FACTORY.bytecode, args: [entryPoint07Address], gas: 8_000_000n }))).contractAddress!
   accounts = []
   for (const [salt, owner] of OWNERS.entries()) {
     await mined(await deployer.writeContract({ address: factory, abi: FACTORY.abi, functionName: 'createAccount', args: [owner.address, BigInt(salt)], gas: 1_000_000n }))
-    const account = (await publicClient().readContract({ address: factory, abi: FACTORY.abi, functionName: 'getAddress', args: [owner.address, BigInt(salt)] })) as Address
+    const account = (await publicClient().readContract({ address: factory, abi: FACTORY.abi, functionName: 'getAddress', args: [owner.address, BigInt(salt)], blockTag: 'pending' })) as Address
     await mined(await deployer.sendTransaction({ to: account, value: parseEther('1') }))
     accounts.push(account.toLowerCase() as Address)
   }
@@ -113,7 +115,7 @@ afterAll(async () => {
 test('user operations with suffixes are attributed to their smart accounts, pending first, then confirmed, with their own gas', async () => {
   const [first, second] = accounts as [Address, Address]
   const nonceOf = async (account: Address) =>
-    (await publicClient().readContract({ address: entryPoint07Address, abi: entryPoint07Abi, functionName: 'getNonce', args: [account, 0n] })) as bigint
+    (await publicClient().readContract({ address: entryPoint07Address, abi: entryPoint07Abi, functionName: 'getNonce', args: [account, 0n], blockTag: 'pending' })) as bigint
   const [firstNonce, secondNonce] = await Promise.all([nonceOf(first), nonceOf(second)])
   const operations = [
     // One account, two operations in the bundle, one code.

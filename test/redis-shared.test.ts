@@ -7,12 +7,11 @@ import { Redis } from 'ioredis'
 import { type Hex, parseGwei } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { keysCommand } from '../src/cli/keys.js'
-import { isPostgresUrl } from '../src/db/index.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
-import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import type { TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { createPostgresCluster, POSTGRES_BIN_DIR } from './fixtures/postgres-cluster.js'
+import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 import { waitForSameHead } from './fixtures/sync.js'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -30,7 +29,7 @@ const SENDER = DEV_ACCOUNTS[3]!
 /** A revocation is pushed: the other process refuses the key within this (its key cache alone lasts 2 s). */
 const REVOCATION_PUSHED_WITHIN_MS = 500
 
-const postgresAvailable = (process.env.DATABASE_URL !== undefined && isPostgresUrl(process.env.DATABASE_URL)) || POSTGRES_BIN_DIR !== null
+const postgresAvailable = SHARED_POSTGRES_AVAILABLE
 if (!postgresAvailable) console.warn('redis-shared: skipped, two processes need one Postgres (set DATABASE_URL, or install the PostgreSQL server binaries)')
 
 let devnet: Devnet
@@ -41,13 +40,6 @@ let shared: [TestGateway, TestGateway]
 let alone: [TestGateway, TestGateway]
 let clients = 0
 const freshClient = () => `10.14.${Math.floor(++clients / 250)}.${clients % 250}`
-
-/** One database for four processes: a fresh one on `DATABASE_URL`'s Postgres, else a throwaway cluster. */
-async function sharedDatabase(): Promise<TestDatabase> {
-  if (process.env.DATABASE_URL !== undefined && isPostgresUrl(process.env.DATABASE_URL)) return createTestDatabase()
-  const cluster = await createPostgresCluster()
-  return { databaseUrl: await cluster.createDatabase('flashgate'), drop: () => cluster.destroy() }
-}
 
 type Answer = { status: number; headers: Headers; body: any }
 
@@ -85,7 +77,7 @@ beforeAll(async () => {
   if (!postgresAvailable) return
   ;[devnet, database] = await Promise.all([
     startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: BLOCK_TIME_MS, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS }),
-    sharedDatabase(),
+    createSharedPostgresDatabase(),
   ])
   const start = (redis: boolean) =>
     startTestGateway({

@@ -8,12 +8,11 @@ import { fileURLToPath } from 'node:url'
 import { type Hex, parseGwei } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { keysCommand } from '../src/cli/keys.js'
-import { isPostgresUrl } from '../src/db/index.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
-import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import type { TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { freePort } from './fixtures/ports.js'
-import { createPostgresCluster, POSTGRES_BIN_DIR } from './fixtures/postgres-cluster.js'
+import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
 const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
 const RATE = 10
@@ -25,7 +24,7 @@ const SENDER = DEV_ACCOUNTS[3]!
 /** A key's record is cached per worker for 2 s (src/resolvers/api-keys.ts): the bound on a revocation. */
 const REVOCATION_WITHIN_MS = 2_000
 
-const postgresAvailable = (process.env.DATABASE_URL !== undefined && isPostgresUrl(process.env.DATABASE_URL)) || POSTGRES_BIN_DIR !== null
+const postgresAvailable = SHARED_POSTGRES_AVAILABLE
 if (!postgresAvailable) console.warn('workers: skipped, workers share one Postgres (set DATABASE_URL, or install the PostgreSQL server binaries)')
 
 let devnet: Devnet
@@ -35,12 +34,6 @@ let port: number
 let output = ''
 let clients = 0
 const freshClient = () => `10.18.${Math.floor(++clients / 250)}.${clients % 250}`
-
-async function sharedDatabase(): Promise<TestDatabase> {
-  if (process.env.DATABASE_URL !== undefined && isPostgresUrl(process.env.DATABASE_URL)) return createTestDatabase()
-  const cluster = await createPostgresCluster()
-  return { databaseUrl: await cluster.createDatabase('flashgate'), drop: () => cluster.destroy() }
-}
 
 type Answer = { status: number; worker: string | null; body: any }
 
@@ -94,7 +87,7 @@ beforeAll(async () => {
   if (!postgresAvailable) return
   ;[devnet, database, port] = await Promise.all([
     startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: BLOCK_TIME_MS, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS }),
-    sharedDatabase(),
+    createSharedPostgresDatabase(),
     freePort(),
   ])
   child = startCluster(port)
@@ -283,16 +276,32 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
     await expect(post('/', call('eth_chainId'))).rejects.toThrow()
   }, 30_000)
 
-  test('workers whose primary is killed outright stop too', async () => {
+  test('a worker that dies is replaced, and the new one answers pending as the other does; workers whose primary is killed outright stop too', async () => {
     port = await freePort()
     const primary = startCluster(port)
     try {
       await until(async () => childrenOf(primary.pid!).length === 2 && (await post('/', call('eth_chainId')).then(() => true, () => false)), 60_000, () => `the second cluster did not start:\n${output}`)
+      // Past the crash-loop guard (a worker dying within 5 s of its start is not replaced).
+      await new Promise((resolve) => setTimeout(resolve, 5_500))
+      const [victim] = childrenOf(primary.pid!)
+      process.kill(victim!, 'SIGKILL')
+      await until(async () => !alive(victim!) && childrenOf(primary.pid!).length === 2, 30_000, () => `no replacement for worker ${victim}:\n${output}`)
+      // The replacement follows the primary's feed as the other worker does: both answer the same pending block.
+      await until(
+        async () => {
+          const blocks = await fromEachWorker('/', call('eth_getBlockByNumber', ['pending', false])).catch(() => null)
+          if (blocks === null) return false
+          const [a, b] = [...blocks.values()].map((answer) => answer.body.result)
+          return a !== null && JSON.stringify(a) === JSON.stringify(b)
+        },
+        10_000,
+        () => 'the replacement worker does not answer pending as the other does',
+      )
       const workers = childrenOf(primary.pid!)
       primary.kill('SIGKILL')
       await until(async () => workers.every((pid) => !alive(pid)), 20_000, () => `workers ${workers.filter(alive)} outlived their primary`)
     } finally {
       if (primary.exitCode === null) primary.kill('SIGKILL')
     }
-  }, 90_000)
+  }, 120_000)
 })
