@@ -137,6 +137,19 @@ describe('confirmed attribution', () => {
   })
 })
 
+describe('schema 2 roles', () => {
+  test('a schema 2 suffix counts each code under its role (app, wallet, service); schemas 0 and 1 under code', async () => {
+    const suffix = Attribution.toDataSuffix({ appCode: 'role_app', walletCode: 'role_wallet', serviceCodes: ['role_svc'], metadata: { source: 'test' } })
+    await send(3, suffix)
+    await send(3, attributionSuffix(['role_app']))
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    const byRole = async (code: string) => (await getJson(`/v1/builder-codes/${code}/stats`)).body.confirmed.byRole
+    expect(await byRole('role_app')).toEqual({ app: 1, wallet: 0, service: 0, code: 1 })
+    expect(await byRole('role_wallet')).toEqual({ app: 0, wallet: 1, service: 0, code: 0 })
+    expect(await byRole('role_svc')).toEqual({ app: 0, wallet: 0, service: 1, code: 0 })
+  })
+})
+
 describe('stats errors', () => {
   test('an unknown code: 404; a malformed code or query: 400; a wrong method: 405', async () => {
     expect(await getJson('/v1/builder-codes/bc_nobody00/stats')).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } })

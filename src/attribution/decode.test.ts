@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { Attribution } from 'ox/erc8021'
-import { concat, type Hex } from 'viem'
+import { Cbor } from 'ox'
+import { concat, type Hex, numberToHex, size } from 'viem'
 import { describe, expect, test } from 'vitest'
 import { attributionSuffix, decodeAttribution } from './decode.js'
 import { BUILDER_CODE_PATTERN, generateBuilderCode } from './builder-code.js'
@@ -29,6 +30,26 @@ describe('ERC-8021 vectors', () => {
   test('schema 2: app, wallet and service codes all count', () => {
     const suffix = Attribution.toDataSuffix({ appCode: 'bc_app00001', walletCode: 'privy', serviceCodes: ['relay', 'solver'], metadata: { source: 'x' } })
     expect(decodeAttribution(concat([CALL, suffix]))?.codes).toEqual(['bc_app00001', 'privy', 'relay', 'solver'])
+  })
+
+  test('schema 2 in full: each code keeps its role, registries (chain id as hex or as a number) and metadata are kept', () => {
+    const registry = '0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80'
+    const suffixWith = (chainId: unknown) => {
+      const cbor = Cbor.encode({ a: 'bc_app00001', w: 'privy', s: ['relay', 'solver'], r: { a: { c: chainId, a: registry } }, m: { source: 'webapp', version: 2 } })
+      return concat([cbor, numberToHex(size(cbor), { size: 2 }), '0x02', Attribution.ercSuffix])
+    }
+    for (const chainId of ['0x2105', 8453]) {
+      const decoded = decodeAttribution(concat([CALL, suffixWith(chainId)]))
+      expect(decoded).toMatchObject({
+        codes: ['bc_app00001', 'privy', 'relay', 'solver'],
+        roles: ['app', 'wallet', 'service', 'service'],
+        registries: { app: { address: registry, chainId: 8453 } },
+        metadata: { source: 'webapp', version: 2 },
+        schemas: [2],
+      })
+    }
+    // Schemas 0 and 1 do not say what a code stands for.
+    expect(decodeAttribution(concat([CALL, attributionSuffix(['baseapp', 'morpho'])]))).toMatchObject({ roles: ['code', 'code'], registries: {}, metadata: null })
   })
 
   test('an unknown schema id is ignored', () => {

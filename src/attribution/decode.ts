@@ -30,9 +30,24 @@ const CODE_PATTERN = /^[\x21-\x2b\x2d-\x7e]{1,32}$/
 const GAS_PER_ZERO_BYTE = 4
 const GAS_PER_NONZERO_BYTE = 16
 
+/**
+ * What a code stands for in its suffix: schema 2 names an app, a wallet and services (`a`, `w`, `s`);
+ * schemas 0 and 1 list codes without saying (`code`).
+ */
+export const ATTRIBUTION_ROLES = ['app', 'wallet', 'service', 'code'] as const
+export type AttributionRole = (typeof ATTRIBUTION_ROLES)[number]
+
+/** A schema-2 registry of app or wallet codes: the chain id may be written as a hex string or a number (ox reads both). */
+export type AttributionRegistry = { address: string; chainId: number }
+
 export type DecodedAttribution = {
   /** Distinct codes of every stacked suffix, outermost suffix first. */
   codes: string[]
+  /** The role of each of `codes`, aligned with it (the first role a code was given). */
+  roles: AttributionRole[]
+  /** Schema 2's registries (app, wallet) and metadata, kept as the suffix gave them; outermost suffix wins. */
+  registries: { app?: AttributionRegistry; wallet?: AttributionRegistry }
+  metadata: Record<string, unknown> | null
   /** Schema ids of the suffixes read, outermost first. */
   schemas: number[]
   /** Bytes of calldata taken by the suffixes. */
@@ -87,15 +102,15 @@ function suffixLength(hex: string, end: number, schema: number): number | null {
   return null
 }
 
-function codesOf(attribution: Attribution.Attribution): unknown[] {
+function codesOf(attribution: Attribution.Attribution): [unknown, AttributionRole][] {
   if (attribution.id === 2) {
-    const codes: unknown[] = []
-    if (attribution.appCode !== undefined) codes.push(attribution.appCode)
-    if (attribution.walletCode !== undefined) codes.push(attribution.walletCode)
-    if (Array.isArray(attribution.serviceCodes)) codes.push(...attribution.serviceCodes)
+    const codes: [unknown, AttributionRole][] = []
+    if (attribution.appCode !== undefined) codes.push([attribution.appCode, 'app'])
+    if (attribution.walletCode !== undefined) codes.push([attribution.walletCode, 'wallet'])
+    if (Array.isArray(attribution.serviceCodes)) for (const code of attribution.serviceCodes) codes.push([code, 'service'])
     return codes
   }
-  return [...(attribution.codes ?? [])]
+  return [...(attribution.codes ?? [])].map((code) => [code, 'code'])
 }
 
 function gasOf(hex: string, start: number, end: number): number {
@@ -113,8 +128,10 @@ function gasOf(hex: string, start: number, end: number): number {
 export function decodeAttribution(input: Hex | string | null | undefined): DecodedAttribution | null {
   if (typeof input !== 'string' || !hasAttributionMarker(input)) return null
   const hex = input.toLowerCase()
-  const codes = new Set<string>()
+  const codes = new Map<string, AttributionRole>()
   const schemas: number[] = []
+  const registries: DecodedAttribution['registries'] = {}
+  let metadata: Record<string, unknown> | null = null
   let end = hex.length
   for (let stacked = 0; stacked < MAX_STACKED_SUFFIXES; stacked++) {
     if (!hasAttributionMarker(hex.slice(0, end))) break
@@ -129,12 +146,27 @@ export function decodeAttribution(input: Hex | string | null | undefined): Decod
       attribution = undefined
     }
     if (attribution === undefined) break
-    for (const code of codesOf(attribution)) if (typeof code === 'string' && isAttributionCode(code)) codes.add(code)
+    for (const [code, role] of codesOf(attribution)) if (typeof code === 'string' && isAttributionCode(code) && !codes.has(code)) codes.set(code, role)
+    if (attribution.id === 2) {
+      registries.app ??= attribution.registries?.app
+      registries.wallet ??= attribution.registries?.wallet
+      if (attribution.metadata !== undefined && typeof attribution.metadata === 'object') metadata ??= attribution.metadata
+    }
     schemas.push(schema)
     end = start
   }
   if (schemas.length === 0) return null
-  return { codes: [...codes], schemas, suffixBytes: (hex.length - end) / 2, suffixGas: gasOf(hex, end, hex.length) }
+  if (registries.app === undefined) delete registries.app
+  if (registries.wallet === undefined) delete registries.wallet
+  return {
+    codes: [...codes.keys()],
+    roles: [...codes.values()],
+    registries,
+    metadata,
+    schemas,
+    suffixBytes: (hex.length - end) / 2,
+    suffixGas: gasOf(hex, end, hex.length),
+  }
 }
 
 /** The hex suffix that attributes a transaction to `codes` (schema 0, the canonical registry). */

@@ -188,6 +188,8 @@ export const attributions = pgTable(
     kind: text('kind').$type<'transaction' | 'userOperation'>().notNull().default('transaction'),
     /** The operation's position in its bundle; -1 for the transaction itself. */
     operationIndex: integer('operation_index').notNull().default(-1),
+    /** What the code stood for in the suffix: `app`, `wallet` or `service` (schema 2), `code` (schemas 0 and 1). */
+    role: text('role').$type<'app' | 'wallet' | 'service' | 'code'>().notNull().default('code'),
     blockNumber: blockNumber('block_number').notNull(),
     blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
     transactionIndex: integer('transaction_index').notNull(),

@@ -94,7 +94,7 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
         suffixGas: action.attribution.suffixGas,
         value: action.value.toString(),
       }
-      for (const code of action.attribution.codes) attributions.push({ code, ...row })
+      action.attribution.codes.forEach((code, position) => attributions.push({ code, role: action.attribution.roles[position] ?? 'code', ...row }))
     }
   })
   return {

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import { type Address, getAddress, type Hex } from 'viem'
+import type { AttributionRole } from '../attribution/decode.js'
 import { type AttributedAction, attributedActions } from '../attribution/user-operations.js'
 import type { SeriesInterval } from '../codecs/index.js'
 import { byteaToHex, type Db, schema } from '../db/index.js'
@@ -34,6 +35,8 @@ export type AttributionFigures = {
   userOperationGasUsed: string
   suffixGas: string
   value: string
+  /** Transactions and operations by what the code stood for: schema 2's app, wallet and service codes; `code` for schemas 0 and 1. */
+  byRole: Record<AttributionRole, number>
   /** Block timestamps (unix seconds) of the first and last attributed transaction, `null` without any. */
   firstSeen: number | null
   lastSeen: number | null
@@ -75,6 +78,7 @@ const EMPTY_FIGURES: AttributionFigures = {
   userOperationGasUsed: '0',
   suffixGas: '0',
   value: '0',
+  byRole: { app: 0, wallet: 0, service: 0, code: 0 },
   firstSeen: null,
   lastSeen: null,
 }
@@ -114,8 +118,9 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     return found
   }
 
-  function pendingFigures(attributed: PendingAttribution[]): AttributionFigures {
+  function pendingFigures(code: string, attributed: PendingAttribution[]): AttributionFigures {
     if (attributed.length === 0) return EMPTY_FIGURES
+    const byRole: Record<AttributionRole, number> = { app: 0, wallet: 0, service: 0, code: 0 }
     const senders = new Set<string>()
     const accounts = new Set<string>()
     const targets = new Set<string>()
@@ -127,6 +132,7 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     let firstSeen = Number.POSITIVE_INFINITY
     let lastSeen = 0
     for (const { block, action } of attributed) {
+      byRole[action.attribution.roles[action.attribution.codes.indexOf(code)] ?? 'code']++
       senders.add(action.sender)
       if (action.kind === 'userOperation') {
         accounts.add(action.sender)
@@ -150,6 +156,7 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
       userOperationGasUsed: operationGasUsed.toString(),
       suffixGas: suffixGas.toString(),
       value: value.toString(),
+      byRole,
       firstSeen,
       lastSeen,
     }
@@ -166,6 +173,10 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
       user_operation_gas_used: string
       suffix_gas: string
       value: string
+      app: number
+      wallet: number
+      service: number
+      code: number
       first_seen: string | number | null
       last_seen: string | number | null
     }>(sql`
@@ -178,6 +189,10 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
         coalesce(sum(${schema.attributions.gasUsed}) filter (where ${schema.attributions.kind} = 'userOperation'), 0)::text as user_operation_gas_used,
         coalesce(sum(${schema.attributions.suffixGas}), 0)::text as suffix_gas,
         coalesce(sum(${schema.attributions.value}), 0)::text as value,
+        count(*) filter (where ${schema.attributions.role} = 'app')::int as app,
+        count(*) filter (where ${schema.attributions.role} = 'wallet')::int as wallet,
+        count(*) filter (where ${schema.attributions.role} = 'service')::int as service,
+        count(*) filter (where ${schema.attributions.role} = 'code')::int as code,
         min(${schema.attributions.blockTimestamp}) as first_seen, max(${schema.attributions.blockTimestamp}) as last_seen
       from ${schema.attributions}
       where ${schema.attributions.code} = ${code} and ${schema.attributions.blockNumber} <= ${head}`)
@@ -192,6 +207,7 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
       userOperationGasUsed: row.user_operation_gas_used,
       suffixGas: row.suffix_gas,
       value: row.value,
+      byRole: { app: row.app, wallet: row.wallet, service: row.service, code: row.code },
       firstSeen: row.first_seen === null ? null : Number(row.first_seen),
       lastSeen: row.last_seen === null ? null : Number(row.last_seen),
     }
@@ -251,7 +267,7 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
       walletAddress: wallet,
       head: view.head?.number ?? null,
       confirmed,
-      pending: pendingFigures(pendingFor),
+      pending: pendingFigures(code, pendingFor),
       series: { interval, bucketSeconds: SERIES_BUCKET_SECONDS[interval], points: seriesPoints },
     }
   }

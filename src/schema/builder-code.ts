@@ -37,6 +37,16 @@ export const SeriesIntervalEnum = builder.enumType('SeriesInterval', {
   },
 })
 
+export const AttributionRoleCounts = builder.objectRef<Figures['byRole']>('AttributionRoleCounts').implement({
+  description: 'Attributed transactions and user operations by what the code stood for in the suffix.',
+  fields: (t) => ({
+    app: t.exposeInt('app', { description: 'As the app code of an ERC-8021 schema 2 suffix (`a`).' }),
+    wallet: t.exposeInt('wallet', { description: 'As the wallet code of a schema 2 suffix (`w`).' }),
+    service: t.exposeInt('service', { description: 'As one of the service codes of a schema 2 suffix (`s`).' }),
+    code: t.exposeInt('code', { description: 'In a schema 0 or 1 suffix, which does not say.' }),
+  }),
+})
+
 export const AttributionFigures = builder.objectRef<Figures>('AttributionFigures').implement({
   description: 'Figures of one builder code over a set of attributed transactions and user operations (ERC-4337).',
   fields: (t) => ({
@@ -52,6 +62,7 @@ export const AttributionFigures = builder.objectRef<Figures>('AttributionFigures
       description: 'Calldata gas of the attribution suffixes: 16 per non-zero byte, 4 per zero byte.',
     }),
     value: t.expose('value', { type: 'BigInt', description: 'Wei.' }),
+    byRole: t.expose('byRole', { type: AttributionRoleCounts }),
     firstSeen: t.expose('firstSeen', {
       type: 'BigInt',
       nullable: true,

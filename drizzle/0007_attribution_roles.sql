@@ -1,0 +1,1 @@
+ALTER TABLE "attributions" ADD COLUMN "role" text DEFAULT 'code' NOT NULL;
