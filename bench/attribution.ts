@@ -7,7 +7,8 @@ import { Attribution } from 'ox/erc8021'
 import { pino } from 'pino'
 import { type Address, concat, type Hex } from 'viem'
 import { startGateway } from '../src/app.js'
-import { attributionSuffix, decodeAttribution, generateBuilderCode } from '../src/attribution/index.js'
+import { attributionSuffix, generateBuilderCode } from '../src/attribution/index.js'
+import { attributedActions } from '../src/attribution/user-operations.js'
 import { serveConfigSchema } from '../src/config.js'
 import { createDb } from '../src/db/index.js'
 import { type BlockRows, toRows } from '../src/ingest/block-data.js'
@@ -20,6 +21,7 @@ import { createBenchDatabase } from './databases.js'
 import { killLoadWorkers, type LoadReport, runLoad, writeBodies } from './load.js'
 import { DEFAULT_ADMIN_DATABASE_URL } from './options.js'
 import { createRpcClient } from './rpc.js'
+import { setUpUserOperations } from './user-operations.js'
 
 /**
  * `npm run bench:attribution`: builder-code registration throughput for repeat wallets, and what attribution
@@ -42,6 +44,11 @@ const STACKED_SHARE = 0.1
 const CODE_POOL = 50
 const SENDERS = 10
 const TRANSFER_GAS = 40_000
+/** ERC-4337 bundles per block, of this many user operations each, every operation with a suffix (issue 15). */
+const BUNDLES_PER_BLOCK = 2
+const OPERATIONS_PER_BUNDLE = 4
+const SMART_ACCOUNTS = 16
+const BUNDLE_GAS = 2_000_000
 const WRITE_BATCH_BLOCKS = 100
 const FETCH_CONCURRENCY = 8
 const RESULTS_PATH = fileURLToPath(new URL('./results/attribution.json', import.meta.url))
@@ -55,6 +62,8 @@ export type AttributionBenchResults = {
     blocks: number
     transactions: number
     attributedTransactions: number
+    /** User operations attributed (in bundles to the EntryPoint), beside the transactions. */
+    userOperations: number
     attributionRows: number
     backfillSeconds: number
     decodeSeconds: number
@@ -70,8 +79,11 @@ async function generateAttributedChain(rpcUrl: string) {
   const rpc = createRpcClient(rpcUrl)
   const accounts = (await rpc.call<Address[]>('eth_accounts')).slice(0, SENDERS)
   const codes = Array.from({ length: CODE_POOL }, generateBuilderCode)
-  const nonces = new Map<Address, number>(accounts.map((account) => [account, 0]))
+  const bundler = accounts[0]!
+  const userOperations = await setUpUserOperations(rpc, bundler, SMART_ACCOUNTS)
+  const nonces = new Map<Address, number>(await Promise.all(accounts.map(async (account) => [account, Number.parseInt(await rpc.call<Hex>('eth_getTransactionCount', [account, 'pending']), 16)] as const)))
   let attributed = 0
+  let operations = 0
   let sequence = 0
   for (let block = 0; block < CHAIN_BLOCKS; block++) {
     const calls = Array.from({ length: TRANSACTIONS_PER_BLOCK }, () => {
@@ -87,11 +99,18 @@ async function generateAttributedChain(rpcUrl: string) {
       const to = `0x${(sequence % 997).toString(16).padStart(40, '0')}`
       return { method: 'eth_sendTransaction', params: [{ from, to, value: '0x1', data, gas: `0x${TRANSFER_GAS.toString(16)}`, nonce: `0x${nonce.toString(16)}` }] }
     })
+    for (let bundle = 0; bundle < BUNDLES_PER_BLOCK; bundle++) {
+      const nonce = nonces.get(bundler)!
+      nonces.set(bundler, nonce + 1)
+      const data = await userOperations.bundle(OPERATIONS_PER_BUNDLE, () => attributionSuffix([codes[Math.floor(Math.random() * codes.length)]!]))
+      operations += OPERATIONS_PER_BUNDLE
+      calls.push({ method: 'eth_sendTransaction', params: [{ from: bundler, to: userOperations.entryPoint, data, value: '0x0', gas: `0x${BUNDLE_GAS.toString(16)}`, nonce: `0x${nonce.toString(16)}` }] })
+    }
     await rpc.batch(calls)
     await rpc.call('evm_mine')
   }
   const head = Number.parseInt(await rpc.call<Hex>('eth_blockNumber'), 16)
-  return { head, transactions: CHAIN_BLOCKS * TRANSACTIONS_PER_BLOCK, attributed }
+  return { head, transactions: CHAIN_BLOCKS * (TRANSACTIONS_PER_BLOCK + BUNDLES_PER_BLOCK), attributed, userOperations: operations }
 }
 
 async function measureRegistration(databaseUrl: string, rpcUrl: string, workDir: string) {
@@ -128,7 +147,7 @@ async function timeWrites(databaseUrl: string, batches: BlockRows[][]): Promise<
   }
 }
 
-async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: string }, rpcUrl: string, chain: { head: number; transactions: number; attributed: number }, defer: (label: string, step: () => Promise<void>) => void) {
+async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: string }, rpcUrl: string, chain: { head: number; transactions: number; attributed: number; userOperations: number }, defer: (label: string, step: () => Promise<void>) => void) {
   const backfillDatabase = await createBenchDatabase(options)
   defer('drop backfill database', backfillDatabase.drop)
   const config = serveConfigSchema.parse({ port: 0, databaseUrl: backfillDatabase.databaseUrl, upstreamRpc: rpcUrl, startBlock: '0', logLevel: 'silent' })
@@ -146,7 +165,15 @@ async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: str
     blocks.push(...(await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, chain.head - from + 1) }, (_, index) => fetcher.fetchBlock(from + index)))))
   let mark = performance.now()
   let decoded = 0
-  for (const block of blocks) for (const transaction of block.block.transactions) if (decodeAttribution(transaction.input) !== null) decoded++
+  let decodedOperations = 0
+  // What ingest decodes: each transaction's own suffix and, for a bundle to an EntryPoint, its operations' (with their events).
+  for (const block of blocks)
+    block.block.transactions.forEach((transaction, index) => {
+      for (const action of attributedActions(transaction, block.receipts[index] as never)) {
+        if (action.kind === 'transaction') decoded++
+        else decodedOperations++
+      }
+    })
   const decodeSeconds = (performance.now() - mark) / 1000
   const rows = blocks.map(toRows)
   const batches: BlockRows[][] = []
@@ -166,6 +193,7 @@ async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: str
     blocks: chain.head + 1,
     transactions: chain.transactions,
     attributedTransactions: decoded,
+    userOperations: decodedOperations,
     attributionRows: rows.reduce((sum, block) => sum + block.attributions.length, 0),
     backfillSeconds,
     decodeSeconds,
@@ -194,11 +222,13 @@ export async function runAttributionBench(options: { pglite: boolean; adminDatab
     await registrationDatabase.drop()
     log(`  ${Math.round(registration.requestsPerSecond)} req/s, p50 ${registration.p50Ms.toFixed(2)} ms, p99 ${registration.p99Ms.toFixed(2)} ms, ${registration.failures} failures (target ≥${TARGET_REQUESTS_PER_SECOND} req/s, p99 <${TARGET_P99_MS} ms: ${registration.meetsTarget ? 'met' : 'NOT met'})`)
 
-    log(`attribution: generating ${CHAIN_BLOCKS} blocks × ${TRANSACTIONS_PER_BLOCK} transfers, ${ATTRIBUTED_SHARE * 100}% with a suffix`)
+    log(
+      `attribution: generating ${CHAIN_BLOCKS} blocks × ${TRANSACTIONS_PER_BLOCK} transfers, ${ATTRIBUTED_SHARE * 100}% with a suffix, and ${BUNDLES_PER_BLOCK} ERC-4337 bundles of ${OPERATIONS_PER_BUNDLE} user operations each`,
+    )
     const chain = await generateAttributedChain(anvil.rpcUrl)
     const indexing = await measureIndexing(options, anvil.rpcUrl, chain, cleanup.defer)
     log(
-      `  backfill ${indexing.backfillSeconds.toFixed(2)} s; decoding ${(indexing.decodeSeconds * 1000).toFixed(0)} ms; COPY ${indexing.writeSecondsWithAttribution.toFixed(2)} s with ${indexing.attributionRows} attribution rows vs ${indexing.writeSecondsWithout.toFixed(2)} s without`,
+      `  backfill ${indexing.backfillSeconds.toFixed(2)} s; decoding ${(indexing.decodeSeconds * 1000).toFixed(0)} ms (${indexing.attributedTransactions} transactions, ${indexing.userOperations} of ${chain.userOperations} user operations; ${((indexing.decodeSeconds * 1000) / indexing.blocks).toFixed(2)} ms a block); COPY ${indexing.writeSecondsWithAttribution.toFixed(2)} s with ${indexing.attributionRows} attribution rows vs ${indexing.writeSecondsWithout.toFixed(2)} s without`,
     )
     log(`  attribution share of backfill: ${(indexing.attributionShare * 100).toFixed(2)}% (target <${TARGET_ATTRIBUTION_SHARE * 100}%: ${indexing.meetsTarget ? 'met' : 'NOT met'})`)
     return { database: options.pglite ? 'PGlite' : 'Postgres', registration, indexing }
