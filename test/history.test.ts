@@ -58,6 +58,23 @@ describe('history older than the index', () => {
     expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/flashgate_history_upstream_reads_total\{method="eth_getBlockByNumber"\} [1-9]/)
   })
 
+  test('a hash neither the index nor the node has costs the node one round trip, not one per poll; a known one is still found', async () => {
+    const { gateway, facts } = followed()
+    const unknown = `0x${'ab'.repeat(32)}` as Hash
+    const reads = () => ({ ...gateway.resolvers.historyReads })
+    const before = reads()
+    for (let poll = 0; poll < 5; poll++) {
+      expect((await answer(gateway.dedicatedUrl, 'eth_getTransactionReceipt', [unknown])).result).toBeNull()
+      expect((await answer(gateway.dedicatedUrl, 'eth_getTransactionByHash', [unknown])).result).toBeNull()
+      expect((await answer(gateway.dedicatedUrl, 'eth_getBlockByHash', [unknown, false])).result).toBeNull()
+    }
+    const after = reads()
+    for (const method of ['eth_getTransactionReceipt', 'eth_getTransactionByHash', 'eth_getBlockByHash'])
+      expect((after[method] ?? 0) - (before[method] ?? 0), method).toBe(1)
+    // An old block's hash is still answered from the node.
+    expect((await answer(gateway.dedicatedUrl, 'eth_getBlockByHash', [facts.blockHashes[3], false])).result).toMatchObject({ hash: facts.blockHashes[3] })
+  })
+
   describe('--history refuse', () => {
     let database: TestDatabase
     let refusing: TestGateway

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache'
 import type { Hash, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { toQuantity } from '../codecs/index.js'
 import { HistoryUnavailableError, UpstreamError } from '../errors.js'
@@ -8,6 +9,14 @@ import type { ChainState } from './chain.js'
 /** Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly. */
 export const HISTORY_MODES = ['upstream', 'refuse'] as const
 export type HistoryMode = (typeof HISTORY_MODES)[number]
+
+/**
+ * A hash the upstream did not place below the index is not asked about again for this long: a client
+ * polling for a transaction that does not exist (yet) costs the upstream one round trip, not one per poll.
+ * Safe to remember: the index, which is read before history, finds anything mined after the answer.
+ */
+const UNKNOWN_HASH_MS = 30_000
+const MAX_UNKNOWN_HASHES = 10_000
 
 /** What reaches below the index, by method, for `/metrics`. */
 export type HistoryReads = Record<string, number>
@@ -21,6 +30,16 @@ export type HistoryReads = Record<string, number>
  */
 export function createHistory({ upstream, mode, chain, cache }: { upstream: Upstream | null; mode: HistoryMode; chain: ChainState; cache: AnswerCache }) {
   const reads: HistoryReads = {}
+  const unknownHashes = new LRUCache<string, true>({ max: MAX_UNKNOWN_HASHES, ttl: UNKNOWN_HASH_MS })
+
+  /** The upstream's object for a hash, if it lies below the index; a miss is remembered (UNKNOWN_HASH_MS). */
+  async function byHash<value extends { blockNumber?: unknown } | { number?: unknown }>(method: string, params: unknown[], first: number): Promise<value | null> {
+    const key = `${method}:${String(params[0]).toLowerCase()}:${first}`
+    if (unknownHashes.has(key)) return null
+    const found = belowIndex(await ask<value | null>(method, params), first)
+    if (found === null) unknownHashes.set(key, true)
+    return found
+  }
 
   async function firstBlock(): Promise<number> {
     return (await chain.view()).firstBlock ?? 0
@@ -67,7 +86,7 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
       const first = await firstBlock()
       if (first === 0) return null
       if (mode === 'refuse') return null
-      return belowIndex(await ask<RpcBlock | null>('eth_getBlockByHash', [hash, includeTransactions]), first)
+      return byHash<RpcBlock>('eth_getBlockByHash', [hash, includeTransactions], first)
     },
     /** The receipts of a block below the index. */
     async blockReceipts(number: number): Promise<RpcTransactionReceipt[] | null> {
@@ -79,12 +98,12 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
     async transaction(hash: Hash): Promise<RpcTransaction | null> {
       const first = await firstBlock()
       if (first === 0 || mode === 'refuse') return null
-      return belowIndex(await ask<RpcTransaction | null>('eth_getTransactionByHash', [hash]), first)
+      return byHash<RpcTransaction>('eth_getTransactionByHash', [hash], first)
     },
     async receipt(hash: Hash): Promise<RpcTransactionReceipt | null> {
       const first = await firstBlock()
       if (first === 0 || mode === 'refuse') return null
-      return belowIndex(await ask<RpcTransactionReceipt | null>('eth_getTransactionReceipt', [hash]), first)
+      return byHash<RpcTransactionReceipt>('eth_getTransactionReceipt', [hash], first)
     },
     /** Logs of a range that ends below the index. */
     async logs(filter: Record<string, unknown>, fromNumber: number, toNumber: number): Promise<unknown[]> {
