@@ -13,7 +13,6 @@ import {
   createPendingState,
   createReceiptFetcher,
   type FlashblocksFeed,
-  type PendingSource,
   type PendingState,
 } from './pending/index.js'
 import { createNonceRegistry } from './pending/forwarded.js'

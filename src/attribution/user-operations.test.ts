@@ -119,6 +119,11 @@ describe('user operations (ERC-4337)', () => {
     const bogus = concat([EXECUTE, '0xff01', '0x00', '0x80218021802180218021802180218021'])
     const input = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [[packed(ACCOUNT_A, 1n, bogus)], BUNDLER] })
     expect(attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, { logs: [operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 1n)] })).toEqual([])
+    // A UserOperationEvent whose data does not decode: the operation has no outcome (not attributed), and it is counted.
+    const events = userOperationDecodeFailures.events
+    const truncated = { ...operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 1n), data: '0x01' as Hex }
+    expect(attributedActions({ from: BUNDLER, to: entryPoint07Address, input: valid }, { logs: [truncated] })).toEqual([])
+    expect(userOperationDecodeFailures.events).toBe(events + 1)
   })
 
   test('a call to any other contract is read for its own suffix only', () => {

@@ -1,4 +1,4 @@
-import { type Address, decodeEventLog, decodeFunctionData, type Hex } from 'viem'
+import { type Address, decodeEventLog, decodeFunctionData, getAbiItem, type Hex, toEventSelector } from 'viem'
 import { entryPoint06Abi, entryPoint06Address, entryPoint07Abi, entryPoint07Address, entryPoint08Abi, entryPoint08Address } from 'viem/account-abstraction'
 import { type DecodedAttribution, decodeAttribution } from './decode.js'
 
@@ -25,6 +25,9 @@ export type UserOperationCall = { index: number; sender: Address; nonce: bigint;
 
 /** What the EntryPoint reported of an operation (`UserOperationEvent`). */
 export type UserOperationOutcome = { sender: Address; nonce: bigint; success: boolean; actualGasUsed: bigint; actualGasCost: bigint }
+
+/** The topic of `UserOperationEvent` (the same event in 0.6, 0.7 and 0.8). */
+const USER_OPERATION_EVENT = toEventSelector(getAbiItem({ abi: entryPoint07Abi, name: 'UserOperationEvent' }))
 
 /** Failures to read a call to an EntryPoint, by kind: hostile or malformed calldata is ignored, never fatal. */
 export const userOperationDecodeFailures = { calldata: 0, events: 0 }
@@ -73,7 +76,8 @@ export function userOperationOutcomes(entryPoint: EntryPoint, logs: readonly { a
     try {
       event = decodeEventLog({ abi: entryPoint.abi, topics: log.topics as [Hex, ...Hex[]], data: log.data }) as unknown as typeof event
     } catch {
-      // Another event of the EntryPoint, or one that does not decode.
+      // Another event of the EntryPoint; a UserOperationEvent that does not decode is counted.
+      if (log.topics[0]?.toLowerCase() === USER_OPERATION_EVENT) userOperationDecodeFailures.events++
       continue
     }
     if (event.eventName !== 'UserOperationEvent') continue
@@ -137,12 +141,7 @@ export function attributedActions(
   if (entryPoint === null) return actions
   const operations = decodeUserOperations(entryPoint, transaction.input)
   if (operations.length === 0) return actions
-  let outcomes: UserOperationOutcome[] = []
-  try {
-    outcomes = receipt === null ? [] : userOperationOutcomes(entryPoint, receipt.logs)
-  } catch {
-    userOperationDecodeFailures.events++
-  }
+  const outcomes = receipt === null ? [] : userOperationOutcomes(entryPoint, receipt.logs)
   for (const operation of operations) {
     const attribution = decodeAttribution(operation.callData)
     if (attribution === null || attribution.codes.length === 0) continue
