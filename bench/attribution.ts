@@ -175,7 +175,7 @@ async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: str
       }
     })
   const decodeSeconds = (performance.now() - mark) / 1000
-  const rows = blocks.map(toRows)
+  const rows = blocks.map((data) => toRows(data))
   const batches: BlockRows[][] = []
   for (let index = 0; index < rows.length; index += WRITE_BATCH_BLOCKS) batches.push(rows.slice(index, index + WRITE_BATCH_BLOCKS))
   const withoutRows = batches.map((batch) => batch.map((block) => ({ ...block, attributions: [] })))

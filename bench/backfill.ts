@@ -121,7 +121,7 @@ export async function measureWritePath({
       const blocks = await fetchRange(from, to, fetcher.fetchBlock)
       fetchSeconds += (performance.now() - mark) / 1000
       mark = performance.now()
-      const rows: BlockRows[] = blocks.map(toRows)
+      const rows: BlockRows[] = blocks.map((data) => toRows(data))
       toRowsSeconds += (performance.now() - mark) / 1000
       mark = performance.now()
       await store.writeBlocks(rows)

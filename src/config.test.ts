@@ -50,6 +50,7 @@ describe('parseConfig(serveConfigSchema)', () => {
       trustProxy: false,
       maxQueryCost: 250_000,
       answerCacheMb: 64,
+      builderCodeRegistry: 'default',
       ingestBatchSize: 100,
       registrationRateLimit: 20,
       logLevel: 'info',
@@ -283,5 +284,15 @@ describe('pending source and feed format', () => {
     )
     expect(parseConfig(devnetConfigSchema, { 'feed-format': 'legacy' }, {}).feedFormat).toBe('legacy')
     expect(() => parseConfig(devnetConfigSchema, {}, { FEED_FORMAT: 'v2' })).toThrow(/--feed-format \(FEED_FORMAT\) must be one of current, legacy/)
+  })
+})
+
+describe('builder-code registry', () => {
+  test('--builder-code-registry takes an address (lower-cased), default or off, and refuses anything else, naming the flag', () => {
+    expect(serveConfig().builderCodeRegistry).toBe('default')
+    expect(serveConfig({ 'builder-code-registry': 'off' }).builderCodeRegistry).toBeNull()
+    expect(serveConfig({}, { BUILDER_CODE_REGISTRY: '0x000000BC7E6457E610FE52DCC0CA5B3CE59C8E80' }).builderCodeRegistry).toBe('0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80')
+    for (const given of ['0x1234', 'none', '0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80aa'])
+      expect(() => serveConfig({ 'builder-code-registry': given })).toThrow(/--builder-code-registry \(BUILDER_CODE_REGISTRY\) must be an address, default or off/)
   })
 })

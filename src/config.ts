@@ -87,6 +87,14 @@ export const serveConfigSchema = z.object({
   redisUrl: url(['redis:', 'rediss:']).optional(),
   redisPrefix: z.string().min(1, { error: 'must not be empty' }).default(DEFAULT_REDIS_PREFIX),
   startBlock: startBlock.prefault('latest-10000'),
+  // The on-chain Builder Codes registry (src/attribution/registry.ts): an address, `default` (Base's, on Base
+  // mainnet and Sepolia; none elsewhere) or `off`.
+  builderCodeRegistry: z
+    .union([z.enum(['default', 'off']), z.string().regex(/^0x[0-9a-fA-F]{40}$/, { error: 'must be an address, default or off' })], {
+      error: 'must be an address, default or off',
+    })
+    .default('default')
+    .transform((value) => (value === 'off' ? null : value === 'default' ? ('default' as const) : (value.toLowerCase() as `0x${string}`))),
   // Keep the newest N blocks, prune older history in the background (src/ingest/retention.ts); absent: keep all.
   retainBlocks: positiveInt.optional(),
   // Endpoint policies (src/policy): the public endpoint's limits, then the dedicated endpoints' ones.
@@ -145,6 +153,7 @@ export const OPTIONS = [
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', help: 'redis://… shared by all serving processes: rate limits, key revocations, forwarded nonces (optional; per process otherwise)' },
   { key: 'redisPrefix', flag: 'redis-prefix', env: 'REDIS_PREFIX', help: `prefix of flashgate's Redis keys and channels, one per deployment sharing a Redis (default ${DEFAULT_REDIS_PREFIX})` },
   { key: 'startBlock', flag: 'start-block', env: 'START_BLOCK', help: 'first block of a new index: a number or latest-N (default latest-10000)' },
+  { key: 'builderCodeRegistry', flag: 'builder-code-registry', env: 'BUILDER_CODE_REGISTRY', help: "on-chain Builder Codes registry whose codes' owners and payout addresses are shown: an address, default (Base's, on Base and Base Sepolia) or off" },
   { key: 'retainBlocks', flag: 'retain-blocks', env: 'RETAIN_BLOCKS', help: 'keep the newest N blocks and prune older ones in the background; reads below follow --history (default: keep all)' },
   { key: 'publicRateLimit', flag: 'public-rate-limit', env: 'PUBLIC_RATE_LIMIT', help: 'public endpoint: requests per second per client address, 0 for no limit (default 50)' },
   { key: 'publicMaxBatch', flag: 'public-max-batch', env: 'PUBLIC_MAX_BATCH', help: 'public endpoint: calls per batch (default 100)' },

@@ -3,49 +3,29 @@
 // operations whose callData ends in an ERC-8021 suffix. flashgate attributes each operation to its smart
 // account (never to the bundler), with the gas the EntryPoint reported for it: pending first, then
 // confirmed, never both at once.
-import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
-import {
-  type Abi,
-  type Address,
-  concat,
-  createPublicClient,
-  createWalletClient,
-  decodeEventLog,
-  defineChain,
-  encodeFunctionData,
-  type Hex,
-  http,
-  parseEther,
-  parseGwei,
-} from 'viem'
-import { entryPoint07Abi, entryPoint07Address, getUserOperationHash, toPackedUserOperation } from 'viem/account-abstraction'
+import { type Address, concat, createPublicClient, createWalletClient, decodeEventLog, defineChain, type Hex, http } from 'viem'
+import { entryPoint07Abi, entryPoint07Address } from 'viem/account-abstraction'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { attributionSuffix } from '../src/attribution/index.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
+import { deploySmartAccounts, entryPointNonce, executeCall, type SmartAccount, signedUserOperation } from '../src/devnet/smart-accounts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { startTestGateway } from './fixtures/gateway.js'
 import { anvilCall } from './fixtures/sync.js'
 
-type Artifact = { abi: Abi; bytecode: Hex }
-const artifact = (name: string) => createRequire(import.meta.url)(`@account-abstraction/contracts/artifacts/${name}.json`) as Artifact
-const ENTRY_POINT = artifact('EntryPoint')
-const FACTORY = artifact('SimpleAccountFactory')
-const ACCOUNT = artifact('SimpleAccount')
-
 const CHAIN_ID = 31337
 const devnetChain = defineChain({ id: CHAIN_ID, name: 'devnet', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } })
 const DEPLOYER = DEV_ACCOUNTS[0]!
 const BUNDLER = DEV_ACCOUNTS[4]!
-const OWNERS = [DEV_ACCOUNTS[1]!, DEV_ACCOUNTS[2]!] as const
 const RECEIVER = `0x${'5e'.repeat(20)}` as Address
 
 let devnet: Devnet
 let database: TestDatabase
 let gateway: Gateway
-let accounts: Address[]
+let accounts: SmartAccount[]
 
 const publicClient = () => createPublicClient({ chain: devnetChain, transport: http(devnet.rpcUrl) })
 const walletOf = (account: (typeof DEV_ACCOUNTS)[number]) => createWalletClient({ account, chain: devnetChain, transport: http(devnet.rpcUrl) })
@@ -66,44 +46,19 @@ async function stats(code: string): Promise<Stats | null> {
   return (await response.json()) as Stats
 }
 
-/** A signed v0.7 user operation of a SimpleAccount, packed as handleOps takes it. */
-async function userOperation(sender: Address, owner: (typeof OWNERS)[number], nonce: bigint, callData: Hex) {
-  const operation = {
-    sender,
-    nonce,
-    callData,
-    callGasLimit: 200_000n,
-    verificationGasLimit: 300_000n,
-    preVerificationGas: 60_000n,
-    maxFeePerGas: parseGwei('20'),
-    maxPriorityFeePerGas: parseGwei('1'),
-    signature: '0x' as Hex,
-  }
-  const hash = getUserOperationHash({ userOperation: operation, entryPointAddress: entryPoint07Address, entryPointVersion: '0.7', chainId: CHAIN_ID })
-  return toPackedUserOperation({ ...operation, signature: await owner.signMessage({ message: { raw: hash } }) })
-}
-
-const execute = (target: Address, value: bigint, data: Hex) => encodeFunctionData({ abi: ACCOUNT.abi, functionName: 'execute', args: [target, value, data] })
-
 beforeAll(async () => {
   devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 1_000, flashblockIntervalMs: 100 })
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl })
-  // The EntryPoint at its canonical address: deployed from the artifact, then its code (immutables filled in) placed there.
-  const deployer = walletOf(DEPLOYER)
-  const deployed = await mined(await deployer.deployContract({ abi: ENTRY_POINT.abi, bytecode: ENTRY_POINT.bytecode, gas: 8_000_000n }))
-  // Read at `pending`: the devnet answers a receipt as soon as the transaction is pre-confirmed, before its block seals.
-  const code = await publicClient().getCode({ address: deployed.contractAddress!, blockTag: 'pending' })
-  expect(code).toMatch(/^0x[0-9a-f]{1000,}$/)
-  await anvilCall(devnet.rpcUrl, 'anvil_setCode', [entryPoint07Address, code])
-  const factory = (await mined(await deployer.deployContract({ abi: FACTORY.abi, bytecode: FACTORY.bytecode, args: [entryPoint07Address], gas: 8_000_000n }))).contractAddress!
-  accounts = []
-  for (const [salt, owner] of OWNERS.entries()) {
-    await mined(await deployer.writeContract({ address: factory, abi: FACTORY.abi, functionName: 'createAccount', args: [owner.address, BigInt(salt)], gas: 1_000_000n }))
-    const account = (await publicClient().readContract({ address: factory, abi: FACTORY.abi, functionName: 'getAddress', args: [owner.address, BigInt(salt)], blockTag: 'pending' })) as Address
-    await mined(await deployer.sendTransaction({ to: account, value: parseEther('1') }))
-    accounts.push(account.toLowerCase() as Address)
-  }
+  // The EntryPoint at its canonical address and two funded SimpleAccounts, from the published artifacts.
+  accounts = await deploySmartAccounts({
+    publicClient: publicClient(),
+    walletClient: createWalletClient({ chain: devnetChain, transport: http(devnet.rpcUrl) }),
+    operator: DEPLOYER.address,
+    setCode: (address, code) => anvilCall(devnet.rpcUrl, 'anvil_setCode', [address, code]).then(() => undefined),
+    count: 2,
+    mined,
+  })
 }, 60_000)
 
 afterAll(async () => {
@@ -113,18 +68,19 @@ afterAll(async () => {
 })
 
 test('user operations with suffixes are attributed to their smart accounts, pending first, then confirmed, with their own gas', async () => {
-  const [first, second] = accounts as [Address, Address]
-  const nonceOf = async (account: Address) =>
-    (await publicClient().readContract({ address: entryPoint07Address, abi: entryPoint07Abi, functionName: 'getNonce', args: [account, 0n], blockTag: 'pending' })) as bigint
-  const [firstNonce, secondNonce] = await Promise.all([nonceOf(first), nonceOf(second)])
+  const [firstAccount, secondAccount] = accounts as [SmartAccount, SmartAccount]
+  const [first, second] = [firstAccount.address.toLowerCase() as Address, secondAccount.address.toLowerCase() as Address]
+  const [firstNonce, secondNonce] = await Promise.all([entryPointNonce(publicClient(), first), entryPointNonce(publicClient(), second)])
+  const userOperation = (account: SmartAccount, nonce: bigint, callData: Hex) => signedUserOperation(account, CHAIN_ID, nonce, callData)
+  const execute = executeCall
   const operations = [
     // One account, two operations in the bundle, one code.
-    await userOperation(first, OWNERS[0], firstNonce, concat([execute(RECEIVER, 1n, '0x'), attributionSuffix(['agent_one'])])),
-    await userOperation(first, OWNERS[0], firstNonce + 1n, concat([execute(RECEIVER, 2n, '0x'), attributionSuffix(['agent_one'])])),
+    await userOperation(firstAccount, firstNonce, concat([execute(RECEIVER, 1n, '0x'), attributionSuffix(['agent_one'])])),
+    await userOperation(firstAccount, firstNonce + 1n, concat([execute(RECEIVER, 2n, '0x'), attributionSuffix(['agent_one'])])),
     // An operation whose call reverts (the EntryPoint has no such function): still paid for, still attributed.
-    await userOperation(second, OWNERS[1], secondNonce, concat([execute(entryPoint07Address, 0n, '0xdeadbeef'), attributionSuffix(['agent_two'])])),
+    await userOperation(secondAccount, secondNonce, concat([execute(entryPoint07Address, 0n, '0xdeadbeef'), attributionSuffix(['agent_two'])])),
     // No suffix: not attributed.
-    await userOperation(second, OWNERS[1], secondNonce + 1n, execute(RECEIVER, 3n, '0x')),
+    await userOperation(secondAccount, secondNonce + 1n, execute(RECEIVER, 3n, '0x')),
   ]
 
   // Right after a block is sealed, so that the bundle spends most of a slot pre-confirmed.

@@ -140,7 +140,7 @@ describe('GraphQL builderCode answers what REST answers for the same code', () =
   test('builderCodes(limit) is the REST leaderboard', async () => {
     for (const limit of [1, 2, 10]) {
       const rest = await getJson(`/v1/builder-codes?limit=${limit}`)
-      const answer = await graphql(`{ builderCodes(limit: ${limit}) { code registered transactions userOperations pendingTransactions reach gasUsed lastSeen } }`)
+      const answer = await graphql(`{ builderCodes(limit: ${limit}) { code registered transactions userOperations pendingTransactions reach gasUsed lastSeen onChain { registered owner } } }`)
       expect(answer.errors).toBeUndefined()
       expect(answer.data!.builderCodes).toEqual(
         rest.body.builderCodes.map(({ builderCode, lastSeen, ...entry }: any) => ({ code: builderCode, ...entry, lastSeen: decimal(lastSeen) })),

@@ -7,6 +7,7 @@ import { isClusterWorker, startClusterPrimary, startClusterWorker, workerCount }
 import { attributionSuffix, decodeAttribution } from '../attribution/index.js'
 import { ConfigError, type DevnetConfig, devConfigSchema, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { createDb, DatabaseInUseError, DIRECTORY_LOCK_FILE, lockDirectory, pgliteDirectory } from '../db/index.js'
+import { DEVNET_REGISTRY_ADDRESS } from '../devnet/registry-contract.js'
 import { BASE_TRANSACTIONS_PER_BLOCK, createTrafficGenerator, type Devnet, type FeedFormat, type LoadProfileName, startDevnet } from '../devnet/index.js'
 import { createLogger } from '../logger.js'
 import { startAdminServer } from '../server/admin.js'
@@ -262,6 +263,8 @@ async function dev(flags: Record<string, string | undefined>) {
         'flashblocks-ws': chain.flashblocksUrl,
         'start-block': '0',
         'log-level': logLevel,
+        // The demo traffic deploys a registry there (src/devnet/registry-contract.ts).
+        'builder-code-registry': nonEmpty(flags['builder-code-registry']) ?? nonEmpty(process.env.BUILDER_CODE_REGISTRY) ?? DEVNET_REGISTRY_ADDRESS,
       },
       process.env,
     )

@@ -145,6 +145,8 @@ export const SYNC_KEYS = {
   accountSource: 'account_source',
   /** Bumped by the ingester in the transaction that undoes a reorg; readers drop cached answers on change. */
   reorgEpoch: 'reorg_epoch',
+  /** The registry whose events `builder_code_registry_events` holds, and how far below the index it is read. */
+  builderCodeRegistry: 'builder_code_registry',
 } as const
 
 /** Key/value progress of the single ingester: chain id, first indexed block, safe and finalized heads. */
@@ -234,3 +236,26 @@ export const apiKeys = pgTable(
 )
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect
+
+/**
+ * The events of the on-chain Builder Codes registry (src/attribution/registry.ts), when one is configured:
+ * written by the ingester with their block, deleted with it on a reorg, never pruned by retention (they are
+ * the registry's whole history; blocks below the index are read from the upstream once). Each code's state
+ * is folded from them at read time (resolvers/registry.ts).
+ */
+export const builderCodeRegistryEvents = pgTable(
+  'builder_code_registry_events',
+  {
+    blockNumber: blockNumber('block_number').notNull(),
+    logIndex: integer('log_index').notNull(),
+    blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
+    tokenId: bytea('token_id').notNull(),
+    /** `transfer`, `registered` or `payout`. */
+    kind: text('kind').$type<'transfer' | 'registered' | 'payout'>().notNull(),
+    /** `registered`: the code. */
+    code: text('code'),
+    /** `transfer`: the new owner; `payout`: the payout address. */
+    account: bytea('account'),
+  },
+  (t) => [primaryKey({ columns: [t.blockNumber, t.logIndex] })],
+)

@@ -5,6 +5,7 @@ import {
   type Hex,
   bytesToHex,
   createPublicClient,
+  createTestClient,
   createWalletClient,
   encodeFunctionData,
   getAddress,
@@ -14,7 +15,11 @@ import {
 } from 'viem'
 import { attributionSuffix } from '../attribution/index.js'
 import type { DevnetLogger } from './anvil.js'
+import { entryPoint07Abi, entryPoint07Address } from 'viem/account-abstraction'
+import { registryAbi } from '../attribution/registry.js'
 import { deployToken, tokenAbi } from './contracts.js'
+import { DEVNET_OPERATOR, DEVNET_REGISTRY_ADDRESS, REGISTRY_DEPLOY_BYTECODE } from './registry-contract.js'
+import { deploySmartAccounts, entryPointNonce, executeCall, type SmartAccount, signedUserOperation } from './smart-accounts.js'
 
 export const DEFAULT_TRAFFIC_RATE_PER_SECOND = 4
 /** Dev accounts that send; each has at most one send in flight, so anvil assigns nonces without races. */
@@ -37,6 +42,14 @@ const ATTRIBUTED_SHARE = 0.6
 /** Share of those that also carry a wallet's code, stacked after the agent's, which nobody registered. */
 const STACKED_SHARE = 0.15
 const DEMO_WALLET_CODE = 'demo_wallet'
+/** Smart-account agents (ERC-4337): their user operations go through the operator, bundled. */
+const SMART_AGENTS = 2
+const BUNDLE_INTERVAL_MS = 3_000
+const MAX_OPERATIONS_PER_BUNDLE = 3
+const BUNDLE_GAS = 2_500_000n
+const REGISTRY_GAS = 300_000n
+/** The first of the EOA agents whose codes the demo also registers on chain; the others stay unregistered there. */
+const ON_CHAIN_EOA_AGENTS = 3
 
 export type TrafficGeneratorOptions = {
   rpcUrl: string
@@ -85,6 +98,11 @@ export function createTrafficGenerator({
   let recipients: Address[] = []
   let token: Address | undefined
   const agentCodes = new Map<Address, string>()
+  const testClient = createTestClient({ mode: 'anvil', transport })
+  let smartAccounts: SmartAccount[] = []
+  let bundleTimer: NodeJS.Timeout | undefined
+  let bundling = false
+  let setUp: Promise<void> | null = null
   let lastErrorLogAt = 0
   let suppressedErrors = 0
 
@@ -180,6 +198,8 @@ export function createTrafficGenerator({
       }
     }
     if (stopped) return
+    // The registry, the EntryPoint and the smart accounts take a few blocks: set up behind the EOA traffic.
+    setUp = setUpOperator().catch((error: unknown) => logError(error, 'traffic: smart-account agents and registry not set up'))
     timer = setInterval(() => {
       try {
         tick()
@@ -195,8 +215,90 @@ export function createTrafficGenerator({
   async function stop() {
     stopped = true
     if (timer) clearInterval(timer)
+    if (bundleTimer) clearInterval(bundleTimer)
     timer = undefined
+    bundleTimer = undefined
+    await setUp
     await Promise.allSettled([...inFlight])
+  }
+
+  const mined = (hash: Hex) => publicClient.waitForTransactionReceipt({ hash, timeout: 60_000 })
+
+  /**
+   * The operator's part (a dev account of its own, so that its nonces never race the senders'): deploys the
+   * builder-codes registry as its first contract (where `flashgate dev` looks for it), the EntryPoint and
+   * the smart-account agents, registers some agents' codes on chain, then bundles the agents' user operations.
+   */
+  async function setUpOperator() {
+    const operator = (await walletClient.getAddresses()).map((account) => getAddress(account)).find((account) => account === DEVNET_OPERATOR)
+    if (operator === undefined) {
+      logger.warn({ operator: DEVNET_OPERATOR }, 'traffic: the node does not hold the operator account; no registry or smart accounts')
+      return
+    }
+    let registry: Address | null = null
+    const deployed = await publicClient.getCode({ address: DEVNET_REGISTRY_ADDRESS, blockTag: 'pending' })
+    if (deployed !== undefined && deployed !== '0x') registry = DEVNET_REGISTRY_ADDRESS
+    else if ((await publicClient.getTransactionCount({ address: operator, blockTag: 'pending' })) === 0) {
+      await mined(await walletClient.deployContract({ account: operator, chain: null, abi: registryAbi, bytecode: REGISTRY_DEPLOY_BYTECODE, gas: REGISTRY_GAS * 2n }))
+      registry = DEVNET_REGISTRY_ADDRESS
+      logger.info({ registry }, 'traffic: builder-codes registry deployed')
+    } else logger.warn({}, 'traffic: the operator has sent before; the registry is not where flashgate dev looks, so none is deployed')
+    if (stopped) return
+    smartAccounts = await deploySmartAccounts({
+      publicClient,
+      walletClient,
+      operator,
+      setCode: (address, bytecode) => testClient.setCode({ address, bytecode }),
+      count: SMART_AGENTS,
+      mined,
+    })
+    if (gatewayUrl !== undefined)
+      for (const account of smartAccounts) agentCodes.set(account.address, await registerAgent(gatewayUrl, account.address))
+    logger.info({ accounts: smartAccounts.map((account) => account.address), entryPoint: entryPoint07Address }, 'traffic: smart-account agents deployed')
+    if (registry !== null) {
+      // Some EOA agents and every smart-account agent register on chain; the rest earn nothing yet.
+      const onChain = [...senders.slice(0, ON_CHAIN_EOA_AGENTS), ...smartAccounts.map((account) => account.address)]
+      const sent: Hex[] = []
+      for (const agent of onChain) {
+        const code = agentCodes.get(agent)
+        if (code === undefined) continue
+        const data = encodeFunctionData({ abi: registryAbi, functionName: 'register', args: [code, agent, agent] })
+        sent.push(await walletClient.sendTransaction({ account: operator, chain: null, to: registry, data, gas: REGISTRY_GAS }))
+      }
+      for (const hash of sent) await mined(hash)
+      logger.info({ codes: sent.length }, 'traffic: agents registered on chain')
+    }
+    if (stopped) return
+    const chainId = await publicClient.getChainId()
+    bundleTimer = setInterval(() => {
+      if (bundling || stopped) return
+      bundling = true
+      const bundle = sendBundle(operator, chainId)
+        .catch((error: unknown) => logError(error, 'traffic: bundle failed'))
+        .finally(() => {
+          bundling = false
+          inFlight.delete(bundle)
+        })
+      inFlight.add(bundle)
+    }, BUNDLE_INTERVAL_MS)
+    bundleTimer.unref()
+  }
+
+  /** One `handleOps` of 1 to 3 user operations of the smart-account agents, most of them with a suffix. */
+  async function sendBundle(operator: Address, chainId: number) {
+    const count = 1 + Math.floor(Math.random() * MAX_OPERATIONS_PER_BUNDLE)
+    const nonces = new Map<Address, bigint>()
+    const operations = []
+    for (let index = 0; index < count; index++) {
+      const account = pick(smartAccounts)
+      const nonce = nonces.get(account.address) ?? (await entryPointNonce(publicClient, account.address))
+      nonces.set(account.address, nonce + 1n)
+      const call = executeCall(pick(recipients), BigInt(Math.floor(Math.random() * Number(MAX_VALUE_WEI))), '0x')
+      const suffix = planSuffix(account.address)
+      operations.push(await signedUserOperation(account, chainId, nonce, suffix === undefined ? call : concat([call, suffix])))
+    }
+    const data = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [operations, operator] })
+    await walletClient.sendTransaction({ account: operator, chain: null, to: entryPoint07Address, data, gas: BUNDLE_GAS })
   }
 
   return { start, stop }

@@ -1,4 +1,5 @@
-import type { Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
+import type { Address, Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
+import { registryEvents } from '../attribution/registry.js'
 import { attributedActions } from '../attribution/user-operations.js'
 import { deflateOpen } from '../codecs/deflated.js'
 import { hexToBytea, type LogRow, type schema } from '../db/index.js'
@@ -25,6 +26,8 @@ export type BlockRows = {
   accountChanges: (typeof schema.accountChanges.$inferInsert)[]
   /** One row per (code, transaction) for calldata that ends in an ERC-8021 suffix (DESIGN.md §7). */
   attributions: (typeof schema.attributions.$inferInsert)[]
+  /** Events of the on-chain Builder Codes registry, when one is configured (src/attribution/registry.ts). */
+  registryEvents: (typeof schema.builderCodeRegistryEvents.$inferInsert)[]
 }
 
 export class InconsistentBlockError extends Error {
@@ -45,8 +48,13 @@ export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: Pres
 
 const toNumber = (value: Hex | null | undefined) => Number.parseInt(value ?? '0x0', 16)
 
+export type RowOptions = {
+  /** The on-chain Builder Codes registry whose events are kept; `null` for none. */
+  registry: Address | null
+}
+
 /** Splits a block into table rows: typed columns for what is queried, the upstream's JSON for the rest. */
-export function toRows({ block, receipts, accountChanges }: BlockData): BlockRows {
+export function toRows({ block, receipts, accountChanges }: BlockData, options: RowOptions = { registry: null }): BlockRows {
   const number = toNumber(block.number)
   const timestamp = toNumber(block.timestamp)
   const blockHash = hexToBytea(block.hash)
@@ -125,7 +133,21 @@ export function toRows({ block, receipts, accountChanges }: BlockData): BlockRow
       nonce: Number(change.after.nonce),
     })),
     attributions,
+    registryEvents:
+      options.registry === null ? [] : registryEventRows(registryEvents(options.registry, { number, timestamp }, receipts.flatMap((receipt) => receipt.logs))),
   }
+}
+
+export function registryEventRows(events: ReturnType<typeof registryEvents>): BlockRows['registryEvents'] {
+  return events.map((event) => ({
+    blockNumber: event.blockNumber,
+    logIndex: event.logIndex,
+    blockTimestamp: event.blockTimestamp,
+    tokenId: hexToBytea(event.tokenId),
+    kind: event.kind,
+    code: event.code,
+    account: event.account === null ? null : hexToBytea(event.account),
+  }))
 }
 
 /** A block's receipts answer as stored: an open DEFLATE stream with its length and checksum (codecs/deflated.ts). */

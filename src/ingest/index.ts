@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { BaseError, type Hash, type Hex, RpcError, RpcRequestError, webSocket } from 'viem'
 import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, SYNC_KEYS } from '../db/index.js'
 import type { Upstream } from '../upstream/index.js'
+import { createRegistryFollower, type RegistrySetting } from './registry.js'
 import { type BlockData, InconsistentBlockError, toRows, type RawBlock, type RawReceipt } from './block-data.js'
 import { createBlockFetcher, type UpstreamCapabilities } from './fetch-block.js'
 import { createProgress } from './progress.js'
@@ -38,6 +39,8 @@ export type IngesterConfig = {
   batchSize?: number
   fetchConcurrency?: number
   pollIntervalMs?: number
+  /** The on-chain Builder Codes registry to follow (ingest/registry.ts); `default`: Base's, on its chains. */
+  registry?: RegistrySetting
 }
 
 export type IngesterStatus = {
@@ -80,6 +83,7 @@ export function createIngester(config: IngesterConfig) {
   const capabilities: UpstreamCapabilities = { blockReceipts: true, tracing: true }
   const fetcher = createBlockFetcher({ upstream, capabilities })
   const events = new EventEmitter<IngesterEvents>()
+  const registry = createRegistryFollower({ setting: config.registry === undefined ? 'default' : config.registry, upstream, logger })
   const status: IngesterStatus = {
     running: false,
     leader: false,
@@ -130,6 +134,7 @@ export function createIngester(config: IngesterConfig) {
     if (head !== null && known !== null && head.number > known) events.emit('head', head)
     if (head !== null) {
       logger.info({ head: head.number }, 'resuming ingest')
+      await registry.start(store, chainId, state.get(SYNC_KEYS.builderCodeRegistry), (state.get(SYNC_KEYS.firstBlock) as number | undefined) ?? 0)
       return head.number + 1
     }
     const upstreamHead = await upstreamNumber()
@@ -138,6 +143,7 @@ export function createIngester(config: IngesterConfig) {
     await store.putSyncState(SYNC_KEYS.chainId, chainId)
     await store.putSyncState(SYNC_KEYS.firstBlock, start)
     await store.putSyncState(SYNC_KEYS.accountSource, 'trace')
+    await registry.start(store, chainId, state.get(SYNC_KEYS.builderCodeRegistry), start)
     logger.info({ chainId, start, upstreamHead }, 'starting a new index')
     return start
   }
@@ -237,7 +243,7 @@ export function createIngester(config: IngesterConfig) {
         let linked = 1
         while (linked < batch.length && batch[linked]!.block.parentHash === batch[linked - 1]!.block.hash) linked++
         const accepted = batch.slice(0, linked)
-        const rows = accepted.map(toRows)
+        const rows = accepted.map((data) => toRows(data, { registry: registry.address() }))
         const tracing = accepted.every((block) => block.accountChanges !== null)
         prefetched = fetchBatch(next + accepted.length, target)
         await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' })
@@ -335,7 +341,8 @@ export function createIngester(config: IngesterConfig) {
           if (head !== null && upstreamHeader?.hash !== head.hash) next = await handleReorg(head)
           else {
             await refreshSafeHeads()
-            await interruptibleSleep(upstream.wsUrl === null ? pollIntervalMs : WS_SAFETY_POLL_MS)
+            // Caught up: a turn of reading the registry below the index, if that is unfinished.
+            if (!(await registry.backfill(store))) await interruptibleSleep(upstream.wsUrl === null ? pollIntervalMs : WS_SAFETY_POLL_MS)
           }
         }
         status.lastError = null

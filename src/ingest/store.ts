@@ -1,7 +1,11 @@
-import { desc, gt, type SQL, sql } from 'drizzle-orm'
-import { byteaToHex, type CopyRows, type DbSession, SYNC_KEYS, schema } from '../db/index.js'
+import { asc, desc, eq, gt, type SQL, sql } from 'drizzle-orm'
+import type { Address, Hex } from 'viem'
+import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
+
+export type { RegistryProgress }
+import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, schema } from '../db/index.js'
 import { notifyChain } from '../db/notifications.js'
-import type { BlockRows } from './block-data.js'
+import { type BlockRows, registryEventRows } from './block-data.js'
 
 function upsertSyncState(key: string, value: unknown): SQL {
   return sql`insert into ${schema.syncState} (${sql.identifier('key')}, ${sql.identifier('value')}) values (${key}, ${JSON.stringify(value)}::jsonb)
@@ -9,7 +13,12 @@ function upsertSyncState(key: string, value: unknown): SQL {
     ${sql.identifier('updated_at')} = (extract(epoch from now()) * 1000)::bigint`
 }
 
+/** Rows per INSERT: well under Postgres' 65,535 parameters at 7 columns. */
+const INSERT_CHUNK_ROWS = 1_000
+
 export type StoredHead = { number: number; hash: `0x${string}` }
+
+
 
 /** The ingester's only door to the database: batched, transactional writes and the reads it needs. */
 export function createStore({ db }: { db: DbSession }) {
@@ -51,6 +60,7 @@ export function createStore({ db }: { db: DbSession }) {
         { table: schema.logs, rows: batch.flatMap((rows) => rows.logs) },
         { table: schema.accountChanges, rows: batch.flatMap((rows) => rows.accountChanges) },
         { table: schema.attributions, rows: batch.flatMap((rows) => rows.attributions) },
+        { table: schema.builderCodeRegistryEvents, rows: batch.flatMap((rows) => rows.registryEvents) },
       ] as CopyRows[],
       [
         ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
@@ -75,6 +85,7 @@ export function createStore({ db }: { db: DbSession }) {
       await tx.delete(schema.transactions).where(gt(schema.transactions.blockNumber, ancestor))
       await tx.delete(schema.accountChanges).where(gt(schema.accountChanges.blockNumber, ancestor))
       await tx.delete(schema.attributions).where(gt(schema.attributions.blockNumber, ancestor))
+      await tx.delete(schema.builderCodeRegistryEvents).where(gt(schema.builderCodeRegistryEvents.blockNumber, ancestor))
       await tx.delete(schema.blocks).where(gt(schema.blocks.number, ancestor))
       await tx
         .insert(schema.syncState)
@@ -85,7 +96,56 @@ export function createStore({ db }: { db: DbSession }) {
     })
   }
 
+  /**
+   * Starts over with `address`: its events are taken from the indexed logs (blocks from `below` up), and
+   * those below are left to the upstream (`addRegistryEvents`). `null` forgets the registry.
+   */
+  async function setRegistry(address: Address | null, below: number) {
+    await db.transaction(async (tx) => {
+      await tx.delete(schema.builderCodeRegistryEvents)
+      if (address !== null) {
+        const { logs } = schema
+        const logRows = await tx
+          .select({ blockNumber: logs.blockNumber, blockTimestamp: logs.blockTimestamp, logIndex: logs.logIndex, topic0: logs.topic0, topic1: logs.topic1, topic2: logs.topic2, topic3: logs.topic3, data: logs.data })
+          .from(logs)
+          .where(eq(logs.address, hexToBytea(address)))
+          .orderBy(asc(logs.blockNumber), asc(logs.logIndex))
+        const events = logRows.flatMap((row) =>
+          registryEvents(address, { number: row.blockNumber, timestamp: row.blockTimestamp }, [
+            {
+              address,
+              topics: [row.topic0, row.topic1, row.topic2, row.topic3].filter((topic) => topic !== null).map((topic) => byteaToHex(topic)) as Hex[],
+              data: byteaToHex(row.data),
+              logIndex: row.logIndex,
+            },
+          ]),
+        )
+        const rows = registryEventRows(events)
+        for (let at = 0; at < rows.length; at += INSERT_CHUNK_ROWS) await tx.insert(schema.builderCodeRegistryEvents).values(rows.slice(at, at + INSERT_CHUNK_ROWS))
+      }
+      const progress: RegistryProgress | null = address === null ? null : { address, below, next: 0 }
+      await tx.execute(upsertSyncState(SYNC_KEYS.builderCodeRegistry, progress))
+    })
+  }
+
+  /** Adds events read from the upstream below the index, and records how far that reading got. */
+  async function addRegistryEvents(rows: BlockRows['registryEvents'], progress: RegistryProgress) {
+    await db.transaction(async (tx) => {
+      for (let at = 0; at < rows.length; at += INSERT_CHUNK_ROWS)
+        await tx.insert(schema.builderCodeRegistryEvents).values(rows.slice(at, at + INSERT_CHUNK_ROWS)).onConflictDoNothing()
+      await tx.execute(upsertSyncState(SYNC_KEYS.builderCodeRegistry, progress))
+    })
+  }
+
+  async function lowestBlock(): Promise<number | null> {
+    const rows = await db.drizzle.select({ number: schema.blocks.number }).from(schema.blocks).orderBy(asc(schema.blocks.number)).limit(1)
+    return rows[0]?.number ?? null
+  }
+
   return {
+    setRegistry,
+    addRegistryEvents,
+    lowestBlock,
     /** Refreshes the planner statistics of the tables a backfill grows. */
     async analyze() {
       await db.query(sql`analyze ${schema.logs}, ${schema.transactions}, ${schema.receipts}, ${schema.blockReceipts}, ${schema.blocks}, ${schema.accountChanges}, ${schema.attributions}`)

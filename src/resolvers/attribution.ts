@@ -6,6 +6,7 @@ import type { SeriesInterval } from '../codecs/index.js'
 import { byteaToHex, type Db, schema } from '../db/index.js'
 import type { PendingBlock, PendingState, PendingTransaction } from '../pending/index.js'
 import type { ChainState } from './chain.js'
+import { createRegistryReader, type RegistryStatus } from './registry.js'
 
 /** Bucket width of each time-series interval, in seconds of chain time. */
 export const SERIES_BUCKET_SECONDS: Record<SeriesInterval, number> = { minute: 60, hour: 3_600, day: 86_400 }
@@ -49,11 +50,23 @@ export type BuilderCodeStats = {
   registered: boolean
   /** The wallet that registered the code here; `null` for a code seen only on chain. */
   walletAddress: Address | null
+  /** What the on-chain Builder Codes registry says of the code; `null` when no registry is followed. */
+  onChain: RegistryStatus | null
   /** The indexed head the figures are consistent with: confirmed up to it, pending above it. */
   head: number | null
   confirmed: AttributionFigures
   pending: AttributionFigures
   series: { interval: SeriesInterval; bucketSeconds: number; points: SeriesPoint[] }
+}
+
+export type BuilderCodeSummary = {
+  builderCode: string
+  /** Registered here (`POST /v1/agents/builder-codes`). */
+  registered: boolean
+  walletAddress: Address | null
+  /** Found in calldata on chain, confirmed or pending. */
+  seen: boolean
+  onChain: RegistryStatus | null
 }
 
 export type LeaderboardEntry = {
@@ -66,6 +79,8 @@ export type LeaderboardEntry = {
   reach: number
   gasUsed: string
   lastSeen: number | null
+  /** What the on-chain registry says of the code; `null` when no registry is followed. */
+  onChain: RegistryStatus | null
 }
 
 const EMPTY_FIGURES: AttributionFigures = {
@@ -92,6 +107,7 @@ type PendingAttribution = { block: PendingBlock; action: AttributedAction }
  * while its block moves from pending to confirmed.
  */
 export function createAttributionResolvers({ db, chain, pending }: { db: Db; chain: ChainState; pending: PendingState | null }) {
+  const registry = createRegistryReader({ db, chain })
   // Pre-confirmed transactions are immutable objects: decode each one once, and again only when its receipt
   // arrives (it gives the operations' gas, and drops operations of a bundle that reverted).
   const decodedTransactions = new WeakMap<PendingTransaction, { withReceipt: boolean; actions: AttributedAction[] }>()
@@ -255,21 +271,43 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
     const head = view.head?.number ?? -1
     const pendingFor = pendingAttributions(head).filter((attributed) => attributed.action.attribution.codes.includes(code))
     const endTimestamp = Math.max(view.head?.timestamp ?? 0, ...pendingFor.map(({ block }) => Number(block.header.timestamp)))
-    const [wallet, confirmed, seriesPoints] = await Promise.all([
+    const [wallet, confirmed, seriesPoints, onChain] = await Promise.all([
       walletOf(code),
       confirmedFigures(code, head),
       series(code, head, endTimestamp, interval, points),
+      registry.registryStatuses([code]).then((statuses) => statuses?.get(code) ?? null),
     ])
-    if (wallet === null && confirmed.transactions + confirmed.userOperations === 0 && pendingFor.length === 0) return null
+    const seen = confirmed.transactions + confirmed.userOperations > 0 || pendingFor.length > 0
+    if (wallet === null && !seen && onChain?.registered !== true) return null
     return {
       builderCode: code,
       registered: wallet !== null,
       walletAddress: wallet,
+      onChain,
       head: view.head?.number ?? null,
       confirmed,
       pending: pendingFigures(code, pendingFor),
       series: { interval, bucketSeconds: SERIES_BUCKET_SECONDS[interval], points: seriesPoints },
     }
+  }
+
+  /**
+   * A code as `GET /v1/builder-codes/{code}` shows it: who registered it here, what the on-chain registry
+   * says, and whether it was seen in calldata; `null` for a code unknown to all three.
+   */
+  async function builderCode(code: string): Promise<BuilderCodeSummary | null> {
+    const view = await chain.view()
+    const head = view.head?.number ?? -1
+    const [wallet, seenRows, onChain] = await Promise.all([
+      walletOf(code),
+      db.query<{ one: number }>(
+        sql`select 1 as one from ${schema.attributions} where ${schema.attributions.code} = ${code} and ${schema.attributions.blockNumber} <= ${head} limit 1`,
+      ),
+      registry.registryStatuses([code]).then((statuses) => statuses?.get(code) ?? null),
+    ])
+    const seen = seenRows.length > 0 || pendingAttributions(head).some(({ action }) => action.attribution.codes.includes(code))
+    if (wallet === null && !seen && onChain?.registered !== true) return null
+    return { builderCode: code, registered: wallet !== null, walletAddress: wallet, seen, onChain }
   }
 
   /** Codes ranked by transactions (confirmed plus pending), registered here or not. */
@@ -308,15 +346,19 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
       reach: row.reach,
       gasUsed: row.gas_used,
       lastSeen: Number(row.last_seen),
+      onChain: null,
     }))
     const listed = new Set(entries.map((entry) => entry.builderCode))
     for (const [code, count] of pendingByCode) {
       if (listed.has(code)) continue
-      entries.push({ builderCode: code, registered: (await walletOf(code)) !== null, transactions: 0, userOperations: 0, pendingTransactions: count, reach: 0, gasUsed: '0', lastSeen: null })
+      entries.push({ builderCode: code, registered: (await walletOf(code)) !== null, transactions: 0, userOperations: 0, pendingTransactions: count, reach: 0, gasUsed: '0', lastSeen: null, onChain: null })
     }
     const total = (entry: LeaderboardEntry) => entry.transactions + entry.userOperations + entry.pendingTransactions
-    return entries.sort((a, b) => total(b) - total(a) || a.builderCode.localeCompare(b.builderCode)).slice(0, limit)
+    const ranked = entries.sort((a, b) => total(b) - total(a) || a.builderCode.localeCompare(b.builderCode)).slice(0, limit)
+    const statuses = await registry.registryStatuses(ranked.map((entry) => entry.builderCode))
+    for (const entry of ranked) entry.onChain = statuses?.get(entry.builderCode) ?? null
+    return ranked
   }
 
-  return { builderCodeStats, builderCodeLeaderboard }
+  return { builderCode, builderCodeStats, builderCodeLeaderboard }
 }

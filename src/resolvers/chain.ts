@@ -1,3 +1,4 @@
+import type { RegistryProgress } from '../attribution/registry.js'
 import { desc, eq, inArray } from 'drizzle-orm'
 import type { Hash } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
@@ -17,6 +18,10 @@ export type ChainView = {
   finalized: number | null
   /** `trace` when `account_changes` are complete for the indexed range (see resolvers/accounts.ts). */
   accountSource: 'trace' | 'read-through'
+  /** Bumped by each reorg the ingester undoes. */
+  reorgEpoch: number
+  /** The on-chain Builder Codes registry followed, and how much of it below the index is read; `null` for none. */
+  registry: RegistryProgress | null
 }
 
 export type ChainState = {
@@ -75,6 +80,8 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
       safe: capped(state.get(SYNC_KEYS.safe)),
       finalized: capped(state.get(SYNC_KEYS.finalized)),
       accountSource: accountSource === 'trace' ? 'trace' : 'read-through',
+      reorgEpoch: Number(epoch),
+      registry: (stateRows.find((row) => row.key === SYNC_KEYS.builderCodeRegistry)?.value as RegistryProgress | null | undefined) ?? null,
     }
   }
 

@@ -132,6 +132,13 @@ export function createRestHandler(config: RestConfig): RestHandler {
     return send(request, response, 200, result)
   }
 
+  async function summary(request: IncomingMessage, response: ServerResponse, code: string) {
+    if (!attributionCode.safeParse(code).success) throw new InvalidBuilderCodeError(`${JSON.stringify(code)} is not a builder code`)
+    const result = await resolvers.builderCode(code)
+    if (result === null) throw new NotFoundError(`builder code ${code} is neither registered here nor on chain, nor seen on chain`)
+    return send(request, response, 200, result)
+  }
+
   async function leaderboard(request: IncomingMessage, response: ServerResponse, query: URLSearchParams) {
     const builderCodes = await resolvers.builderCodeLeaderboard({ limit: parsePositiveInt('limit', query.get('limit'), 100) })
     return send(request, response, 200, { builderCodes })
@@ -155,6 +162,10 @@ export function createRestHandler(config: RestConfig): RestHandler {
     if (path === '/v1/builder-codes') {
       only(request, ['GET'])
       return leaderboard(request, response, url.searchParams)
+    }
+    if (segments.length === 3 && segments[1] === 'builder-codes' && segments[2] !== '') {
+      only(request, ['GET'])
+      return summary(request, response, decodeSegment(segments[2]!))
     }
     if (segments.length === 4 && segments[1] === 'builder-codes' && segments[3] === 'stats') {
       only(request, ['GET'])

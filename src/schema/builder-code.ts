@@ -2,7 +2,7 @@ import type { Address } from 'viem'
 import { attributionCode, SERIES_INTERVALS, type SeriesInterval, walletAddress } from '../codecs/index.js'
 import { InternalError } from '../errors.js'
 import { DEFAULT_LEADERBOARD_SIZE, DEFAULT_SERIES_POINTS, MAX_LEADERBOARD_SIZE, MAX_SERIES_POINTS } from '../resolvers/attribution.js'
-import type { AttributionFigures as Figures, BuilderCodeStats as Stats, LeaderboardEntry, Resolvers, SeriesPoint } from '../resolvers/index.js'
+import type { AttributionFigures as Figures, BuilderCodeStats as Stats, LeaderboardEntry, RegistryStatus, Resolvers, SeriesPoint } from '../resolvers/index.js'
 import { builder } from './builder.js'
 
 const DEFAULT_INTERVAL: SeriesInterval = 'hour'
@@ -13,15 +13,18 @@ export type BuilderCodeShape = {
   /** EIP-55 checksummed; `null` for a code seen on chain that nobody registered here. */
   wallet: Address | null
   stats: (options: { interval: SeriesInterval; points: number }) => Promise<Stats | null>
+  onChain: () => Promise<RegistryStatus | null>
 }
 
 function builderCodeShape(resolvers: Resolvers, code: string, wallet: Address | null, known?: Stats): BuilderCodeShape {
   const answers = new Map<string, Promise<Stats | null>>()
   const key = (options: { interval: SeriesInterval; points: number }) => `${options.interval}:${options.points}`
   if (known !== undefined) answers.set(key({ interval: DEFAULT_INTERVAL, points: DEFAULT_SERIES_POINTS }), Promise.resolve(known))
+  let onChain: Promise<RegistryStatus | null> | undefined = known === undefined ? undefined : Promise.resolve(known.onChain)
   return {
     code,
     wallet,
+    onChain: () => (onChain ??= resolvers.builderCode(code).then((summary) => summary?.onChain ?? null)),
     stats(options) {
       let answer = answers.get(key(options))
       if (answer === undefined) answers.set(key(options), (answer = resolvers.builderCodeStats(code, options)))
@@ -91,6 +94,22 @@ export const AttributionSeries = builder.objectRef<Stats['series']>('Attribution
   }),
 })
 
+export const BuilderCodeOnChain = builder.objectRef<RegistryStatus>('BuilderCodeOnChain').implement({
+  description:
+    "What the on-chain Builder Codes registry (Base's ERC-721, `--builder-code-registry`) says of a code: a code earns only once registered there.",
+  fields: (t) => ({
+    registry: t.expose('registry', { type: 'Address', description: 'The registry followed.' }),
+    validCode: t.exposeBoolean('validCode', { description: 'Whether the registry could hold the code at all: 1 to 32 of `[0-9a-z_]`.' }),
+    registered: t.exposeBoolean('registered'),
+    tokenId: t.expose('tokenId', { type: 'HexData', nullable: true, description: 'The token: the code, left-aligned in 32 bytes.' }),
+    registeredBlock: t.expose('registeredBlock', { type: 'BigInt', nullable: true }),
+    registeredAt: t.expose('registeredAt', { type: 'BigInt', nullable: true, description: 'Block timestamp of the registration, seconds since the Unix epoch.' }),
+    owner: t.expose('owner', { type: 'Address', nullable: true, description: "The token's owner." }),
+    payoutAddress: t.expose('payoutAddress', { type: 'Address', nullable: true }),
+    complete: t.exposeBoolean('complete', { description: "`false` while the registry's events below the index are still being read from the upstream." }),
+  }),
+})
+
 export const BuilderCodeStats = builder.objectRef<Stats>('BuilderCodeStats').implement({
   description:
     'Attribution of a builder code, as `GET /v1/builder-codes/{code}/stats`: confirmed figures up to `head`, pending ones above it ' +
@@ -114,6 +133,12 @@ export const BuilderCode = builder.objectRef<BuilderCodeShape>('BuilderCode').im
     code: t.exposeString('code'),
     wallet: t.expose('wallet', { type: 'Address', nullable: true, description: 'The wallet that registered the code here; `null` if nobody did.' }),
     registered: t.boolean({ resolve: (code) => code.wallet !== null }),
+    onChain: t.field({
+      type: BuilderCodeOnChain,
+      nullable: true,
+      description: 'The on-chain registry\'s word on the code; `null` when no registry is followed.',
+      resolve: (code) => code.onChain(),
+    }),
     stats: t.field({
       type: BuilderCodeStats,
       args: {
@@ -146,6 +171,7 @@ export const BuilderCodeRank = builder.objectRef<LeaderboardEntry>('BuilderCodeR
     reach: t.exposeInt('reach', { description: 'Distinct senders of the confirmed transactions.' }),
     gasUsed: t.expose('gasUsed', { type: 'BigInt' }),
     lastSeen: t.expose('lastSeen', { type: 'BigInt', nullable: true, description: 'Block timestamp of the last confirmed transaction.' }),
+    onChain: t.expose('onChain', { type: BuilderCodeOnChain, nullable: true, description: 'The on-chain registry\'s word on the code; `null` when no registry is followed.' }),
   }),
 })
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { registryDecodeFailures } from '../attribution/registry.js'
 import { userOperationDecodeFailures } from '../attribution/user-operations.js'
 import type { RedisStatus } from '../redis/index.js'
 
@@ -66,6 +67,14 @@ export function createMetrics(sources: MetricsSources = {}) {
     registers: [registry],
     collect() {
       for (const [part, count] of Object.entries(userOperationDecodeFailures)) this.set({ part }, count)
+    },
+  })
+  new Gauge({
+    name: 'flashgate_attribution_registry_decode_failures_total',
+    help: 'Events at the builder-codes registry address that did not decode, or registered a code the registry could not mint: ignored',
+    registers: [registry],
+    collect() {
+      this.set(registryDecodeFailures.events)
     },
   })
   const chain = sources.chain
