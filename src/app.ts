@@ -134,6 +134,7 @@ export async function startGateway({ config, logger, cluster = null }: { config:
       : createFlashblocksFeed({ url: config.flashblocksWs, state: feedState, logger: logger.child({ module: 'flashblocks' }) })
   const resolvers = createResolvers({
     db: readDb,
+    entryPoints: config.entryPoints,
     primary: db,
     upstream,
     pending,
@@ -145,7 +146,7 @@ export async function startGateway({ config, logger, cluster = null }: { config:
     redis,
     cluster: redis === null ? link : null,
   })
-  const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize, registry: config.builderCodeRegistry })
+  const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize, registry: config.builderCodeRegistry, entryPoints: config.entryPoints })
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres
   // NOTIFY (below), and subscribers everywhere through `resolvers.events`.
   ingester.events.on('head', (head) => resolvers.notify({ reorg: false, head: head.number }))

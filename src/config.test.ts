@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { describe, expect, test } from 'vitest'
+import { ENTRY_POINTS } from './attribution/user-operations.js'
 import { ConfigError, DEFAULT_DATABASE_URL, devConfigSchema, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from './config.js'
 
 const run = promisify(execFile)
@@ -51,6 +52,7 @@ describe('parseConfig(serveConfigSchema)', () => {
       maxQueryCost: 250_000,
       answerCacheMb: 64,
       builderCodeRegistry: 'default',
+      entryPoints: [...ENTRY_POINTS],
       ingestBatchSize: 100,
       registrationRateLimit: 20,
       logLevel: 'info',
@@ -292,6 +294,10 @@ describe('builder-code registry', () => {
     expect(serveConfig().builderCodeRegistry).toBe('default')
     expect(serveConfig({ 'builder-code-registry': 'off' }).builderCodeRegistry).toBeNull()
     expect(serveConfig({}, { BUILDER_CODE_REGISTRY: '0x000000BC7E6457E610FE52DCC0CA5B3CE59C8E80' }).builderCodeRegistry).toBe('0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80')
+    expect(serveConfig({ 'entry-points': '0.7=0x0000000000000000000000000000000000e0e0e0' }).entryPoints.map((entryPoint) => entryPoint.address)).toEqual([
+      '0x0000000000000000000000000000000000e0e0e0',
+    ])
+    expect(() => serveConfig({ 'entry-points': '0.5=0x0000000000000000000000000000000000e0e0e0' })).toThrow(/--entry-points \(ENTRY_POINTS\) must be canonical or version=address/)
     for (const given of ['0x1234', 'none', '0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80aa'])
       expect(() => serveConfig({ 'builder-code-registry': given })).toThrow(/--builder-code-registry \(BUILDER_CODE_REGISTRY\) must be an address, default or off/)
   })

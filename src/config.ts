@@ -1,3 +1,4 @@
+import { parseEntryPoints } from './attribution/user-operations.js'
 import { z } from 'zod'
 import type { StartBlock } from './ingest/index.js'
 import { LOAD_PROFILES } from './devnet/profile.js'
@@ -95,6 +96,18 @@ export const serveConfigSchema = z.object({
     })
     .default('default')
     .transform((value) => (value === 'off' ? null : value === 'default' ? ('default' as const) : (value.toLowerCase() as `0x${string}`))),
+  // ERC-4337 EntryPoints whose user operations are attributed (src/attribution/user-operations.ts).
+  entryPoints: z
+    .string()
+    .default('canonical')
+    .transform((value, context) => {
+      try {
+        return parseEntryPoints(value)
+      } catch (error) {
+        context.addIssue({ code: 'custom', message: `must be canonical or version=address,… (${(error as Error).message})` })
+        return z.NEVER
+      }
+    }),
   // Keep the newest N blocks, prune older history in the background (src/ingest/retention.ts); absent: keep all.
   retainBlocks: positiveInt.optional(),
   // Endpoint policies (src/policy): the public endpoint's limits, then the dedicated endpoints' ones.
@@ -154,6 +167,7 @@ export const OPTIONS = [
   { key: 'redisPrefix', flag: 'redis-prefix', env: 'REDIS_PREFIX', help: `prefix of flashgate's Redis keys and channels, one per deployment sharing a Redis (default ${DEFAULT_REDIS_PREFIX})` },
   { key: 'startBlock', flag: 'start-block', env: 'START_BLOCK', help: 'first block of a new index: a number or latest-N (default latest-10000)' },
   { key: 'builderCodeRegistry', flag: 'builder-code-registry', env: 'BUILDER_CODE_REGISTRY', help: "on-chain Builder Codes registry whose codes' owners and payout addresses are shown: an address, default (Base's, on Base and Base Sepolia) or off" },
+  { key: 'entryPoints', flag: 'entry-points', env: 'ENTRY_POINTS', help: 'ERC-4337 EntryPoints whose user operations are attributed: canonical (0.6, 0.7, 0.8 at their canonical addresses) or version=address,… (default canonical)' },
   { key: 'retainBlocks', flag: 'retain-blocks', env: 'RETAIN_BLOCKS', help: 'keep the newest N blocks and prune older ones in the background; reads below follow --history (default: keep all)' },
   { key: 'publicRateLimit', flag: 'public-rate-limit', env: 'PUBLIC_RATE_LIMIT', help: 'public endpoint: requests per second per client address, 0 for no limit (default 50)' },
   { key: 'publicMaxBatch', flag: 'public-max-batch', env: 'PUBLIC_MAX_BATCH', help: 'public endpoint: calls per batch (default 100)' },

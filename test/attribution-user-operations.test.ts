@@ -14,7 +14,7 @@ import { deploySmartAccounts, entryPointNonce, executeCall, type SmartAccount, s
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { startTestGateway } from './fixtures/gateway.js'
-import { anvilCall } from './fixtures/sync.js'
+import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const CHAIN_ID = 31337
 const devnetChain = defineChain({ id: CHAIN_ID, name: 'devnet', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } })
@@ -140,4 +140,16 @@ test('user operations with suffixes are attributed to their smart accounts, pend
   const board = (await (await fetch(`${gateway.url}/v1/builder-codes?limit=10`)).json()) as { builderCodes?: unknown[] } | unknown[]
   const entries = (Array.isArray(board) ? board : (board.builderCodes ?? [])) as { builderCode: string; transactions: number; userOperations: number }[]
   expect(entries.find((entry) => entry.builderCode === 'agent_one')).toMatchObject({ transactions: 0, userOperations: 2 })
+
+  // A gateway told that the chain's EntryPoint v0.7 lives elsewhere reads the same bundle for its own suffix only.
+  const elsewhere = await createTestDatabase()
+  const other = await startTestGateway({ upstreamRpc: devnet.rpcUrl, databaseUrl: elsewhere.databaseUrl, entryPoints: '0.7=0x0000000000000000000000000000000000e0e0e0' })
+  try {
+    await waitForSameHead(other, devnet.rpcUrl)
+    expect((await fetch(`${other.url}/v1/builder-codes/agent_one/stats`)).status).toBe(404)
+    expect(((await (await fetch(`${other.url}/v1/builder-codes/bundler_co/stats`)).json()) as Stats).confirmed).toMatchObject({ transactions: 1, userOperations: 0 })
+  } finally {
+    await other.stop()
+    await elsewhere.drop()
+  }
 })

@@ -1,10 +1,12 @@
-import { createWalletClient, http } from 'viem'
+import { createPublicClient, createWalletClient, encodeFunctionData, http } from 'viem'
 import { foundry } from 'viem/chains'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { attributionSuffix } from '../src/attribution/index.js'
+import { registryAbi } from '../src/attribution/registry.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { REGISTRY_DEPLOY_BYTECODE } from '../src/devnet/registry-contract.js'
 import { CHROMIUM_PATH, hasChromium, keepScreenshot, launchChromium, warnIfNoChromium } from './fixtures/browser.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
@@ -71,7 +73,11 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
   beforeAll(async () => {
     anvil = await startAnvil()
     database = await createTestDatabase()
-    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+    // An on-chain builder-codes registry (the devnet's), where the code is registered once it is given.
+    const operator = createWalletClient({ account: DEV_ACCOUNTS[0]!, chain: foundry, transport: http(anvil.rpcUrl) })
+    const client = createPublicClient({ chain: foundry, transport: http(anvil.rpcUrl) })
+    const registry = (await client.waitForTransactionReceipt({ hash: await operator.deployContract({ abi: registryAbi, bytecode: REGISTRY_DEPLOY_BYTECODE }) })).contractAddress!
+    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, builderCodeRegistry: registry })
     const account = DEV_ACCOUNTS[1]!
     const response = await fetch(`${gateway.url}/v1/agents/builder-codes`, {
       method: 'POST',
@@ -79,6 +85,9 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
       body: JSON.stringify({ walletAddress: account.address }),
     })
     code = ((await response.json()) as { builderCode: string }).builderCode
+    await client.waitForTransactionReceipt({
+      hash: await operator.sendTransaction({ to: registry, data: encodeFunctionData({ abi: registryAbi, functionName: 'register', args: [code, account.address, DEV_ACCOUNTS[2]!.address] }) }),
+    })
     const wallet = createWalletClient({ account, chain: foundry, transport: http(anvil.rpcUrl) })
     for (let sent = 0; sent < TRANSACTIONS; sent++)
       await wallet.sendTransaction({ to: `0x${'42'.repeat(20)}`, value: 1_000_000_000_000_000n, dataSuffix: attributionSuffix([code]) })
@@ -103,12 +112,19 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     expect(await page.textContent('#stat-reach')).toBe('1')
     expect(await page.textContent('#stat-value')).toBe('0.003')
     expect(await page.textContent('#stat-pending')).toBe('0')
+    expect(await page.textContent('#stat-roles')).toBe(`code ${TRANSACTIONS}`)
+    // The on-chain registry's word: registered, with its owner and payout address.
+    expect(await page.textContent('#stat-on-chain')).toBe('on chain')
+    expect(await page.textContent('#stat-on-chain-detail')).toMatch(
+      new RegExp(`^Registered on chain in block \\d+ \\(\\d{4}-.*\\); owner ${DEV_ACCOUNTS[1]!.address}, payout ${DEV_ACCOUNTS[2]!.address}\\.$`),
+    )
     // The chart: one bar per minute, and the bars add up to the transactions.
     const bars = await page.$$eval('#chart svg rect.bar', (rects) => rects.map((rect) => Number(rect.getAttribute('data-transactions'))))
     expect(bars).toHaveLength(60)
     expect(bars.reduce((sum, count) => sum + count, 0)).toBe(TRANSACTIONS)
     // The leaderboard lists the code.
     await page.waitForFunction((wanted) => document.querySelector('#leaderboard')?.textContent?.includes(wanted), code)
+    expect(await page.$eval('#leaderboard tr', (row) => row.querySelector('.chain-note')?.textContent)).toBe('on chain')
     await keepScreenshot(page, 'dashboard.png')
 
     // A wallet works as well as a code.

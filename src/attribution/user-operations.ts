@@ -15,7 +15,23 @@ export const ENTRY_POINTS = [
 
 export type EntryPointVersion = (typeof ENTRY_POINTS)[number]['version']
 
-type EntryPoint = (typeof ENTRY_POINTS)[number]
+export type EntryPoint = (typeof ENTRY_POINTS)[number]
+
+/**
+ * The EntryPoints to read, from `--entry-points`: `canonical` (0.6, 0.7 and 0.8 at their canonical
+ * addresses), or a comma-separated list of `version=address` (say `0.7=0x…,0.7=0x…`) for a chain whose
+ * EntryPoints live elsewhere. Throws a RangeError naming what is wrong.
+ */
+export function parseEntryPoints(setting: string): EntryPoint[] {
+  if (setting.trim() === 'canonical') return [...ENTRY_POINTS]
+  return setting.split(',').map((item) => {
+    const [version, address, extra] = item.trim().split('=')
+    const known = ENTRY_POINTS.find((entryPoint) => entryPoint.version === version?.trim())
+    if (known === undefined || extra !== undefined) throw new RangeError(`${JSON.stringify(item.trim())} is not version=address with a version of ${ENTRY_POINTS.map((entryPoint) => entryPoint.version).join(', ')}`)
+    if (!/^0x[0-9a-fA-F]{40}$/.test(address?.trim() ?? '')) throw new RangeError(`${JSON.stringify(address ?? '')} is not an address`)
+    return { ...known, address: address!.trim() as Address } as EntryPoint
+  })
+}
 
 /** Bundles with more operations than this are read up to it: a hostile bundle cannot make ingest loop long. */
 const MAX_OPERATIONS_PER_BUNDLE = 256

@@ -1,6 +1,6 @@
 import type { Address, Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { registryEvents } from '../attribution/registry.js'
-import { attributedActions } from '../attribution/user-operations.js'
+import { attributedActions, ENTRY_POINTS, type EntryPoint } from '../attribution/user-operations.js'
 import { deflateOpen } from '../codecs/deflated.js'
 import { hexToBytea, type LogRow, type schema } from '../db/index.js'
 import { BLOCK_RECEIPTS_DEFLATE_LEVEL, renderBlockReceipts } from '../resolvers/receipt-json.js'
@@ -51,6 +51,8 @@ const toNumber = (value: Hex | null | undefined) => Number.parseInt(value ?? '0x
 export type RowOptions = {
   /** The on-chain Builder Codes registry whose events are kept; `null` for none. */
   registry: Address | null
+  /** The EntryPoints whose user operations are attributed; default: the canonical ones. */
+  entryPoints?: readonly EntryPoint[]
 }
 
 /** Splits a block into table rows: typed columns for what is queried, the upstream's JSON for the rest. */
@@ -88,7 +90,8 @@ export function toRows({ block, receipts, accountChanges }: BlockData, options: 
   block.transactions.forEach((transaction, index) => {
     const receipt = receipts[index]!
     // The transaction's own suffix, and those of the user operations it bundles (src/attribution/user-operations.ts).
-    for (const action of attributedActions(transaction, { gasUsed: receipt.gasUsed, logs: receipt.logs as { address: string; topics: Hex[]; data: Hex }[] })) {
+    const forAttribution = { gasUsed: receipt.gasUsed, logs: receipt.logs as { address: string; topics: Hex[]; data: Hex }[] }
+    for (const action of attributedActions(transaction, forAttribution, options.entryPoints ?? ENTRY_POINTS)) {
       const row = {
         transactionHash: hexToBytea(transaction.hash),
         kind: action.kind,

@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { BaseError, type Hash, type Hex, RpcError, RpcRequestError, webSocket } from 'viem'
 import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, SYNC_KEYS } from '../db/index.js'
 import type { Upstream } from '../upstream/index.js'
+import type { EntryPoint } from '../attribution/user-operations.js'
 import { createRegistryFollower, type RegistrySetting } from './registry.js'
 import { type BlockData, InconsistentBlockError, toRows, type RawBlock, type RawReceipt } from './block-data.js'
 import { createBlockFetcher, type UpstreamCapabilities } from './fetch-block.js'
@@ -41,6 +42,8 @@ export type IngesterConfig = {
   pollIntervalMs?: number
   /** The on-chain Builder Codes registry to follow (ingest/registry.ts); `default`: Base's, on its chains. */
   registry?: RegistrySetting
+  /** The EntryPoints whose user operations are attributed; default: the canonical ones. */
+  entryPoints?: readonly EntryPoint[]
 }
 
 export type IngesterStatus = {
@@ -243,7 +246,7 @@ export function createIngester(config: IngesterConfig) {
         let linked = 1
         while (linked < batch.length && batch[linked]!.block.parentHash === batch[linked - 1]!.block.hash) linked++
         const accepted = batch.slice(0, linked)
-        const rows = accepted.map((data) => toRows(data, { registry: registry.address() }))
+        const rows = accepted.map((data) => toRows(data, { registry: registry.address(), entryPoints: config.entryPoints }))
         const tracing = accepted.every((block) => block.accountChanges !== null)
         prefetched = fetchBatch(next + accepted.length, target)
         await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' })

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { type Address, getAddress, type Hex } from 'viem'
 import type { AttributionRole } from '../attribution/decode.js'
-import { type AttributedAction, attributedActions } from '../attribution/user-operations.js'
+import { type AttributedAction, attributedActions, ENTRY_POINTS, type EntryPoint } from '../attribution/user-operations.js'
 import type { SeriesInterval } from '../codecs/index.js'
 import { byteaToHex, type Db, schema } from '../db/index.js'
 import type { PendingBlock, PendingState, PendingTransaction } from '../pending/index.js'
@@ -106,7 +106,17 @@ type PendingAttribution = { block: PendingBlock; action: AttributedAction }
  * (never stored). Both are taken against one head, so that a transaction is counted in exactly one of them
  * while its block moves from pending to confirmed.
  */
-export function createAttributionResolvers({ db, chain, pending }: { db: Db; chain: ChainState; pending: PendingState | null }) {
+export function createAttributionResolvers({
+  db,
+  chain,
+  pending,
+  entryPoints = ENTRY_POINTS,
+}: {
+  db: Db
+  chain: ChainState
+  pending: PendingState | null
+  entryPoints?: readonly EntryPoint[]
+}) {
   const registry = createRegistryReader({ db, chain })
   // Pre-confirmed transactions are immutable objects: decode each one once, and again only when its receipt
   // arrives (it gives the operations' gas, and drops operations of a bundle that reverted).
@@ -119,6 +129,7 @@ export function createAttributionResolvers({ db, chain, pending }: { db: Db; cha
       const actions = attributedActions(
         { from: transaction.from, to: transaction.to, input: transaction.fields.input as Hex | undefined, value: transaction.fields.value as Hex | undefined },
         withReceipt ? { gasUsed: receipt.gasUsed as Hex, logs: receipt.logs as { address: string; topics: Hex[]; data: Hex }[] } : null,
+        entryPoints,
       )
       decodedTransactions.set(transaction, (decoded = { withReceipt, actions }))
     }

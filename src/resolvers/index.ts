@@ -1,3 +1,4 @@
+import type { EntryPoint } from '../attribution/user-operations.js'
 import type { Logger } from 'pino'
 import type { Hex } from 'viem'
 import { toQuantity } from '../codecs/index.js'
@@ -58,6 +59,8 @@ export type ResolversConfig = {
   redis?: SharedRedis | null
   /** A worker of `serve --workers N`: forwarded nonces are shared through the primary when there is no Redis. */
   cluster?: ClusterLink | null
+  /** The EntryPoints whose user operations are attributed (`--entry-points`); default: the canonical ones. */
+  entryPoints?: readonly EntryPoint[]
   /** Where the subscriptions' event stream reports blocks it could not read (it tries again). */
   logger?: Logger | null
 }
@@ -154,7 +157,7 @@ function createResolverSet(config: ResolversConfig) {
     ...createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock }),
     sending,
     ...createBuilderCodeResolvers({ db, primary: config.primary ?? db }),
-    ...createAttributionResolvers({ db, chain, pending: config.pending ?? null }),
+    ...createAttributionResolvers({ db, chain, pending: config.pending ?? null, entryPoints: config.entryPoints }),
     ...createApiKeyResolvers({ db: config.primary ?? db, redis: config.redis ?? null }),
   }
   return resolvers
