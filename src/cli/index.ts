@@ -263,8 +263,9 @@ async function dev(flags: Record<string, string | undefined>) {
         'flashblocks-ws': chain.flashblocksUrl,
         'start-block': '0',
         'log-level': logLevel,
-        // The demo traffic deploys a registry there (src/devnet/registry-contract.ts).
-        'builder-code-registry': nonEmpty(flags['builder-code-registry']) ?? nonEmpty(process.env.BUILDER_CODE_REGISTRY) ?? DEVNET_REGISTRY_ADDRESS,
+        // The demo traffic deploys a registry there (src/devnet/registry-contract.ts); a load profile does not.
+        'builder-code-registry':
+          nonEmpty(flags['builder-code-registry']) ?? nonEmpty(process.env.BUILDER_CODE_REGISTRY) ?? (devConfig.profile === 'none' ? DEVNET_REGISTRY_ADDRESS : 'off'),
       },
       process.env,
     )
