@@ -3,11 +3,13 @@ import { promisify } from 'node:util'
 import { sql } from 'drizzle-orm'
 import { Attribution } from 'ox/erc8021'
 import { concat, createPublicClient, createWalletClient, type Hex, http } from 'viem'
+import { entryPoint07Abi, entryPoint07Address } from 'viem/account-abstraction'
 import { foundry } from 'viem/chains'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { attributionSuffix } from '../src/attribution/index.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { deploySmartAccounts, entryPointNonce, executeCall, signedUserOperation } from '../src/devnet/smart-accounts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { startTestGateway } from './fixtures/gateway.js'
@@ -147,6 +149,31 @@ describe('schema 2 roles', () => {
     expect(await byRole('role_app')).toEqual({ app: 1, wallet: 0, service: 0, code: 1 })
     expect(await byRole('role_wallet')).toEqual({ app: 0, wallet: 1, service: 0, code: 0 })
     expect(await byRole('role_svc')).toEqual({ app: 0, wallet: 0, service: 1, code: 0 })
+  })
+})
+
+describe('user operations and reorgs', () => {
+  test('a reorg removes the user operations of the blocks it undoes', async () => {
+    const client = createPublicClient({ chain: foundry, transport: http(anvil.rpcUrl) })
+    const walletClient = createWalletClient({ chain: foundry, transport: http(anvil.rpcUrl) })
+    const mined = (hash: Hex) => client.waitForTransactionReceipt({ hash, pollingInterval: 20 })
+    const setCode = async (address: Hex, code: Hex) => void (await anvilCall(anvil.rpcUrl, 'anvil_setCode', [address, code]))
+    const [account] = await deploySmartAccounts({ publicClient: client, walletClient, operator: DEV_ACCOUNTS[0]!.address, setCode, count: 1, mined })
+    const bundle = async () => {
+      const nonce = await entryPointNonce(client, account!.address)
+      const operation = await signedUserOperation(account!, foundry.id, nonce, concat([executeCall(`0x${'55'.repeat(20)}`, 1n, '0x'), attributionSuffix(['reorg_op'])]))
+      await mined(await walletClient.writeContract({ account: DEV_ACCOUNTS[0]!.address, chain: foundry, address: entryPoint07Address, abi: entryPoint07Abi, functionName: 'handleOps', args: [[operation], DEV_ACCOUNTS[0]!.address], gas: 2_000_000n }))
+    }
+    await bundle()
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    const snapshot = await anvilCall<Hex>(anvil.rpcUrl, 'evm_snapshot')
+    await bundle()
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    expect((await getJson('/v1/builder-codes/reorg_op/stats')).body.confirmed).toMatchObject({ userOperations: 2, userOperationReach: 1 })
+    expect(await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])).toBe(true)
+    for (let index = 0; index < 3; index++) await send(4, undefined)
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    expect((await getJson('/v1/builder-codes/reorg_op/stats')).body.confirmed).toMatchObject({ userOperations: 1, userOperationReach: 1 })
   })
 })
 
