@@ -1,4 +1,4 @@
-import { type Address, decodeEventLog, getAddress, type Hex, parseAbi, toEventSelector } from 'viem'
+import { type Address, decodeEventLog, getAddress, type Hex, hexToBigInt, numberToHex, parseAbi, stringToHex, toEventSelector } from 'viem'
 
 /**
  * Base's on-chain Builder Codes registry (base/builder-codes): an ERC-721 whose token id is the code itself,
@@ -38,7 +38,7 @@ export function isRegistryCode(code: string): boolean {
 /** The token id of a registry code: its ASCII bytes left-aligned in 32 bytes (solady's small string). */
 export function registryTokenId(code: string): bigint {
   if (!isRegistryCode(code)) throw new RangeError(`${JSON.stringify(code)} is not a registry code`)
-  return BigInt(`0x${Buffer.from(code, 'ascii').toString('hex').padEnd(64, '0')}`)
+  return hexToBigInt(stringToHex(code, { size: 32 }))
 }
 
 /**
@@ -87,7 +87,7 @@ export function registryEvents(registry: Address, block: { number: number; times
       registryDecodeFailures.events++
       continue
     }
-    const tokenId = `0x${(decoded.args.tokenId as bigint).toString(16).padStart(64, '0')}` as Hex
+    const tokenId = numberToHex(decoded.args.tokenId as bigint, { size: 32 })
     const base = { blockNumber: block.number, logIndex: typeof log.logIndex === 'number' ? log.logIndex : Number(log.logIndex ?? 0), blockTimestamp: block.timestamp, tokenId }
     if (decoded.eventName === 'Transfer') events.push({ ...base, kind: 'transfer', code: null, account: getAddress(decoded.args.to as Address) })
     else if (decoded.eventName === 'CodeRegistered') {

@@ -9,7 +9,3 @@ export function byteaToHex(value: Uint8Array): Hex {
   const buffer = Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength)
   return `0x${buffer.toString('hex')}`
 }
-
-export function optionalByteaToHex(value: Uint8Array | null): Hex | null {
-  return value === null ? null : byteaToHex(value)
-}

@@ -61,7 +61,6 @@ export type DbConfig = {
 
 /** What the ingester reads and writes through: the whole database, or (on Postgres) the session holding the ingest lock. */
 export type DbSession = {
-  kind: 'pglite' | 'postgres'
   drizzle: Drizzle
   /** Runs raw SQL and returns its rows, whatever the driver. */
   query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]>
@@ -144,7 +143,6 @@ async function openPglite(config: DbConfig): Promise<Db> {
     throw error
   }
   const db: Db = {
-    kind: 'pglite',
     drizzle: drizzle as unknown as Drizzle,
     transaction: (work) => drizzle.transaction((tx) => work(tx as unknown as Drizzle)),
     async query(statement) {
@@ -223,7 +221,6 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
   const drizzle = drizzlePostgres(client, { schema })
   const guard = lockSession === null ? null : dialect.sqlToQuery(INGEST_LOCK_GUARD)
   return {
-    kind: 'postgres',
     drizzle: drizzle as unknown as Drizzle,
     async query(statement) {
       return (await drizzle.execute(statement)) as never
@@ -310,7 +307,6 @@ async function openPostgres(config: DbConfig): Promise<Db> {
   let client = openPool()
   let pool = postgresSession(client, null)
   return {
-    kind: 'postgres',
     get drizzle() {
       return pool.drizzle
     },

@@ -149,6 +149,10 @@ async function startRpcServer(port: number, forward: Forward): Promise<RpcServer
       res.end()
     })
   })
+  // Clients keep idle connections for reuse (undici for 4 s by default): a server that closes them first
+  // (Node's default is 5 s) races a request sent on one as it goes, which then fails with ECONNRESET when
+  // the client's event loop lags. The gateway's server does the same (server/index.ts).
+  server.keepAliveTimeout = 65_000
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, LOOPBACK_HOST, () => resolve())

@@ -47,7 +47,6 @@ export type IngesterConfig = {
 }
 
 export type IngesterStatus = {
-  running: boolean
   /** Holds the ingest lock (on Postgres, another process may be the ingester). */
   leader: boolean
   head: number | null
@@ -88,7 +87,6 @@ export function createIngester(config: IngesterConfig) {
   const events = new EventEmitter<IngesterEvents>()
   const registry = createRegistryFollower({ setting: config.registry === undefined ? 'default' : config.registry, upstream, logger })
   const status: IngesterStatus = {
-    running: false,
     leader: false,
     head: null,
     upstreamHead: null,
@@ -373,11 +371,8 @@ export function createIngester(config: IngesterConfig) {
     start() {
       if (loop !== null) return
       stopping = false
-      status.running = true
       subscribeToHeads()
-      loop = run().finally(() => {
-        status.running = false
-      })
+      loop = run()
     },
     /** Resolves once the index holds block `number` (or rejects after `timeoutMs`). */
     async waitForBlock(number: number, timeoutMs = 30_000): Promise<void> {

@@ -1,5 +1,6 @@
 import type { Address, Hex } from 'viem'
 import { REGISTRY_ADDRESSES, registryEvents, REGISTRY_TOPICS } from '../attribution/registry.js'
+import { toQuantity } from '../codecs/index.js'
 import type { Logger } from '../logger.js'
 import type { Upstream } from '../upstream/index.js'
 import { registryEventRows } from './block-data.js'
@@ -46,7 +47,7 @@ export function createRegistryFollower({ setting, upstream, logger }: { setting:
 
   async function logsBetween(from: number, to: number): Promise<UpstreamLog[]> {
     return upstream.request<UpstreamLog[]>('eth_getLogs', [
-      { address, fromBlock: `0x${from.toString(16)}`, toBlock: `0x${to.toString(16)}`, topics: [[REGISTRY_TOPICS.transfer, REGISTRY_TOPICS.registered, REGISTRY_TOPICS.payout]] },
+      { address, fromBlock: toQuantity(from), toBlock: toQuantity(to), topics: [[REGISTRY_TOPICS.transfer, REGISTRY_TOPICS.registered, REGISTRY_TOPICS.payout]] },
     ])
   }
 
@@ -55,7 +56,7 @@ export function createRegistryFollower({ setting, upstream, logger }: { setting:
     for (const log of logs) if (log.blockTimestamp !== undefined) found.set(Number(log.blockNumber), Number(log.blockTimestamp))
     const missing = [...new Set(logs.map((log) => Number(log.blockNumber)))].filter((number) => !found.has(number))
     for (const number of missing) {
-      const block = await upstream.request<{ timestamp: Hex } | null>('eth_getBlockByNumber', [`0x${number.toString(16)}`, false])
+      const block = await upstream.request<{ timestamp: Hex } | null>('eth_getBlockByNumber', [toQuantity(number), false])
       if (block === null) throw new Error(`the upstream has no block ${number}`)
       found.set(number, Number(block.timestamp))
     }

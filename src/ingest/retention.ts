@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import type { Logger } from 'pino'
 import { type Db, SYNC_KEYS, schema } from '../db/index.js'
 import { loggableError } from '../errors.js'
+import { blockTables } from './block-tables.js'
 
 /** How often the pruner looks at the head. */
 const PRUNE_INTERVAL_MS = 2_000
@@ -88,21 +89,17 @@ export function startRetention({
 
   /** Deletes blocks [start, end) and what hangs off them, in one transaction; `cut` is the first block kept. */
   async function deleteBlocks(start: number, end: number, cut: number) {
-    const { logs, receipts, blockReceipts, transactions, accountChanges, blocks } = schema
     await db.transaction(async (tx) => {
-      for (const [table, column] of [
-        [logs, logs.blockNumber],
-        [receipts, receipts.blockNumber],
-        [blockReceipts, blockReceipts.blockNumber],
-        [transactions, transactions.blockNumber],
-      ] as const)
-        await tx.execute(sql`delete from ${table} where ${column} >= ${start} and ${column} < ${end}`)
-      // An account's change below the cut goes only when a newer one, also below the cut, supersedes it.
-      await tx.execute(sql`delete from ${accountChanges} as old
-        where old.block_number >= ${start} and old.block_number < ${end}
-          and exists (select 1 from ${accountChanges} as newer
-                      where newer.address = old.address and newer.block_number > old.block_number and newer.block_number < ${cut})`)
-      await tx.execute(sql`delete from ${blocks} where ${blocks.number} >= ${start} and ${blocks.number} < ${end}`)
+      // The block headers last (COPY order reversed), as a reorg deletes.
+      for (const [, { table, blockNumber, pruning }] of [...blockTables].reverse()) {
+        if (pruning === 'range') await tx.execute(sql`delete from ${table} where ${blockNumber} >= ${start} and ${blockNumber} < ${end}`)
+        // An account's change below the cut goes only when a newer one, also below the cut, supersedes it.
+        else if (pruning === 'superseded')
+          await tx.execute(sql`delete from ${table} as old
+            where old.block_number >= ${start} and old.block_number < ${end}
+              and exists (select 1 from ${table} as newer
+                          where newer.address = old.address and newer.block_number > old.block_number and newer.block_number < ${cut})`)
+      }
     })
   }
 

@@ -6,6 +6,7 @@ export type { RegistryProgress }
 import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, schema } from '../db/index.js'
 import { notifyChain } from '../db/notifications.js'
 import { type BlockRows, registryEventRows } from './block-data.js'
+import { blockTables } from './block-tables.js'
 
 function upsertSyncState(key: string, value: unknown): SQL {
   return sql`insert into ${schema.syncState} (${sql.identifier('key')}, ${sql.identifier('value')}) values (${key}, ${JSON.stringify(value)}::jsonb)
@@ -52,16 +53,7 @@ export function createStore({ db }: { db: DbSession }) {
   async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}) {
     const last = batch[batch.length - 1]!.block
     await db.copyInTransaction(
-      [
-        { table: schema.blocks, rows: batch.map((rows) => rows.block) },
-        { table: schema.transactions, rows: batch.flatMap((rows) => rows.transactions) },
-        { table: schema.receipts, rows: batch.flatMap((rows) => rows.receipts) },
-        { table: schema.blockReceipts, rows: batch.map((rows) => rows.blockReceipts) },
-        { table: schema.logs, rows: batch.flatMap((rows) => rows.logs) },
-        { table: schema.accountChanges, rows: batch.flatMap((rows) => rows.accountChanges) },
-        { table: schema.attributions, rows: batch.flatMap((rows) => rows.attributions) },
-        { table: schema.builderCodeRegistryEvents, rows: batch.flatMap((rows) => rows.registryEvents) },
-      ] as CopyRows[],
+      blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[],
       [
         ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
         notifyChain({ head: last.number, hash: byteaToHex(last.hash) }),
@@ -75,24 +67,25 @@ export function createStore({ db }: { db: DbSession }) {
    */
   async function rewindTo(ancestor: number): Promise<number> {
     return db.transaction(async (tx) => {
-      const answer = (await tx.execute(
-        sql`with gone as (delete from ${schema.logs} where ${schema.logs.blockNumber} > ${ancestor} returning 1) select count(*)::int as count from gone`,
-      )) as unknown as { count: number }[] | { rows: { count: number }[] }
-      // postgres.js answers the rows, PGlite an object holding them.
-      const [removed] = Array.isArray(answer) ? answer : answer.rows
-      await tx.delete(schema.receipts).where(gt(schema.receipts.blockNumber, ancestor))
-      await tx.delete(schema.blockReceipts).where(gt(schema.blockReceipts.blockNumber, ancestor))
-      await tx.delete(schema.transactions).where(gt(schema.transactions.blockNumber, ancestor))
-      await tx.delete(schema.accountChanges).where(gt(schema.accountChanges.blockNumber, ancestor))
-      await tx.delete(schema.attributions).where(gt(schema.attributions.blockNumber, ancestor))
-      await tx.delete(schema.builderCodeRegistryEvents).where(gt(schema.builderCodeRegistryEvents.blockNumber, ancestor))
-      await tx.delete(schema.blocks).where(gt(schema.blocks.number, ancestor))
+      // Logs first, counted; the block headers last (COPY order reversed).
+      let removed = 0
+      for (const [key, { table, blockNumber }] of [...blockTables].reverse()) {
+        if (key !== 'logs') {
+          await tx.delete(table).where(gt(blockNumber, ancestor))
+          continue
+        }
+        const answer = (await tx.execute(
+          sql`with gone as (delete from ${table} where ${blockNumber} > ${ancestor} returning 1) select count(*)::int as count from gone`,
+        )) as unknown as { count: number }[] | { rows: { count: number }[] }
+        // postgres.js answers the rows, PGlite an object holding them.
+        removed = (Array.isArray(answer) ? answer : answer.rows)[0]?.count ?? 0
+      }
       await tx
         .insert(schema.syncState)
         .values({ key: SYNC_KEYS.reorgEpoch, value: 1 })
         .onConflictDoUpdate({ target: schema.syncState.key, set: { value: sql`to_jsonb((${schema.syncState.value}::text)::bigint + 1)` } })
       await tx.execute(notifyChain({ rewoundTo: ancestor }))
-      return removed?.count ?? 0
+      return removed
     })
   }
 
@@ -148,7 +141,7 @@ export function createStore({ db }: { db: DbSession }) {
     lowestBlock,
     /** Refreshes the planner statistics of the tables a backfill grows. */
     async analyze() {
-      await db.query(sql`analyze ${schema.logs}, ${schema.transactions}, ${schema.receipts}, ${schema.blockReceipts}, ${schema.blocks}, ${schema.accountChanges}, ${schema.attributions}`)
+      await db.query(sql`analyze ${sql.join(blockTables.map(([, { table }]) => sql`${table}`), sql`, `)}`)
     },
     head,
     hashesFrom,
