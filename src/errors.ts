@@ -1,6 +1,8 @@
 /**
- * Typed errors, one module (STYLE.md §5). Every error that crosses a boundary is a `FlashgateError` with a
- * literal `name` and an EIP-1474 code; `toJsonRpcError` maps anything else to a masked `-32603`.
+ * Typed errors, one module and one family (STYLE.md §5). Every error that crosses a boundary is a
+ * `FlashgateError` with a literal `name` that carries all its answers: the EIP-1474 code of JSON-RPC (and the
+ * HTTP status of a single call), the HTTP status and stable code of REST, and the `extensions.code` of
+ * GraphQL. `toJsonRpcError`, `toHttpError` and `toGraphQLError` read them; anything else is masked.
  * https://eips.ethereum.org/EIPS/eip-1474#error-codes
  */
 import { GraphQLError } from 'graphql'
@@ -9,9 +11,18 @@ export type JsonRpcErrorObject = { code: number; message: string; data?: unknown
 
 export abstract class FlashgateError extends Error {
   abstract override readonly name: string
+  /** The JSON-RPC (EIP-1474) code. */
   abstract readonly code: number
   /** HTTP status for a single (non-batch) JSON-RPC call; 200 unless a policy says otherwise. */
   readonly httpStatus: number = 200
+  /** REST (`/v1/…`) status; `null`: 400, or `httpStatus` when that is not 200. */
+  readonly restStatus: number | null = null
+  /** REST `error.code`: stable snake_case for clients to branch on. */
+  readonly restCode: string = 'invalid_request'
+  /** GraphQL `extensions.code`; `null`: the GraphQL server masks the error as unexpected. */
+  readonly graphqlCode: string | null = null
+  /** Extra response headers (`allow`, `retry-after`). */
+  readonly headers: Record<string, string> = {}
   readonly data?: unknown
 
   constructor(message: string, options?: { data?: unknown; cause?: unknown }) {
@@ -43,17 +54,20 @@ export class MethodNotFoundError extends FlashgateError {
 
 export class InvalidParamsError extends FlashgateError {
   override readonly name = 'InvalidParamsError'
+  override readonly graphqlCode = 'BAD_USER_INPUT'
   readonly code = -32602
 }
 
 /** A block range or result set larger than the configured limits; the message names a range that fits. */
 export class LimitExceededError extends FlashgateError {
   override readonly name = 'LimitExceededError'
+  override readonly graphqlCode = 'LIMIT_EXCEEDED'
   readonly code = -32602
 }
 
 export class BlockRangeBeyondHeadError extends FlashgateError {
   override readonly name = 'BlockRangeBeyondHeadError'
+  override readonly graphqlCode = 'BLOCK_RANGE_BEYOND_HEAD'
   readonly code = -32602
   constructor() {
     super('block range extends beyond current head block')
@@ -66,6 +80,7 @@ export class BlockRangeBeyondHeadError extends FlashgateError {
  */
 export class InvalidBlockRangeError extends FlashgateError {
   override readonly name = 'InvalidBlockRangeError'
+  override readonly graphqlCode = 'BAD_USER_INPUT'
   readonly code = -32602
   constructor() {
     super('invalid block range params')
@@ -75,6 +90,7 @@ export class InvalidBlockRangeError extends FlashgateError {
 /** geth answers `header not found` for a state read at a block it does not have. */
 export class HeaderNotFoundError extends FlashgateError {
   override readonly name = 'HeaderNotFoundError'
+  override readonly graphqlCode = 'HEADER_NOT_FOUND'
   readonly code = -32000
   constructor(message = 'header not found') {
     super(message)
@@ -83,6 +99,7 @@ export class HeaderNotFoundError extends FlashgateError {
 
 export class UnknownBlockError extends FlashgateError {
   override readonly name = 'UnknownBlockError'
+  override readonly graphqlCode = 'UNKNOWN_BLOCK'
   readonly code = -32000
   constructor() {
     super('unknown block')
@@ -92,6 +109,7 @@ export class UnknownBlockError extends FlashgateError {
 /** The index does not reach back to the requested block (it starts at `--start-block`). */
 export class HistoryUnavailableError extends FlashgateError {
   override readonly name = 'HistoryUnavailableError'
+  override readonly graphqlCode = 'HISTORY_UNAVAILABLE'
   readonly code = -32000
 }
 
@@ -119,8 +137,22 @@ export class RateLimitedError extends FlashgateError {
   override readonly name = 'RateLimitedError'
   readonly code = -32005
   override readonly httpStatus = 429
+  override readonly graphqlCode = 'RATE_LIMITED'
   constructor(readonly retryAfterSeconds: number) {
     super(`rate limit exceeded; retry in ${retryAfterSeconds} s`, { data: { retryAfter: retryAfterSeconds } })
+    this.headers['retry-after'] = String(retryAfterSeconds)
+  }
+}
+
+/** A JSON-RPC endpoint asked with another method than POST: HTTP 405 with `Allow: POST`. */
+export class JsonRpcNeedsPostError extends FlashgateError {
+  override readonly name = 'JsonRpcNeedsPostError'
+  readonly code = -32600
+  override readonly httpStatus = 405
+  override readonly restCode = 'method_not_allowed'
+  constructor() {
+    super('use POST for JSON-RPC')
+    this.headers.allow = 'POST'
   }
 }
 
@@ -135,6 +167,7 @@ export class InternalError extends FlashgateError {
 /** Upstream node failed or is unreachable while serving a read-through. */
 export class UpstreamError extends FlashgateError {
   override readonly name = 'UpstreamError'
+  override readonly graphqlCode = 'UPSTREAM_UNAVAILABLE'
   readonly code = -32603
   constructor(message = 'upstream unavailable', options?: { cause?: unknown }) {
     super(message, options)
@@ -195,47 +228,28 @@ export function toJsonRpcError(error: unknown): JsonRpcErrorObject {
 }
 
 /**
- * `extensions.code` of the expected errors in GraphQL answers, in the style of graphql-yoga and Apollo
- * (`BAD_USER_INPUT` for arguments the client can fix).
- */
-const GRAPHQL_CODES: Record<string, string> = {
-  InvalidParamsError: 'BAD_USER_INPUT',
-  InvalidBlockRangeError: 'BAD_USER_INPUT',
-  BlockRangeBeyondHeadError: 'BLOCK_RANGE_BEYOND_HEAD',
-  LimitExceededError: 'LIMIT_EXCEEDED',
-  HeaderNotFoundError: 'HEADER_NOT_FOUND',
-  UnknownBlockError: 'UNKNOWN_BLOCK',
-  HistoryUnavailableError: 'HISTORY_UNAVAILABLE',
-  UpstreamError: 'UPSTREAM_UNAVAILABLE',
-}
-
-/**
  * Maps a thrown value to a GraphQL error with `extensions.code` (and the JSON-RPC code the same failure
  * has on `/rpc`), or `null` for an unexpected error, which the GraphQL server masks.
  */
 export function toGraphQLError(error: unknown): GraphQLError | null {
-  if (!isFlashgateError(error)) return null
-  const code = GRAPHQL_CODES[error.name]
-  if (code === undefined) return null
-  return new GraphQLError(error.message, { extensions: { code, jsonRpcCode: error.code } })
+  if (!isFlashgateError(error) || error.graphqlCode === null) return null
+  return new GraphQLError(error.message, { extensions: { code: error.graphqlCode, jsonRpcCode: error.code } })
 }
 
 /**
- * Errors of the REST API (`/v1/…`), answered as `{"error":{"code","message"}}` with their HTTP status.
- * `code` is a stable snake_case string for clients to branch on; `message` is for people.
+ * Errors of the REST API (`/v1/…`) and the admin endpoint, answered as `{"error":{"code","message"}}` with
+ * their HTTP status. `restCode` is a stable snake_case string for clients to branch on; `message` is for
+ * people. Their JSON-RPC code is invalid params unless said otherwise.
  */
-export abstract class ApiError extends Error {
-  abstract override readonly name: string
-  abstract readonly status: number
-  abstract readonly code: string
-  /** Extra response headers (`allow`, `retry-after`). */
-  readonly headers: Record<string, string> = {}
+export abstract class ApiError extends FlashgateError {
+  abstract override readonly restStatus: number
+  readonly code: number = -32602
 }
 
 export class InvalidJsonError extends ApiError {
   override readonly name = 'InvalidJsonError'
-  readonly status = 400
-  readonly code = 'invalid_json'
+  override readonly restStatus = 400
+  override readonly restCode = 'invalid_json'
   constructor(message = 'the request body is not valid JSON') {
     super(message)
   }
@@ -244,38 +258,41 @@ export class InvalidJsonError extends ApiError {
 /** A well-formed request whose fields do not validate; the message names the field. */
 export class InvalidRequestBodyError extends ApiError {
   override readonly name = 'InvalidRequestBodyError'
-  readonly status = 400
-  readonly code = 'invalid_request'
+  override readonly restStatus = 400
+  override readonly restCode = 'invalid_request'
 }
 
 export class InvalidAddressError extends ApiError {
   override readonly name = 'InvalidAddressError'
-  readonly status = 400
-  readonly code = 'invalid_address'
+  override readonly restStatus = 400
+  override readonly restCode = 'invalid_address'
 }
 
 export class InvalidBuilderCodeError extends ApiError {
   override readonly name = 'InvalidBuilderCodeError'
-  readonly status = 400
-  readonly code = 'invalid_builder_code'
+  override readonly restStatus = 400
+  override readonly restCode = 'invalid_builder_code'
 }
 
 export class InvalidQueryError extends ApiError {
   override readonly name = 'InvalidQueryError'
-  readonly status = 400
-  readonly code = 'invalid_query'
+  override readonly restStatus = 400
+  override readonly restCode = 'invalid_query'
 }
 
 export class NotFoundError extends ApiError {
   override readonly name = 'NotFoundError'
-  readonly status = 404
-  readonly code = 'not_found'
+  override readonly code = -32601
+  override readonly restStatus = 404
+  override readonly restCode = 'not_found'
 }
 
 export class HttpMethodNotAllowedError extends ApiError {
   override readonly name = 'HttpMethodNotAllowedError'
-  readonly status = 405
-  readonly code = 'method_not_allowed'
+  override readonly code = -32600
+  override readonly httpStatus = 405
+  override readonly restStatus = 405
+  override readonly restCode = 'method_not_allowed'
   constructor(method: string, allowed: string[]) {
     super(`${method} is not allowed here; use ${allowed.join(' or ')}`)
     this.headers.allow = allowed.join(', ')
@@ -284,17 +301,21 @@ export class HttpMethodNotAllowedError extends ApiError {
 
 export class PayloadTooLargeError extends ApiError {
   override readonly name = 'PayloadTooLargeError'
-  readonly status = 413
-  readonly code = 'payload_too_large'
+  override readonly code = -32600
+  override readonly httpStatus = 413
+  override readonly restStatus = 413
+  override readonly restCode = 'payload_too_large'
   constructor(limitBytes: number) {
-    super(`the request body exceeds ${limitBytes} bytes`)
+    super(`request body exceeds ${limitBytes} bytes`)
+    // The rest of an oversized body is not read: the connection cannot carry another request.
+    this.headers.connection = 'close'
   }
 }
 
 export class UnsupportedMediaTypeError extends ApiError {
   override readonly name = 'UnsupportedMediaTypeError'
-  readonly status = 415
-  readonly code = 'unsupported_media_type'
+  override readonly restStatus = 415
+  override readonly restCode = 'unsupported_media_type'
   constructor(contentType: string | undefined) {
     super(`expected content-type application/json, got ${contentType === undefined ? 'none' : JSON.stringify(contentType)}`)
   }
@@ -302,8 +323,8 @@ export class UnsupportedMediaTypeError extends ApiError {
 
 export class DuplicateApiKeyNameError extends ApiError {
   override readonly name = 'DuplicateApiKeyNameError'
-  readonly status = 409
-  readonly code = 'duplicate_name'
+  override readonly restStatus = 409
+  override readonly restCode = 'duplicate_name'
   constructor(keyName: string) {
     super(`an API key named ${JSON.stringify(keyName)} already exists`)
   }
@@ -311,8 +332,9 @@ export class DuplicateApiKeyNameError extends ApiError {
 
 export class TooManyRequestsError extends ApiError {
   override readonly name = 'TooManyRequestsError'
-  readonly status = 429
-  readonly code = 'rate_limited'
+  override readonly code = -32005
+  override readonly restStatus = 429
+  override readonly restCode = 'rate_limited'
   constructor(retryAfterSeconds: number) {
     super(`too many requests from this address; retry in ${retryAfterSeconds} s`)
     this.headers['retry-after'] = String(retryAfterSeconds)
@@ -327,8 +349,9 @@ export type HttpErrorAnswer = { status: number; headers: Record<string, string>;
 
 /** Maps any thrown value to a REST answer; unexpected errors are masked as a 500 (details only in the log). */
 export function toHttpError(error: unknown): HttpErrorAnswer {
-  if (isApiError(error)) return { status: error.status, headers: error.headers, body: { error: { code: error.code, message: error.message } } }
-  if (isFlashgateError(error) && error.code !== -32603)
-    return { status: error.httpStatus === 200 ? 400 : error.httpStatus, headers: {}, body: { error: { code: 'invalid_request', message: error.message } } }
+  if (isFlashgateError(error) && error.code !== -32603) {
+    const status = error.restStatus ?? (error.httpStatus === 200 ? 400 : error.httpStatus)
+    return { status, headers: error.headers, body: { error: { code: error.restCode, message: error.message } } }
+  }
   return { status: 500, headers: {}, body: { error: { code: 'internal_error', message: 'internal error' } } }
 }

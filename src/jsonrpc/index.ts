@@ -159,7 +159,8 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
       const id = Array.isArray(payload)
         ? null
         : (ids?.[0] ?? idSchema.safeParse((payload as { id?: unknown } | null)?.id).data ?? null)
-      return { status: 429, headers: { 'retry-after': String(wait) }, body: failure(id, new RateLimitedError(wait)) }
+      const limited = new RateLimitedError(wait)
+      return { status: limited.httpStatus, headers: limited.headers, body: failure(id, limited) }
     }
     if (Array.isArray(payload)) return handleBatch(payload, local, ids)
     const { response, status } = await handleOne(payload, local, ids?.[0])

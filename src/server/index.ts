@@ -2,7 +2,19 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
-import { InternalError, isFlashgateError, loggableError, PayloadTooLargeError, toJsonRpcError, UnauthorizedError } from '../errors.js'
+import {
+  type FlashgateError,
+  InternalError,
+  isFlashgateError,
+  JsonRpcNeedsPostError,
+  loggableError,
+  NotFoundError,
+  PayloadTooLargeError,
+  RateLimitedError,
+  toHttpError,
+  toJsonRpcError,
+  UnauthorizedError,
+} from '../errors.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
@@ -65,6 +77,17 @@ export type ServerConfig = {
 
 /** What every process answers, an ingest-only one too. */
 const OPERATIONS_PATHS = new Set(['/healthz', '/readyz', '/metrics'])
+
+/** A JSON-RPC error answered before any call runs, in the error's own status and headers (its id unknown). */
+function sendJsonRpcError(request: IncomingMessage, response: ServerResponse, error: FlashgateError, headers: Record<string, string>) {
+  return sendJson(request, response, error.httpStatus, { jsonrpc: '2.0', id: null, error: toJsonRpcError(error) }, { ...headers, ...error.headers })
+}
+
+/** A REST-shaped error (`{"error":{"code","message"}}`) for a path outside the APIs' own handlers. */
+function sendHttpError(request: IncomingMessage, response: ServerResponse, error: FlashgateError) {
+  const answer = toHttpError(error)
+  return sendJson(request, response, answer.status, answer.body, answer.headers)
+}
 
 function sendJson(request: IncomingMessage, response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
   return sendSerialized(request, response, status, JSON.stringify(body), headers)
@@ -182,8 +205,7 @@ export function createServer(config: ServerConfig) {
     try {
       body = await readBody(request, maxBodyBytes)
     } catch (error) {
-      if (error instanceof PayloadTooLargeError)
-        return sendJson(request, response, 413, { jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${maxBodyBytes} bytes` } }, { ...corsHeaders, connection: 'close' })
+      if (error instanceof PayloadTooLargeError) return sendJsonRpcError(request, response, error, corsHeaders)
       return
     }
     const reply = await endpoint.jsonRpc.handle(body, { admit: admitter(endpoint) })
@@ -203,7 +225,7 @@ export function createServer(config: ServerConfig) {
   async function route(request: IncomingMessage, response: ServerResponse) {
     const path = (request.url ?? '/').split('?')[0]!
     if (!servesApis && !OPERATIONS_PATHS.has(path))
-      return sendJson(request, response, 404, { error: { code: 'not_found', message: `this process only ingests (--role ingest): ${path} is served by the serving processes` } })
+      return sendHttpError(request, response, new NotFoundError(`this process only ingests (--role ingest): ${path} is served by the serving processes`))
     // A preflight names no API key to check: answer it before the lookup (https://fetch.spec.whatwg.org/#cors-preflight-fetch).
     if (request.method === 'OPTIONS' && (JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX))) {
       response.writeHead(204, cors.preflight(request))
@@ -217,13 +239,15 @@ export function createServer(config: ServerConfig) {
     }
     if (endpoint !== null) {
       if (request.method === 'POST') return handleJsonRpc(request, response, endpoint)
-      return sendJson(request, response, 405, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'use POST for JSON-RPC' } }, { allow: 'POST', ...cors.headers(request) })
+      return sendJsonRpcError(request, response, new JsonRpcNeedsPostError(), cors.headers(request))
     }
     if (await rest(request, response)) return
     if (path === GRAPHQL_PATH) {
       const wait = await admitter(publicEndpoint(request))(1)
-      if (wait > 0)
-        return sendJson(request, response, 429, { errors: [{ message: `rate limit exceeded; retry in ${wait} s`, extensions: { code: 'RATE_LIMITED' } }] }, { 'retry-after': String(wait) })
+      if (wait > 0) {
+        const limited = new RateLimitedError(wait)
+        return sendJson(request, response, limited.httpStatus, { errors: [{ message: limited.message, extensions: { code: limited.graphqlCode } }] }, limited.headers)
+      }
       return graphql(request, response)
     }
     if (path.startsWith(GRAPHIQL_ASSETS_PATH) && (request.method === 'GET' || request.method === 'HEAD') && (await serveGraphiqlAsset(request, response, path))) return
@@ -236,7 +260,7 @@ export function createServer(config: ServerConfig) {
       const readiness = (await config.readiness?.()) ?? { ready: true, details: {} }
       return sendJson(request, response, readiness.ready ? 200 : 503, { ready: readiness.ready, ...readiness.details })
     }
-    return sendJson(request, response, 404, { error: { code: 'not_found', message: `no route for ${request.method} ${path}` } })
+    return sendHttpError(request, response, new NotFoundError(`no route for ${request.method} ${path}`))
   }
 
   const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES }, (request, response) => {
@@ -244,7 +268,7 @@ export function createServer(config: ServerConfig) {
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
     route(request, response).catch((error: unknown) => {
       logger.error({ err: loggableError(error) }, 'unhandled error in request')
-      if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } })
+      if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) })
       else response.destroy()
     })
   })
