@@ -1,0 +1,243 @@
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { sql } from 'drizzle-orm'
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
+import postgres from 'postgres'
+import { encodeCopy } from './copy.js'
+import * as schema from './schema.js'
+import { type Db, type DbConfig, type DbSession, type Drizzle, dialect, INGEST_LOCK_LOST_SQLSTATE, MIGRATIONS_FOLDER } from './session.js'
+import { noDelayConnections } from './socket.js'
+
+// Postgres through postgres.js: a pool that renews itself after a restart, the ingest lock's own session,
+// and migrations serialised between processes.
+
+/** Serialises `migrate` between processes that share one Postgres (any constant works; this is "flsh"). */
+const MIGRATION_LOCK_ID = 0x666c7368
+const INGEST_LOCK_ID = 0x666c7369
+const DEFAULT_POOL_SIZE = 10
+const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000
+/** How long opening a connection may take; past it a query fails rather than hang while the database is away. */
+const CONNECT_TIMEOUT_S = 10
+/**
+ * Wait before reconnecting after failed connection attempts, in seconds: postgres.js grows it to 20 s,
+ * and requests queue behind it, so a database back after an outage would serve nothing for that long.
+ */
+const reconnectBackoff = (failures: number) => Math.min(0.05 * 2 ** failures, 1)
+/** After a pool connection closes unasked, the pool is replaced this much later (closes in between count once). */
+const POOL_RENEWAL_DELAY_MS = 250
+/** How long queries under way on a replaced pool get to finish, in seconds. */
+const POOL_RETIRE_TIMEOUT_S = 10
+/**
+ * Options of every postgres.js client. `fetch_types` off: postgres.js runs its array-types query on each
+ * new connection and drops the promise, so when that query fails (a connection cut while it starts, as
+ * around a database restart) the rejection is unhandled and Node exits (porsager/postgres#1192, #1223).
+ * No column or parameter here is an array.
+ */
+const CLIENT_OPTIONS = { fetch_types: false, onnotice: () => {} } as const
+
+/** A postgres.js client of one connection whose closes are counted: the ingest lock's session. */
+type WatchedSession = { closes(): number; nextClose(): Promise<void> }
+
+/** SQLSTATE classes and postgres.js codes of errors after which the connection goes away. */
+const CONNECTION_LOST_CODES = new Set(['57P01', '57P02', '57P03', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET', 'EPIPE'])
+/** How long a transaction body waits for its connection to close after an error that announces it. */
+const CLOSE_AFTER_FATAL_ERROR_MS = 5_000
+
+function announcesConnectionLoss(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' && (CONNECTION_LOST_CODES.has(code) || code.startsWith('08'))
+}
+
+/**
+ * Runs a postgres.js transaction body. postgres.js 3.4.9 answers a failed body with a ROLLBACK on the same
+ * connection; when that connection has just closed, the ROLLBACK is written to a null socket from a
+ * setImmediate and the process dies (porsager/postgres#1208, #1154). `begin()` rejects by itself when its
+ * connection closes, so on the watched session a body that failed because the connection went away is
+ * left unsettled, and postgres.js never writes that ROLLBACK.
+ */
+async function transactionBody<result>(work: () => Promise<result>, session: WatchedSession | null): Promise<result> {
+  // A close before the body started was of an earlier connection: this transaction runs on a new one.
+  const closesBefore = session?.closes() ?? 0
+  try {
+    return await work()
+  } catch (error) {
+    if (session === null) throw error
+    let closed = session.closes() > closesBefore
+    if (!closed && announcesConnectionLoss(error)) {
+      let timer: NodeJS.Timeout | undefined
+      closed = await Promise.race([
+        session.nextClose().then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), CLOSE_AFTER_FATAL_ERROR_MS)
+        }),
+      ])
+      clearTimeout(timer)
+    }
+    if (closed) return new Promise<never>(() => {})
+    throw error
+  }
+}
+
+/** Statements, COPY and transactions over one postgres.js client (the pool, or the ingest lock's session). */
+function postgresSession(client: postgres.Sql, lockSession: WatchedSession | null): DbSession {
+  const drizzle = drizzlePostgres(client, { schema })
+  const guard = lockSession === null ? null : dialect.sqlToQuery(INGEST_LOCK_GUARD)
+  return {
+    drizzle: drizzle as unknown as Drizzle,
+    async query(statement) {
+      return (await drizzle.execute(statement)) as never
+    },
+    transaction(work) {
+      return drizzle.transaction((tx) =>
+        transactionBody(async () => {
+          if (lockSession !== null) await tx.execute(INGEST_LOCK_GUARD)
+          return work(tx as unknown as Drizzle)
+        }, lockSession),
+      )
+    },
+    async copyInTransaction(batches, statements = []) {
+      await client.begin((tx) =>
+        transactionBody(async () => {
+          if (guard !== null) await tx.unsafe(guard.sql, guard.params as never[])
+          // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
+          const tables = batches.filter((batch) => batch.rows.length > 0)
+          let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
+          for (let index = 0; next !== null; index++) {
+            const { tableName, columns, format, payload } = next
+            const writable = await tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`).writable()
+            const copied = pipeline(Readable.from([payload]), writable)
+            // Let the payload reach the socket before encoding the next table on this thread.
+            await new Promise<void>((resolve) => setImmediate(resolve))
+            next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
+            await copied
+          }
+          for (const statement of statements) {
+            const query = dialect.sqlToQuery(statement)
+            await tx.unsafe(query.sql, query.params as never[])
+          }
+        }, lockSession),
+      )
+    },
+  }
+}
+
+/** Fails with INGEST_LOCK_LOST_SQLSTATE unless the session running it holds the ingest lock. */
+const INGEST_LOCK_GUARD = sql.raw(`do $$ begin
+  if not exists (select 1 from pg_locks where locktype = 'advisory' and classid = 0 and objid = ${INGEST_LOCK_ID}
+                 and objsubid = 1 and pid = pg_backend_pid() and granted) then
+    raise exception 'this session does not hold the flashgate ingest lock' using errcode = '${INGEST_LOCK_LOST_SQLSTATE}';
+  end if;
+end $$`)
+
+export async function openPostgres(config: DbConfig): Promise<Db> {
+  const statementTimeout = config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
+  if (config.migrate !== false) await migratePostgresOnce(config.databaseUrl)
+  // The pool is replaced, shortly after any of its connections closes: postgres.js 3.4.9 keeps the error
+  // that a dying server sent during a query and hands it to the first query after the reconnect
+  // (porsager/postgres#1223), so a pool that lived through a restart would fail reads long after it.
+  // Its connections are not retired by age (no max_lifetime), so only closes nobody asked for count.
+  let closing = false
+  let renewal: NodeJS.Timeout | null = null
+  function openPool(): postgres.Sql {
+    const created: postgres.Sql = postgres(config.databaseUrl, {
+      max: config.poolSize ?? DEFAULT_POOL_SIZE,
+      ...noDelayConnections(),
+      max_lifetime: 0,
+      connect_timeout: CONNECT_TIMEOUT_S,
+      backoff: reconnectBackoff,
+      ...CLIENT_OPTIONS,
+      onclose: () => {
+        if (created === client) scheduleRenewal()
+      },
+      connection: { statement_timeout: statementTimeout, application_name: 'flashgate' },
+    })
+    return created
+  }
+  function scheduleRenewal() {
+    if (renewal !== null || closing) return
+    renewal = setTimeout(() => {
+      renewal = null
+      if (closing) return
+      const retired = client
+      client = openPool()
+      pool = postgresSession(client, null)
+      // Queries under way finish on the old pool (or fail with it, when the database is away).
+      void retired.end({ timeout: POOL_RETIRE_TIMEOUT_S }).catch(() => {})
+    }, POOL_RENEWAL_DELAY_MS)
+    renewal.unref()
+  }
+  let client = openPool()
+  let pool = postgresSession(client, null)
+  return {
+    get drizzle() {
+      return pool.drizzle
+    },
+    query: (statement) => pool.query(statement),
+    copyInTransaction: (batches, statements) => pool.copyInTransaction(batches, statements),
+    transaction: (work) => pool.transaction(work),
+    async tryIngestLock() {
+      // A client of its own with one connection, not `client.reserve()`: postgres.js reuses a reserved
+      // connection that closed (and crashes writing to it), and retires connections after 30-60 minutes,
+      // which would drop a session lock unnoticed. Here nothing retires the session, and its close is seen.
+      let closes = 0
+      let signalClose = () => {}
+      let nextClose = new Promise<void>((resolve) => {
+        signalClose = resolve
+      })
+      const session = postgres(config.databaseUrl, {
+        max: 1,
+        ...noDelayConnections(),
+        max_lifetime: 0,
+        idle_timeout: 0,
+        connect_timeout: CONNECT_TIMEOUT_S,
+        backoff: reconnectBackoff,
+        ...CLIENT_OPTIONS,
+        onclose: () => {
+          closes++
+          signalClose()
+          nextClose = new Promise<void>((resolve) => {
+            signalClose = resolve
+          })
+        },
+        connection: { statement_timeout: statementTimeout, application_name: 'flashgate-ingest' },
+      })
+      try {
+        const [row] = await session`select pg_try_advisory_lock(${INGEST_LOCK_ID}) as locked`
+        if (row?.locked !== true) {
+          await session.end({ timeout: 5 })
+          return null
+        }
+      } catch (error) {
+        await session.end({ timeout: 1 }).catch(() => {})
+        throw error
+      }
+      return {
+        db: postgresSession(session, { closes: () => closes, nextClose: () => nextClose }),
+        held: () => closes === 0,
+        async release() {
+          // Ending the session releases its advisory locks; an explicit unlock would only add a round trip
+          // (or a wait for a reconnect when the database is gone).
+          await session.end({ timeout: 5 }).catch(() => {})
+        },
+      }
+    },
+    async close() {
+      closing = true
+      if (renewal !== null) clearTimeout(renewal)
+      await client.end({ timeout: 5 })
+    },
+  }
+}
+
+/** Applies migrations on one connection, under an advisory lock so that concurrent starts do not race. */
+async function migratePostgresOnce(databaseUrl: string): Promise<void> {
+  const client = postgres(databaseUrl, { max: 1, ...CLIENT_OPTIONS })
+  try {
+    await client`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
+    await migratePostgres(drizzlePostgres(client), { migrationsFolder: MIGRATIONS_FOLDER })
+    await client`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`
+  } finally {
+    await client.end({ timeout: 5 })
+  }
+}

@@ -1,0 +1,83 @@
+import { dirname, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { SQL } from 'drizzle-orm'
+import { PgDialect, type PgDatabase, type PgQueryResultHKT } from 'drizzle-orm/pg-core'
+import type { CopyRows } from './copy.js'
+import type * as schema from './schema.js'
+
+// What every driver offers (DbSession, Db), the ingest lock's errors, and what the drivers share.
+
+export const MIGRATIONS_FOLDER = resolve(dirname(fileURLToPath(import.meta.url)), '../../drizzle')
+
+export const dialect = new PgDialect()
+
+export type Drizzle = PgDatabase<PgQueryResultHKT, typeof schema>
+
+export type DbConfig = {
+  /** `postgres://…` for Postgres, `memory://` for a throwaway PGlite, anything else is a PGlite directory. */
+  databaseUrl: string
+  poolSize?: number
+  statementTimeoutMs?: number
+  /** `false` for a read replica: a standby cannot be migrated (its primary's migrations reach it by replication). */
+  migrate?: boolean
+}
+
+/** What the ingester reads and writes through: the whole database, or (on Postgres) the session holding the ingest lock. */
+export type DbSession = {
+  drizzle: Drizzle
+  /** Runs raw SQL and returns its rows, whatever the driver. */
+  query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]>
+  /** Bulk-loads rows with COPY, then runs `statements`, all in one transaction. */
+  copyInTransaction(batches: CopyRows[], statements?: SQL[]): Promise<void>
+  /**
+   * Runs `work` in a transaction. On the ingest lock's session, this and `copyInTransaction` first check
+   * that the session still holds the lock, and fail (`isIngestLockLost`) when it does not.
+   */
+  transaction<result>(work: (tx: Drizzle) => Promise<result>): Promise<result>
+}
+
+/**
+ * The one ingester's lock (DESIGN.md §1). On Postgres it is a session-level advisory lock: `db` runs on
+ * that session, so writes happen only while the lock is held (a transaction cannot outlive its session,
+ * and each one checks the lock at its start). A database restart or a dropped connection ends the
+ * session and the lock with it: `held()` turns false and the ingester must acquire it again.
+ */
+export type IngestLock = {
+  db: DbSession
+  /** False once the lock's session has closed (the lock went with it). */
+  held(): boolean
+  release(): Promise<void>
+}
+
+export type Db = DbSession & {
+  /** Tries to become the one ingester; PGlite belongs to one process, which always wins. */
+  tryIngestLock(): Promise<IngestLock | null>
+  close(): Promise<void>
+}
+
+/** SQLSTATE raised by the lock check when the session no longer holds the ingest lock. */
+export const INGEST_LOCK_LOST_SQLSTATE = 'FGL01'
+
+/** The session that wrote for the ingester lost the ingest lock (database restart, dropped connection). */
+export class IngestLockLostError extends Error {
+  override readonly name = 'IngestLockLostError'
+  constructor() {
+    super('the ingest lock was lost (database restart or dropped connection)')
+  }
+}
+
+/** True for an error that means the ingest lock is gone: `IngestLockLostError` or the guard's SQLSTATE. */
+export function isIngestLockLost(error: unknown): boolean {
+  return error instanceof IngestLockLostError || (error as { code?: unknown } | null)?.code === INGEST_LOCK_LOST_SQLSTATE
+}
+
+export function isPostgresUrl(url: string): boolean {
+  return url.startsWith('postgres://') || url.startsWith('postgresql://')
+}
+
+/** The directory of a PGlite `databaseUrl` (a path, or `file://` and a path); `null` for Postgres and `memory://`. */
+export function pgliteDirectory(url: string): string | null {
+  if (isPostgresUrl(url) || url === 'memory://') return null
+  return resolve(url.replace(/^file:\/\//, ''))
+}
+
