@@ -1,3 +1,4 @@
+import { isAddress } from 'viem'
 import { parseEntryPoints } from './attribution/user-operations.js'
 import { z } from 'zod'
 import type { StartBlock } from './ingest/index.js'
@@ -91,7 +92,7 @@ export const serveConfigSchema = z.object({
   // The on-chain Builder Codes registry (src/attribution/registry.ts): an address, `default` (Base's, on Base
   // mainnet and Sepolia; none elsewhere) or `off`.
   builderCodeRegistry: z
-    .union([z.enum(['default', 'off']), z.string().regex(/^0x[0-9a-fA-F]{40}$/, { error: 'must be an address, default or off' })], {
+    .union([z.enum(['default', 'off']), z.string().refine((value) => isAddress(value, { strict: false }), { error: 'must be an address, default or off' })], {
       error: 'must be an address, default or off',
     })
     .default('default')

@@ -1,4 +1,4 @@
-import { type Address, decodeEventLog, decodeFunctionData, getAbiItem, type Hex, toEventSelector } from 'viem'
+import { type Address, decodeEventLog, isAddress, decodeFunctionData, getAbiItem, type Hex, toEventSelector } from 'viem'
 import { entryPoint06Abi, entryPoint06Address, entryPoint07Abi, entryPoint07Address, entryPoint08Abi, entryPoint08Address } from 'viem/account-abstraction'
 import { type DecodedAttribution, decodeAttribution } from './decode.js'
 
@@ -28,7 +28,7 @@ export function parseEntryPoints(setting: string): EntryPoint[] {
     const [version, address, extra] = item.trim().split('=')
     const known = ENTRY_POINTS.find((entryPoint) => entryPoint.version === version?.trim())
     if (known === undefined || extra !== undefined) throw new RangeError(`${JSON.stringify(item.trim())} is not version=address with a version of ${ENTRY_POINTS.map((entryPoint) => entryPoint.version).join(', ')}`)
-    if (!/^0x[0-9a-fA-F]{40}$/.test(address?.trim() ?? '')) throw new RangeError(`${JSON.stringify(address ?? '')} is not an address`)
+    if (!isAddress(address?.trim() ?? '', { strict: false })) throw new RangeError(`${JSON.stringify(address ?? '')} is not an address`)
     return { ...known, address: address!.trim() as Address } as EntryPoint
   })
 }

@@ -3,6 +3,9 @@ import { createRequire } from 'node:module'
 import { createPublicClient, http } from 'viem'
 
 /** How long anvil may take to bind its port and answer `eth_chainId`. */
+/** The mnemonic whose accounts anvil unlocks and funds by default (the devnet's dev accounts). */
+export const DEV_MNEMONIC = 'test test test test test test test test test test test junk'
+
 export const ANVIL_READY_TIMEOUT_MS = 15_000
 /** Pause between readiness probes. */
 const READY_POLL_INTERVAL_MS = 50

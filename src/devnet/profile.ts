@@ -17,7 +17,7 @@ import {
   slice,
 } from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
-import type { DevnetLogger } from './anvil.js'
+import { DEV_MNEMONIC, type DevnetLogger } from './anvil.js'
 import type { JsonRpcRequest, JsonRpcResponse } from './anvil-client.js'
 import { type BaseContracts, type BaseMix, createBaseMix, createRandom } from './base-mix.js'
 import { TOKEN_DEPLOY_BYTECODE } from './contracts.js'
@@ -43,7 +43,6 @@ const PROFILE_SENDERS = 400
 const SENDER_FUNDING_WEI = parseEther('100')
 /** Dev accounts of the test mnemonic that anvil funds (10,000 ETH each). */
 const FUNDED_DEV_ACCOUNTS = 10
-const DEV_MNEMONIC = 'test test test test test test test test test test test junk'
 // Fees as on Base: a base fee far below this cap and a tiny tip.
 const MAX_FEE_PER_GAS = parseGwei('10')
 const MAX_PRIORITY_FEE_PER_GAS = parseGwei('0.001')

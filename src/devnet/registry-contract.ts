@@ -1,6 +1,7 @@
 import { type Address, getContractAddress, type Hex, toFunctionSelector } from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
 import { REGISTRY_TOPICS } from '../attribution/registry.js'
+import { DEV_MNEMONIC } from './anvil.js'
 import { type AsmItem, WORD, assemble, deployCode, emptyRevert, label, push, ref } from './assembler.js'
 
 // The devnet's Builder Codes registry: the events, token ids and rules of Base's (base/builder-codes) in a
@@ -102,7 +103,6 @@ const runtime: AsmItem[] = [
 export const REGISTRY_RUNTIME_BYTECODE: Hex = assemble(runtime)
 export const REGISTRY_DEPLOY_BYTECODE: Hex = deployCode(REGISTRY_RUNTIME_BYTECODE)
 
-const DEV_MNEMONIC = 'test test test test test test test test test test test junk'
 /** The dev account that runs the demo's infrastructure: the registry (its first transaction), the EntryPoint, the bundler. */
 export const DEVNET_OPERATOR: Address = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: 9 }).address
 /** Where the demo's registry lands: the operator's first contract. `flashgate dev` follows it. */
