@@ -1,15 +1,17 @@
 import { sql as drizzleSql } from 'drizzle-orm'
 import type postgres from 'postgres'
-import { deflateOpen } from '../src/codecs/deflated.js'
+import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../src/codecs/segmented.js'
 import type { Db } from '../src/db/index.js'
-import { BLOCK_RECEIPTS_DEFLATE_LEVEL, type ReceiptJsonRow, receiptJsonRows, renderReceipts } from '../src/resolvers/receipt-json.js'
+import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from '../src/db/upgrade.js'
 import type { ScaleLayout } from './scale-layouts.js'
 
 /**
  * Synthetic Base-shaped history, generated inside Postgres (`INSERT … SELECT` over `generate_series`, no
  * round trip per row) into the tables the ingester fills, with the rows it writes (src/ingest/block-data.ts):
- * headers, transactions and receipts as the upstream's JSON, one row per log, the balance and nonce changes
- * of each block, and each block's receipts answer deflated. Every value is a hash of its position (block,
+ * headers as the upstream's JSON, each transaction's keys, one row per log, the balance and nonce changes of
+ * each block, and each block's transactions and receipts answers deflated in segments. The bodies of the
+ * first blocks are generated as the upstream's JSON and rendered by the ingester's own code into templates,
+ * which every later block's rows reuse in turn (same sizes, without rendering 100M logs in Node). Every value is a hash of its position (block,
  * transaction, log), so a run repeats exactly and the parameters of the measured queries can be drawn from
  * the same distributions (the `bench_*` SQL functions below are the one definition of them).
  */
@@ -141,10 +143,12 @@ language sql immutable as $$
   ) accounts
 $$;
 
-create table bench_receipts_template (slot int primary key, deflated bytea not null, plain_length int not null, adler32 bigint not null);
+create table bench_receipts_template (slot int primary key, deflated bytea not null, plain_length int not null, adler32 bigint not null,
+  segment_offsets int[] not null);
+create table bench_transactions_template (like bench_receipts_template);
 `
 
-/** Blocks whose receipts are rendered (by the resolvers' own renderer) and reused, in turn, for every block's row. */
+/** Blocks whose transactions and receipts are rendered (by the ingester's own code) and reused, in turn, for every block's rows. */
 const RECEIPT_TEMPLATES = 16
 
 const BLOCKS = `
@@ -158,7 +162,11 @@ select b, bench_block_hash(b), bench_block_hash(b - 1), bench_timestamp(b), form
 )::json
 from generate_series($1::bigint, $2::bigint) b`
 
-/** Calldata: a selector, then ABI words (addresses, amounts, small integers) repeated to the kind's length. */
+/**
+ * Transactions with their bodies as the upstream's JSON, for the template blocks only (the index keeps bodies
+ * per block, in `block_transactions`). Calldata: a selector, then ABI words (addresses, amounts, small
+ * integers) repeated to the kind's length.
+ */
 const TRANSACTIONS = `
 insert into transactions (hash, block_number, transaction_index, "from", "to", body)
 select x.hash, x.b, x.t, x.sender, x.target, case when x.t = 0 then format(
@@ -185,7 +193,11 @@ cross join lateral (
     case when bench_u(x.k, 36) < 0.5 then '0x0' else '0x1' end as parity
 ) c`
 
-/** Receipts without logs (as stored); the bloom holds about as many random bytes as its logs would set bits. */
+/**
+ * Receipts without logs, as the index stored them before migration 0009, for the template blocks only
+ * (rendered with their logs by the legacy renderer); the bloom holds about as many random bytes as its logs
+ * would set bits.
+ */
 const RECEIPTS = `
 insert into receipts (transaction_hash, block_number, transaction_index, body)
 select x.hash, x.b, x.t, case when x.t = 0 then format(
@@ -286,15 +298,16 @@ cross join lateral (
   select (hashint8extended(h.ak + a.b, 60) & 9223372036854775807)::numeric as balance, (h.ak % 100000) + (a.b - ${FIRST_BLOCK}) / 16 + 1 as nonce, h.ak
 ) v`
 
-/** `--scope logs`: transactions with their keys only, for layouts that join a log's transaction hash from them. */
+/** Each transaction's keys, as the ingester writes them (its body is in `block_transactions`). */
 const TRANSACTION_KEYS = `
-insert into transactions (hash, block_number, transaction_index, "from", "to", body)
-select x.hash, x.b, x.t, x.sender, x.target, '{}'::json from bench_tx_rows($1::bigint, $2::bigint) x`
+insert into transactions (hash, block_number, transaction_index, "from", "to")
+select x.hash, x.b, x.t, x.sender, x.target from bench_tx_rows($1::bigint, $2::bigint) x`
 
-const BLOCK_RECEIPTS = `
-insert into block_receipts (block_number, deflated, plain_length, adler32)
-select b, t.deflated, t.plain_length, t.adler32
-from generate_series($1::bigint, $2::bigint) b join bench_receipts_template t on t.slot = b % ${RECEIPT_TEMPLATES}`
+/** A block's stored answer (`block_receipts` or `block_transactions`), from its template. */
+const fromTemplate = (table: string) => `
+insert into ${table} (block_number, deflated, plain_length, adler32, segment_offsets)
+select b, t.deflated, t.plain_length, t.adler32, t.segment_offsets
+from generate_series($1::bigint, $2::bigint) b join bench_${table.replace('block_', '')}_template t on t.slot = b % ${RECEIPT_TEMPLATES}`
 
 const SYNC_STATE = `
 insert into sync_state (key, value) values ('chain_id', to_jsonb($1::bigint)), ('first_block', to_jsonb($2::bigint)),
@@ -339,14 +352,15 @@ export async function createScaleLoader({
   let next = FIRST_BLOCK
   let templates = false
 
+  /** Everything but the logs; the template blocks' bodies too, the first time. */
   async function otherTables(from: number, to: number): Promise<number> {
     await sql.unsafe(BLOCKS, [from, to])
     if (scope === 'logs') {
       if (layout.logColumns.includes('transaction_hash')) return 0
       return (await sql.unsafe(TRANSACTION_KEYS, [from, to])).count
     }
-    const transactions = await sql.unsafe(TRANSACTIONS, [from, to])
-    await sql.unsafe(RECEIPTS, [from, to])
+    const transactions = await sql.unsafe(templates ? TRANSACTION_KEYS : TRANSACTIONS, [from, to])
+    if (!templates) await sql.unsafe(RECEIPTS, [from, to])
     await sql.unsafe(ACCOUNT_CHANGES, [from, to])
     return transactions.count
   }
@@ -359,10 +373,11 @@ export async function createScaleLoader({
       const to = from + BLOCKS_PER_CHUNK - 1
       await layout.prepare?.(sql, to)
       const [logRows, transactions] = await Promise.all([sql.unsafe(logs, [from, to]), otherTables(from, to)])
-      if (layout.storesBlockReceipts && scope === 'all') {
+      if (scope === 'all') {
         if (!templates) await renderTemplates(sql, db, from)
         templates = true
-        await sql.unsafe(BLOCK_RECEIPTS, [from, to])
+        await sql.unsafe(fromTemplate('block_transactions'), [from, to])
+        await sql.unsafe(fromTemplate('block_receipts'), [from, to])
       }
       await sql.unsafe(SYNC_STATE, [CHAIN_ID, FIRST_BLOCK, to])
       counts.blocks += to - from + 1
@@ -373,14 +388,25 @@ export async function createScaleLoader({
   }
 }
 
-/** Renders the first blocks' receipts answers as the ingester stores them (an open DEFLATE stream and its checksum). */
+/**
+ * Renders the first blocks' transactions and receipts answers as the ingester stores them (open DEFLATE
+ * streams in segments, with length and checksum; src/codecs/segmented.ts), then leaves those blocks as the
+ * ingester would: transaction keys without bodies, and no legacy receipt rows.
+ */
 async function renderTemplates(sql: postgres.Sql, db: Db, firstBlock: number): Promise<void> {
   for (let slot = 0; slot < RECEIPT_TEMPLATES; slot++) {
     const block = firstBlock + slot
-    const rows = await db.query<ReceiptJsonRow>(
-      receiptJsonRows(drizzleSql`receipts.block_number = ${block}`, drizzleSql`logs.block_number = ${block}`),
+    const bodies = await sql<{ body: string }[]>`select body::text as body from transactions where block_number = ${block} order by transaction_index`
+    const receipts = renderReceipts(
+      await db.query<ReceiptJsonRow>(receiptJsonRows(drizzleSql`receipts.block_number = ${block}`, drizzleSql`logs.block_number = ${block}`)),
     )
-    const { stream, length, adler32 } = deflateOpen(`[${renderReceipts(rows).join(',')}]`, BLOCK_RECEIPTS_DEFLATE_LEVEL)
-    await sql`insert into bench_receipts_template ${sql({ slot: block % RECEIPT_TEMPLATES, deflated: stream, plain_length: length, adler32 })}`
+    for (const [table, items] of [['bench_transactions_template', bodies.map((row) => row.body)], ['bench_receipts_template', receipts]] as const) {
+      const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
+      await sql`insert into ${sql(table)} ${sql({ slot: block % RECEIPT_TEMPLATES, deflated: stream, plain_length: length, adler32, segment_offsets: offsets })}`
+    }
   }
+  await sql`update transactions set body = null where body is not null`
+  await sql`delete from receipts`
+  // Nothing of the bodies' dead row versions is left to count in the tables' sizes.
+  await sql`vacuum full transactions, receipts`
 }

@@ -2,7 +2,7 @@ import type postgres from 'postgres'
 import type { LogColumn } from './scale-data.js'
 
 /** The block-keyed tables the ingester writes, each measured on its own. */
-export const BLOCK_TABLES = ['blocks', 'transactions', 'receipts', 'logs', 'block_receipts', 'account_changes'] as const
+export const BLOCK_TABLES = ['blocks', 'transactions', 'block_transactions', 'logs', 'block_receipts', 'account_changes'] as const
 export type BlockTable = (typeof BLOCK_TABLES)[number]
 
 /**
@@ -18,8 +18,6 @@ export type ScaleLayout = {
   /** Where the generated logs go, and which of their columns it stores. */
   logsTable: string
   logColumns: readonly LogColumn[]
-  /** `false`: no `block_receipts` rows, receipts answers are rendered from the receipt and log rows per request. */
-  storesBlockReceipts: boolean
   /** The relation holding each table's rows (the stored table behind a view). */
   storage: Record<BlockTable, string>
   /** Runs before blocks up to `lastBlock` are written (e.g. to create the partitions they fall in). */
@@ -51,7 +49,6 @@ const current: ScaleLayout = {
   setup: '',
   logsTable: 'logs',
   logColumns: ALL_LOG_COLUMNS,
-  storesBlockReceipts: true,
   storage: SAME_STORAGE,
 }
 
@@ -90,7 +87,6 @@ create index logs_stored_topic0_idx on logs_stored (topic0, block_number);
 ${LOGS_VIEW}`,
   logsTable: 'logs_stored',
   logColumns: LEAN_LOG_COLUMNS_LIST,
-  storesBlockReceipts: true,
   storage: { ...SAME_STORAGE, logs: 'logs_stored' },
 }
 
@@ -115,11 +111,11 @@ export const COMPACT_PARTITION_BLOCKS = 10_000
  * few bytes per log: (address, topic0) and (topic0) without the block number (equal keys share one entry and
  * a list of row pointers), and BRIN on the block number instead of the primary key (rows are written in
  * block order, so a block range is a page range). A partition bounds how many row pointers one key's list
- * holds. No stored receipts answers: each is rendered from the rows per request.
+ * holds.
  */
 const compact: ScaleLayout = {
   name: 'compact',
-  summary: `lean's logs partitioned by ${COMPACT_PARTITION_BLOCKS.toLocaleString('en-US')}-block ranges, B-tree (address, topic0) and (topic0) deduplicated, BRIN (block_number) instead of the primary key; no block_receipts`,
+  summary: `lean's logs partitioned by ${COMPACT_PARTITION_BLOCKS.toLocaleString('en-US')}-block ranges, B-tree (address, topic0) and (topic0) deduplicated, BRIN (block_number) instead of the primary key`,
   setup: `
 drop table logs;
 create table logs_stored (${LEAN_LOG_COLUMNS}
@@ -130,7 +126,6 @@ create index logs_stored_block_idx on logs_stored using brin (block_number) with
 ${LOGS_VIEW}`,
   logsTable: 'logs_stored',
   logColumns: LEAN_LOG_COLUMNS_LIST,
-  storesBlockReceipts: false,
   storage: { ...SAME_STORAGE, logs: 'logs_stored' },
   async prepare(sql, lastBlock) {
     const start = lastBlock - (lastBlock % COMPACT_PARTITION_BLOCKS)

@@ -5,7 +5,7 @@ import type { Db } from '../src/db/index.js'
 import { LimitExceededError } from '../src/errors.js'
 import { createResolvers } from '../src/resolvers/index.js'
 import { createRandom, type Random } from '../test/fixtures/random.js'
-import { ADDRESS_KIND, EVENT_SIGNATURE_SALT, EVENT_TOPICS, POPULATION, SYSTEM_ADDRESSES } from './scale-data.js'
+import { ADDRESS_KIND, EVENT_SIGNATURE_SALT, EVENT_TOPICS, POPULATION, SYSTEM_ADDRESSES, TRANSACTIONS_PER_BLOCK } from './scale-data.js'
 import { BLOCK_TABLES, type BlockTable, type ScaleLayout } from './scale-layouts.js'
 
 /** Blocks spanned by the headline `eth_getLogs` (address + topic0), as in issue 14. */
@@ -49,7 +49,7 @@ export type LatencyFigures = {
   pagesReadPerQuery: number
 }
 
-export const QUERY_SERIES = ['headlineLogs', 'topicOnlyLogs', 'blockReceipts', 'accountsHot', 'accountsTail'] as const
+export const QUERY_SERIES = ['headlineLogs', 'topicOnlyLogs', 'blockReceipts', 'transactionByHash', 'receiptByHash', 'accountsHot', 'accountsTail'] as const
 export type QuerySeries = (typeof QUERY_SERIES)[number]
 
 export type TableSize = { tableBytes: number; indexBytes: number; totalBytes: number; bytesPerLog: number; indexes: Record<string, number> }
@@ -141,6 +141,17 @@ export async function measureQueries({
     return () => read({ address: account, block }).then(() => 0)
   }
 
+  /** A look-up by the hash of a transaction drawn at random from the history (wallets poll receipts this way). */
+  const byHash = (read: (hash: Hash) => Promise<unknown>) => async (random: Random) => {
+    const [row] = await sql`select bench_hex(hash) as hex from transactions
+      where block_number = ${blockIn(random, firstBlock, head)} and transaction_index = ${random.int(0, TRANSACTIONS_PER_BLOCK - 1)}`
+    const hash = row!.hex as Hash
+    return async () => {
+      if ((await read(hash)) == null) throw new Error(`transaction ${hash} not found`)
+      return 0
+    }
+  }
+
   const series: Record<QuerySeries, (random: Random) => Promise<() => Promise<number>>> = {
     async headlineLogs(random) {
       const transfers = random.chance(HEADLINE_TRANSFER_SHARE)
@@ -163,6 +174,8 @@ export async function measureQueries({
       // `.bytes` inflates: the JSON a client that does not accept `deflate` is sent.
       return async () => (await resolvers.getBlockReceiptsJson({ block }))!.bytes.length
     },
+    transactionByHash: byHash((hash) => resolvers.getTransaction({ hash })),
+    receiptByHash: byHash((hash) => resolvers.getTransactionReceiptJson({ hash }).then((answer) => answer?.bytes)),
     accountsHot: accountRead(hotAccounts),
     accountsTail: accountRead(tailAccounts),
   }

@@ -1,6 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
-import type { BodyEstimates } from './scale-bodies.js'
 import type { LoadedCounts } from './scale-data.js'
 import type { BlockTable } from './scale-layouts.js'
 import type { LatencyFigures, QuerySeries, TableSize } from './scale-measure.js'
@@ -27,8 +26,6 @@ export type ScaleRun = {
   queries: Partial<Record<QuerySeries, LatencyFigures>>
   /** `EXPLAIN (ANALYZE, BUFFERS)` of a headline and a topic-only query. */
   plans: { headline: string[]; topicOnly: string[] }
-  /** Transaction and receipt bodies stored otherwise: estimates from a sample (scale-bodies.ts). */
-  bodies: BodyEstimates | null
   /** 1-minute load average when the queries started: others share the 2 CPUs, and p99s show it. */
   loadAverageBeforeQueries: number
 }
@@ -63,13 +60,15 @@ export function formatScaleTable(runs: ScaleRun[]): string {
     'B/log',
     'logs',
     'txs',
-    'rcpts',
+    'blk_txs',
     'blk_rcpts',
     'acct',
     'blocks',
     'getLogs addr+t0',
     'topic-only',
     'blockReceipts',
+    'tx by hash',
+    'receipt by hash',
     'acct hot',
     'acct tail',
     'load s',
@@ -81,13 +80,15 @@ export function formatScaleTable(runs: ScaleRun[]): string {
     run.bytesPerLog.toFixed(0),
     run.tables.logs.bytesPerLog.toFixed(0),
     run.tables.transactions.bytesPerLog.toFixed(0),
-    run.tables.receipts.bytesPerLog.toFixed(0),
+    run.tables.block_transactions.bytesPerLog.toFixed(0),
     run.tables.block_receipts.bytesPerLog.toFixed(0),
     run.tables.account_changes.bytesPerLog.toFixed(0),
     run.tables.blocks.bytesPerLog.toFixed(0),
     latency(run.queries.headlineLogs),
     latency(run.queries.topicOnlyLogs),
     latency(run.queries.blockReceipts),
+    latency(run.queries.transactionByHash),
+    latency(run.queries.receiptByHash),
     latency(run.queries.accountsHot),
     latency(run.queries.accountsTail),
     run.cumulativeLoadSeconds.toFixed(0),

@@ -4,7 +4,6 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { createDb, type Db } from '../src/db/index.js'
-import { createRandom } from '../test/fixtures/random.js'
 import { createCleanup } from './cleanup.js'
 import { keptClusterHint, type ScaleCluster, startScaleCluster } from './scale-cluster.js'
 import {
@@ -18,7 +17,6 @@ import {
   TRANSACTIONS_PER_BLOCK,
 } from './scale-data.js'
 import { LAYOUTS, type ScaleLayout } from './scale-layouts.js'
-import { estimateBodies } from './scale-bodies.js'
 import { explainLogQueries, HEADLINE_RANGE_BLOCKS, measureQueries, measureSizes, QUERY_SERIES, TOPIC_ONLY_RANGE_BLOCKS } from './scale-measure.js'
 import { formatScaleTable, type ScaleResults, type ScaleRun, writeScaleResults } from './scale-report.js'
 
@@ -253,7 +251,6 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
   const series = options.scope === 'all' ? QUERY_SERIES : (['headlineLogs', 'topicOnlyLogs'] as const)
   const queries = await measureQueries({ db, sql, firstBlock: FIRST_BLOCK, head, queries: options.queries, seed: options.seed, series })
   const plans = await explainLogQueries(sql, head, FIRST_BLOCK)
-  const bodies = options.scope === 'all' ? await estimateBodies(sql, createRandom(options.seed), FIRST_BLOCK, head) : null
   const run: ScaleRun = {
     layout: layout.name,
     scope: options.scope,
@@ -269,7 +266,6 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
     bytesPerLog: totalBytes / counts.logs,
     queries,
     plans,
-    bodies,
     loadAverageBeforeQueries: Math.round(loadAverage * 100) / 100,
   }
   grower.last = run

@@ -102,7 +102,10 @@ export async function startGateway({ config, logger, cluster = null }: { config:
   checkDeployment(config)
   const hub = cluster?.kind === 'primary' ? cluster.hub : null
   const link = cluster?.kind === 'worker' ? cluster.link : null
-  const db = await createDb({ databaseUrl: config.databaseUrl })
+  const db = await createDb({
+    databaseUrl: config.databaseUrl,
+    upgradeProgress: ({ toBlock, lastBlock }) => logger.info({ module: 'db', toBlock, lastBlock }, 'upgrading the stored bodies of an older index'),
+  })
   // Reads from a streaming replica when one is named; its head is the one this process serves.
   const readDb = config.databaseReadUrl === undefined ? db : await createDb({ databaseUrl: config.databaseReadUrl, migrate: false }).catch(async (error: unknown) => {
     await db.close()

@@ -1,9 +1,11 @@
-import { adler32, inflateAny } from '../src/codecs/deflated.js'
+import { deflateRawSync } from 'node:zlib'
 import { sql } from 'drizzle-orm'
+import { adler32, deflateOpen, inflateAny } from '../src/codecs/deflated.js'
+import { inflateSegment } from '../src/codecs/segmented.js'
 import { numberToHex } from 'viem'
 import { beforeAll, describe, expect, test } from 'vitest'
-import { schema } from '../src/db/index.js'
-import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from '../src/resolvers/receipt-json.js'
+import { SYNC_KEYS, schema } from '../src/db/index.js'
+import { upgradeStorage } from '../src/db/upgrade.js'
 import type { Anvil } from './fixtures/anvil.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { useFollowedChain } from './fixtures/followed-chain.js'
@@ -55,19 +57,26 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
     expect(receipts.filter((receipt) => receipt.contractAddress !== null).length).toBeGreaterThanOrEqual(2)
   })
 
-  test("each block's stored eth_getBlockReceipts answer is, byte for byte, what its receipt and log rows render", async () => {
-    const { blockReceipts, logs, receipts } = schema
-    const stored = await gateway.db.query<{ number: number; deflated: Uint8Array; plainLength: number; adler32: string | number }>(
-      sql`select ${blockReceipts.blockNumber}::int as number, ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength",
-            ${blockReceipts.adler32} as adler32 from ${blockReceipts} order by 1`,
-    )
-    expect(stored.map((row) => row.number)).toEqual(Array.from({ length: facts.head + 1 }, (_, number) => number))
-    for (const { number, deflated, plainLength, adler32: checksum } of stored) {
-      const rows = await gateway.db.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${number}`, sql`${logs.blockNumber} = ${number}`))
-      const text = Buffer.from(`[${renderReceipts(rows).join(',')}]`)
-      expect(inflateAny(deflated).toString('utf8'), `block ${number}`).toBe(text.toString('utf8'))
-      // Stored open, with the length and checksum that let it go out as it is (codecs/deflated.ts).
-      expect({ plainLength, adler32: Number(checksum) }, `block ${number}`).toEqual({ plainLength: text.length, adler32: adler32(text) })
+  test("each block's stored transactions and receipts hold anvil's answers, whole and segment by segment", async () => {
+    for (const table of [schema.blockTransactions, schema.blockReceipts]) {
+      const stored = await gateway.db.query<{ number: number; deflated: Uint8Array; plainLength: number; adler32: string | number; offsets: string }>(
+        sql`select ${table.blockNumber}::int as number, ${table.deflated} as deflated, ${table.plainLength} as "plainLength",
+              ${table.adler32} as adler32, array_to_string(${table.segmentOffsets}, ',') as offsets from ${table} order by 1`,
+      )
+      expect(stored.map((row) => row.number)).toEqual(Array.from({ length: facts.head + 1 }, (_, number) => number))
+      for (const { number, deflated, plainLength, adler32: checksum, offsets: offsetList } of stored) {
+        const offsets = offsetList.split(',').map(Number)
+        const expected =
+          table === schema.blockReceipts
+            ? ((await rpc(anvil.rpcUrl, 'eth_getBlockReceipts', [numberToHex(number)])).result as unknown[])
+            : ((await rpc(anvil.rpcUrl, 'eth_getBlockByNumber', [numberToHex(number), true])).result as { transactions: unknown[] }).transactions
+        const text = inflateAny(deflated)
+        expect(JSON.parse(text.toString('utf8')), `block ${number}`).toEqual(expected)
+        // Stored open, with the length and checksum that let it go out as it is (codecs/deflated.ts).
+        expect({ plainLength, adler32: Number(checksum) }, `block ${number}`).toEqual({ plainLength: text.length, adler32: adler32(text) })
+        const segments = offsets.slice(1).map((end, segment) => inflateSegment<unknown>(deflated.subarray(offsets[segment], end)))
+        expect(segments.flat(), `block ${number}`).toEqual(expected)
+      }
     }
   })
 
@@ -84,10 +93,45 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
     expect(await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toMatchObject({ result: logs.result })
   })
 
-  // Last: it empties block_receipts, as in an index written before that table existed (migration 0003).
-  test('blocks without a stored receipts answer are answered from their rows, as anvil answers', async () => {
-    await gateway.db.query(sql`delete from ${schema.blockReceipts}`)
+  // Last: it turns the index back into the layout of before migration 0009 (a body per transaction and per
+  // receipt), with blocks from before 0003 (no stored receipts answer) and 0004 (a finished stream).
+  test('an index in the older layout is upgraded in place and answers as anvil does', async () => {
+    const { blockReceipts, blockTransactions, receipts, syncState, transactions } = schema
+    for (let number = 0; number <= facts.head; number++) {
+      const [stored] = await gateway.db.query<{ transactions: Uint8Array; receipts: Uint8Array }>(
+        sql`select t.deflated as transactions, r.deflated as receipts from ${blockTransactions} t join ${blockReceipts} r using (block_number) where block_number = ${number}`,
+      )
+      const bodies = JSON.parse(inflateAny(stored!.transactions).toString('utf8')) as Record<string, unknown>[]
+      const answers = JSON.parse(inflateAny(stored!.receipts).toString('utf8')) as Record<string, unknown>[]
+      for (const [index, body] of bodies.entries()) {
+        await gateway.db.query(sql`update ${transactions} set body = ${JSON.stringify(body)}::json where block_number = ${number} and transaction_index = ${index}`)
+        await gateway.db.query(sql`insert into ${receipts} (transaction_hash, block_number, transaction_index, body)
+          select hash, block_number, transaction_index, ${JSON.stringify({ ...answers[index], logs: [] })}::json from ${transactions}
+          where block_number = ${number} and transaction_index = ${index}`)
+      }
+      const text = JSON.stringify(answers)
+      if (number % 3 === 0) await gateway.db.query(sql`delete from ${blockReceipts} where block_number = ${number}`)
+      else if (number % 3 === 1)
+        await gateway.db.query(sql`update ${blockReceipts} set deflated = ${deflateRawSync(text)}, plain_length = null, adler32 = null, segment_offsets = null where block_number = ${number}`)
+      else {
+        // Written between 0004 and 0009: an open stream with its length and checksum, without segments. Kept as it is.
+        const open = deflateOpen(text, 6)
+        await gateway.db.query(
+          sql`update ${blockReceipts} set deflated = ${open.stream}, plain_length = ${open.length}, adler32 = ${open.adler32}, segment_offsets = null where block_number = ${number}`,
+        )
+      }
+    }
+    await gateway.db.query(sql`delete from ${blockTransactions}`)
+    await gateway.db.query(sql`delete from ${syncState} where key = ${SYNC_KEYS.storageVersion}`)
+
+    await upgradeStorage(gateway.db)
     gateway.resolvers.notify({ reorg: true })
+    const [left] = await gateway.db.query<{ receipts: number; bodies: number; blocks: number }>(sql`select
+      (select count(*) from ${receipts})::int as receipts, (select count(*) from ${transactions} where body is not null)::int as bodies,
+      (select count(*) from ${blockTransactions})::int as blocks`)
+    expect(left).toEqual({ receipts: 0, bodies: 0, blocks: facts.head + 1 })
+    const whole = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, wholeChainQueries(facts))
+    expect(whole.errors).toBe(0)
     const queries = Array.from({ length: facts.head + 1 }, (_, number) => ({ method: 'eth_getBlockReceipts', params: [numberToHex(number)] }))
     const outcome = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, queries)
     expect(outcome.errors).toBe(0)

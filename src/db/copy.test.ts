@@ -45,6 +45,22 @@ describe('binary COPY', () => {
     )
   })
 
+  test('integer arrays (segment offsets) round-trip in binary form, empty and null ones included', async () => {
+    const rows = [
+      { blockNumber: 1, deflated: new Uint8Array([1]), plainLength: 1, adler32: 1, segmentOffsets: [0, 5, 2 ** 31 - 1] },
+      { blockNumber: 2, deflated: new Uint8Array([2]), plainLength: 2, adler32: 2, segmentOffsets: [] },
+    ]
+    expect(encodeCopy({ table: schema.blockTransactions, rows }).format).toBe('binary')
+    await testDb().copyInTransaction([
+      { table: schema.blockTransactions, rows },
+      { table: schema.blockReceipts, rows: [{ blockNumber: 3, deflated: new Uint8Array([3]), segmentOffsets: null }] },
+    ])
+    const stored = await testDb().query<{ offsets: string | null }>(sql`
+      select segment_offsets::text as offsets from ${schema.blockTransactions}
+      union all select segment_offsets::text from ${schema.blockReceipts}`)
+    expect(stored.map((row) => row.offsets)).toEqual(['{0,5,2147483647}', '{}', null])
+  })
+
   test('a numeric value that is not a whole number is refused before anything is sent', () => {
     const row = { address: new Uint8Array(20), blockNumber: 1, balanceBefore: '1.5', nonceBefore: 0, balance: '1', nonce: 0 }
     expect(() => encodeCopy({ table: schema.accountChanges, rows: [row] })).toThrow(/whole number/)

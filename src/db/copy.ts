@@ -7,7 +7,9 @@ export type CopyRows<table extends PgTable = PgTable> = { table: table; rows: ta
 export type EncodedCopy = { tableName: string; columns: string; format: 'binary' | 'text'; payload: Uint8Array }
 
 /** Column types with a binary COPY encoding below; a table with any other type is sent as text. */
-const BINARY_TYPES = new Set(['bigint', 'integer', 'bytea', 'json', 'jsonb', 'text', 'numeric'])
+const BINARY_TYPES = new Set(['bigint', 'integer', 'integer[]', 'bytea', 'json', 'jsonb', 'text', 'numeric'])
+/** Postgres' type oid of `integer` (int4), which a binary array names for its elements. */
+const INT4_OID = 23
 /** `numeric(78, 0)` and the like: the binary form carries no precision, Postgres applies the column's. */
 const baseType = (sqlType: string) => sqlType.replace(/\(.*\)$/, '').trim()
 const BINARY_SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1')
@@ -130,6 +132,23 @@ function fieldEncoder(sqlType: string): (writer: Writer, value: unknown) => void
         writer.int32((value as Uint8Array).length)
         writer.bytes(value as Uint8Array)
       }
+    case 'integer[]':
+      // array_send: dimensions, has-nulls flag, element type, then each dimension's length and lower bound,
+      // then the elements, each with its length.
+      return (writer, value) => {
+        const values = value as number[]
+        writer.int32(values.length === 0 ? 12 : 20 + 8 * values.length)
+        writer.int32(values.length === 0 ? 0 : 1)
+        writer.int32(0)
+        writer.int32(INT4_OID)
+        if (values.length === 0) return
+        writer.int32(values.length)
+        writer.int32(1)
+        for (const element of values) {
+          writer.int32(4)
+          writer.int32(element)
+        }
+      }
     case 'json':
       return (writer, value) => writer.text(JSON.stringify(value))
     case 'jsonb':
@@ -176,6 +195,7 @@ function encodeTextValue(value: unknown): string {
   if (value instanceof Uint8Array) return `\\\\x${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`
   if (typeof value === 'number' || typeof value === 'bigint') return String(value)
   if (typeof value === 'string') return escapeText(value)
+  if (Array.isArray(value) && value.every((element) => typeof element === 'number')) return `{${value.join(',')}}`
   return escapeText(JSON.stringify(value))
 }
 

@@ -2,6 +2,7 @@ import { openPglite } from './pglite.js'
 import { openPostgres } from './postgres.js'
 import * as schema from './schema.js'
 import type { Db, DbConfig } from './session.js'
+import { upgradeStorage } from './upgrade.js'
 import { isPostgresUrl } from './session.js'
 
 // The database, whichever driver: PGlite (embedded, the default) or Postgres, chosen once by the URL.
@@ -23,8 +24,18 @@ export {
   pgliteDirectory,
 } from './session.js'
 
-/** Opens the database named by `databaseUrl` and brings its schema up to date. */
+/**
+ * Opens the database named by `databaseUrl` and brings its schema up to date: the migrations, then the
+ * conversion of an older index's stored bodies (upgrade.ts), before anything reads them.
+ */
 export async function createDb(config: DbConfig): Promise<Db> {
   const db = isPostgresUrl(config.databaseUrl) ? await openPostgres(config) : await openPglite(config)
+  if (config.migrate === false) return db
+  try {
+    await upgradeStorage(db, config.upgradeProgress)
+  } catch (error) {
+    await db.close().catch(() => {})
+    throw error
+  }
   return db
 }

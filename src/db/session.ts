@@ -20,6 +20,8 @@ export type DbConfig = {
   statementTimeoutMs?: number
   /** `false` for a read replica: a standby cannot be migrated (its primary's migrations reach it by replication). */
   migrate?: boolean
+  /** Told after each batch of blocks an upgrade of an older index converts (upgrade.ts). */
+  upgradeProgress?: (done: { fromBlock: number; toBlock: number; lastBlock: number }) => void
 }
 
 /** What the ingester reads and writes through: the whole database, or (on Postgres) the session holding the ingest lock. */

@@ -1,9 +1,9 @@
 import type { Address, Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { registryEvents } from '../attribution/registry.js'
 import { attributedActions, ENTRY_POINTS, type EntryPoint } from '../attribution/user-operations.js'
-import { deflateOpen } from '../codecs/deflated.js'
+import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../codecs/segmented.js'
 import { hexToBytea, type LogRow, type schema } from '../db/index.js'
-import { BLOCK_RECEIPTS_DEFLATE_LEVEL, renderBlockReceipts } from '../resolvers/receipt-json.js'
+import { renderReceiptItems } from '../resolvers/receipt-json.js'
 import { type AccountChange, foldPrestateDiffs, type PrestateDiff } from './account-diffs.js'
 
 export type RawBlock = RpcBlock<'latest', true, RpcTransaction> & { hash: Hash; number: Hex }
@@ -19,8 +19,9 @@ export type BlockData = {
 
 export type BlockRows = {
   block: typeof schema.blocks.$inferInsert
+  /** A transaction's keys: where it is (by hash) and who sent and received it; its body is in `blockTransactions`. */
   transactions: (typeof schema.transactions.$inferInsert)[]
-  receipts: (typeof schema.receipts.$inferInsert)[]
+  blockTransactions: typeof schema.blockTransactions.$inferInsert
   blockReceipts: typeof schema.blockReceipts.$inferInsert
   logs: (typeof schema.logs.$inferInsert)[]
   accountChanges: (typeof schema.accountChanges.$inferInsert)[]
@@ -122,10 +123,9 @@ export function toRows({ block, receipts, accountChanges }: BlockData, options: 
       transactionIndex: index,
       from: hexToBytea(transaction.from),
       to: transaction.to ? hexToBytea(transaction.to) : null,
-      body: transaction as unknown as Record<string, unknown>,
     })),
-    receipts: receiptRows,
-    blockReceipts: storedReceipts(number, renderBlockReceipts(receiptRows, logs)),
+    blockTransactions: storedSegments(number, block.transactions.map((transaction) => JSON.stringify(transaction))),
+    blockReceipts: storedSegments(number, renderReceiptItems(receiptRows, logs)),
     logs,
     accountChanges: (accountChanges ?? []).map((change) => ({
       address: hexToBytea(change.address),
@@ -153,8 +153,11 @@ export function registryEventRows(events: ReturnType<typeof registryEvents>): Bl
   }))
 }
 
-/** A block's receipts answer as stored: an open DEFLATE stream with its length and checksum (codecs/deflated.ts). */
-function storedReceipts(blockNumber: number, json: string): BlockRows['blockReceipts'] {
-  const { stream, length, adler32 } = deflateOpen(json, BLOCK_RECEIPTS_DEFLATE_LEVEL)
-  return { blockNumber, deflated: stream, plainLength: length, adler32 }
+/**
+ * A block's transactions or receipts answer as stored: a JSON array in an open DEFLATE stream of segments,
+ * with its length and checksum (codecs/segmented.ts).
+ */
+export function storedSegments(blockNumber: number, items: readonly string[]): BlockRows['blockTransactions'] {
+  const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
+  return { blockNumber, deflated: stream, plainLength: length, adler32, segmentOffsets: offsets }
 }

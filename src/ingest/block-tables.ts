@@ -21,7 +21,7 @@ type BlockTable = { table: PgTable; blockNumber: PgColumn; pruning: Pruning }
 export const BLOCK_TABLES = {
   block: { table: schema.blocks, blockNumber: schema.blocks.number, pruning: 'range' },
   transactions: { table: schema.transactions, blockNumber: schema.transactions.blockNumber, pruning: 'range' },
-  receipts: { table: schema.receipts, blockNumber: schema.receipts.blockNumber, pruning: 'range' },
+  blockTransactions: { table: schema.blockTransactions, blockNumber: schema.blockTransactions.blockNumber, pruning: 'range' },
   blockReceipts: { table: schema.blockReceipts, blockNumber: schema.blockReceipts.blockNumber, pruning: 'range' },
   logs: { table: schema.logs, blockNumber: schema.logs.blockNumber, pruning: 'range' },
   accountChanges: { table: schema.accountChanges, blockNumber: schema.accountChanges.blockNumber, pruning: 'superseded' },

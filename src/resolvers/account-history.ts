@@ -1,7 +1,8 @@
-import { and, asc, between, eq, or, sql } from 'drizzle-orm'
+import { and, asc, between, eq, inArray, or, sql } from 'drizzle-orm'
 import type { Address, RpcTransaction } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
-import { type Db, hexToBytea, schema } from '../db/index.js'
+import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
+import { createBlockBodies } from './block-bodies.js'
 import type { ChainState } from './chain.js'
 import type { LogLimits } from './logs.js'
 import { formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
@@ -25,7 +26,8 @@ type ResolveLogRange = (filter: { addresses: null; topics: []; fromBlock: BlockS
 }>
 
 /**
- * An account's history: the transactions it sent or received. The `transactions` table has no index on
+ * An account's history: the transactions it sent or received, found by the keys in `transactions` and read
+ * from their blocks' stored bodies (block-bodies.ts). The `transactions` table has no index on
  * `from`/`to`, so every read is bounded by a block range with the `eth_getLogs` limits (the block-number
  * index narrows it, the address is a filter), and paged like `getLogsPage`.
  */
@@ -36,6 +38,8 @@ export function createAccountHistoryResolvers({
   pendingView,
   resolveLogRange,
 }: { db: Db; chain: ChainState; limits: LogLimits; pendingView: PendingView; resolveLogRange: ResolveLogRange }) {
+  const bodies = createBlockBodies({ db })
+
   async function getAccountTransactions({ address, fromBlock, toBlock, first, after }: GetAccountTransactionsParameters): Promise<TransactionsPage> {
     const { confirmed: range, pending: pendingBlocks } = await pendingView.split({ fromBlock, toBlock })
     let confirmed: RpcTransaction[] = []
@@ -47,7 +51,7 @@ export function createAccountHistoryResolvers({
           ? undefined
           : sql`(${schema.transactions.blockNumber}, ${schema.transactions.transactionIndex}) > (${after.blockNumber}, ${after.transactionIndex})`
       const rows = await db.drizzle
-        .select({ body: schema.transactions.body })
+        .select({ hash: schema.transactions.hash })
         .from(schema.transactions)
         .where(
           and(
@@ -58,7 +62,9 @@ export function createAccountHistoryResolvers({
         )
         .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex))
         .limit(first + 1)
-      confirmed = rows.map((row) => row.body as unknown as RpcTransaction)
+      const found = rows.length === 0 ? [] : await bodies.transactionsWhere(inArray(schema.transactions.hash, rows.map((row) => row.hash)))
+      const byHash = new Map(found.map((located) => [located.hash, located.item]))
+      confirmed = rows.map((row) => byHash.get(byteaToHex(row.hash))).filter((transaction) => transaction !== undefined)
     }
     const transactions = [...confirmed]
     if (confirmed.length <= first)

@@ -1,13 +1,13 @@
-import { asc, inArray, sql } from 'drizzle-orm'
+import { asc, inArray } from 'drizzle-orm'
 import type { Hash, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { type BlockSelector, toQuantity } from '../codecs/index.js'
-import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
+import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { InvalidBlockRangeError, LimitExceededError } from '../errors.js'
 import type { ChainState } from './chain.js'
 import { rangeEnd, tooLarge } from './logs.js'
 import type { PendingBlock } from '../pending/index.js'
 import { formatPendingTransaction, type PendingView } from './pending.js'
-import { assemble } from './receipt-json.js'
+import { createBlockBodies } from './block-bodies.js'
 
 /** Largest `blocks(from, to)` range: whole blocks are large objects. */
 export const MAX_BLOCKS_PER_QUERY = 100
@@ -32,6 +32,8 @@ export function createBatchResolvers({
   pendingView: PendingView
   pendingBlock: (block: PendingBlock, includeTransactions: boolean) => Promise<Record<string, unknown>>
 }) {
+  const bodies = createBlockBodies({ db })
+
   async function blocksByNumbers(numbers: readonly number[]): Promise<(BlockWithHashes | null)[]> {
     if (numbers.length === 0) return []
     const [headerRows, hashRows] = await Promise.all([
@@ -67,11 +69,8 @@ export function createBatchResolvers({
 
   async function transactionsByHashes(hashes: readonly Hash[]): Promise<(RpcTransaction | null)[]> {
     if (hashes.length === 0) return []
-    const rows = await db.drizzle
-      .select({ hash: schema.transactions.hash, body: schema.transactions.body })
-      .from(schema.transactions)
-      .where(inArray(schema.transactions.hash, hashes.map(hexToBytea)))
-    const byHash = new Map(rows.map((row) => [byteaToHex(row.hash), row.body as unknown as RpcTransaction]))
+    const found = await bodies.transactionsWhere(inArray(schema.transactions.hash, hashes.map(hexToBytea)))
+    const byHash = new Map(found.map((located) => [located.hash, located.item]))
     return Promise.all(
       hashes.map(async (hash) => {
         const confirmed = byHash.get(hash)
@@ -84,38 +83,8 @@ export function createBatchResolvers({
 
   async function receiptsByHashes(hashes: readonly Hash[]): Promise<(RpcTransactionReceipt | null)[]> {
     if (hashes.length === 0) return []
-    const receiptRows = await db.drizzle
-      .select({
-        transactionHash: schema.receipts.transactionHash,
-        blockNumber: schema.receipts.blockNumber,
-        transactionIndex: schema.receipts.transactionIndex,
-        body: schema.receipts.body,
-      })
-      .from(schema.receipts)
-      .where(inArray(schema.receipts.transactionHash, hashes.map(hexToBytea)))
-    const logRows: LogRow[] =
-      receiptRows.length === 0
-        ? []
-        : await db.drizzle
-            .select()
-            .from(schema.logs)
-            .where(
-              sql`(${schema.logs.blockNumber}, ${schema.logs.transactionIndex}) in (${sql.join(
-                receiptRows.map((row) => sql`(${row.blockNumber}, ${row.transactionIndex})`),
-                sql`, `,
-              )})`,
-            )
-            .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
-    const logsByTransaction = new Map<string, LogRow[]>()
-    for (const log of logRows) {
-      const key = `${log.blockNumber}:${log.transactionIndex}`
-      const list = logsByTransaction.get(key)
-      if (list) list.push(log)
-      else logsByTransaction.set(key, [log])
-    }
-    const byHash = new Map(
-      receiptRows.map((row) => [byteaToHex(row.transactionHash), assemble(row, logsByTransaction.get(`${row.blockNumber}:${row.transactionIndex}`) ?? [])]),
-    )
+    const found = await bodies.receiptsWhere(inArray(schema.transactions.hash, hashes.map(hexToBytea)))
+    const byHash = new Map(found.map((located) => [located.hash, located.item]))
     return Promise.all(
       hashes.map(async (hash) => byHash.get(hash) ?? ((await pendingView.receipt(hash)) as unknown as RpcTransactionReceipt | null)),
     )

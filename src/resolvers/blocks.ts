@@ -8,6 +8,7 @@ import type { ForwardedTransactions, PendingBlock } from '../pending/index.js'
 import { formatPendingTransaction, formatPoolTransaction, type PendingView } from './pending.js'
 import { formatPendingBlock } from './pending-block.js'
 import type { History } from './history.js'
+import { createBlockBodies } from './block-bodies.js'
 
 export type GetBlockParameters = { block: BlockSelector; includeTransactions: boolean }
 
@@ -18,6 +19,8 @@ export function createBlockResolvers({
   pendingView,
   history,
 }: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView; history: History }) {
+  const bodies = createBlockBodies({ db })
+
   async function blockNumberOf(selector: BlockSelector): Promise<number | null> {
     const resolved = await chain.resolve(selector)
     return resolved.status === 'known' ? resolved.number : null
@@ -60,23 +63,19 @@ export function createBlockResolvers({
   }
 
   async function loadBlock(number: number, includeTransactions: boolean): Promise<RpcBlock | null> {
-    const [headerRows, transactionRows] = await Promise.all([
+    const [headerRows, transactions] = await Promise.all([
       db.drizzle.select({ header: schema.blocks.header }).from(schema.blocks).where(eq(schema.blocks.number, number)),
       includeTransactions
-        ? db.drizzle
-            .select({ body: schema.transactions.body })
-            .from(schema.transactions)
-            .where(eq(schema.transactions.blockNumber, number))
-            .orderBy(asc(schema.transactions.transactionIndex))
+        ? bodies.blockTransactionsOf([number]).then((byNumber) => byNumber.get(number) ?? [])
         : db.drizzle
             .select({ hash: schema.transactions.hash })
             .from(schema.transactions)
             .where(eq(schema.transactions.blockNumber, number))
-            .orderBy(asc(schema.transactions.transactionIndex)),
+            .orderBy(asc(schema.transactions.transactionIndex))
+            .then((rows) => rows.map((row) => byteaToHex(row.hash))),
     ])
     const header = headerRows[0]?.header
     if (header === undefined) return null
-    const transactions = transactionRows.map((row) => ('body' in row ? row.body : byteaToHex(row.hash)))
     return { ...header, transactions } as unknown as RpcBlock
   }
 
@@ -99,6 +98,8 @@ export function createTransactionResolvers({
   forwarded: ForwardedTransactions | null
   history: History
 }) {
+  const bodies = createBlockBodies({ db })
+
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionbyhash */
   async function getTransaction({ hash }: TransactionLookup): Promise<RpcTransaction | null> {
     const confirmed = await cache.remember(`transaction:${hash}`, () => loadTransaction(hash), () => ANSWER_BYTES.transaction)
@@ -111,11 +112,8 @@ export function createTransactionResolvers({
   }
 
   async function loadTransaction(hash: Hash): Promise<RpcTransaction | null> {
-    const rows = await db.drizzle
-      .select({ body: schema.transactions.body })
-      .from(schema.transactions)
-      .where(eq(schema.transactions.hash, hexToBytea(hash)))
-    return (rows[0]?.body as RpcTransaction | undefined) ?? null
+    const [found] = await bodies.transactionsWhere(eq(schema.transactions.hash, hexToBytea(hash)))
+    return found?.item ?? null
   }
 
   return { getTransaction }

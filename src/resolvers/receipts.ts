@@ -1,7 +1,7 @@
 import DataLoader from 'dataloader'
-import { sql } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import type { Hash, RpcTransactionReceipt } from 'viem'
-import { type DeflatedText, deflateOpen, inflateAny } from '../codecs/deflated.js'
+import type { DeflatedText } from '../codecs/deflated.js'
 import type { BlockSelector } from '../codecs/index.js'
 import { type Db, hexToBytea, schema } from '../db/index.js'
 import type { AnswerCache } from './cache.js'
@@ -9,15 +9,15 @@ import type { ChainState } from './chain.js'
 import type { History } from './history.js'
 import type { PendingView } from './pending.js'
 import { RawJson } from './raw-json.js'
-import { BLOCK_RECEIPTS_DEFLATE_LEVEL, type ReceiptJsonRow, receiptJsonRows, renderReceipts } from './receipt-json.js'
+import { createBlockBodies } from './block-bodies.js'
 
-const { blockReceipts, logs, receipts } = schema
+const { blockReceipts } = schema
 
 type StoredBlockReceipts = { number: number; deflated: Uint8Array; plainLength: number | null; adler32: string | number | null }
 
 /**
- * Receipts are answered as JSON text: a block's from `block_receipts` (rendered and deflated at ingest),
- * a transaction's built from its rows (receipt-json.ts). JSON-RPC writes the text as it is (the `…Json`
+ * Receipts are answered as JSON text from `block_receipts` (rendered and deflated at ingest): a block's
+ * stream as it is, a transaction's from the stream's segment that holds it (block-bodies.ts). JSON-RPC writes the text as it is (the `…Json`
  * resolvers), GraphQL parses it (the object resolvers).
  */
 export function createReceiptResolvers({
@@ -27,6 +27,8 @@ export function createReceiptResolvers({
   pendingView,
   history,
 }: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView; history: History }) {
+  const bodies = createBlockBodies({ db })
+
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
   async function getBlockReceiptsJson({ block }: { block: BlockSelector }): Promise<RawJson | null> {
     const argument = await pendingView.resolve(block)
@@ -75,20 +77,16 @@ export function createReceiptResolvers({
 
   /**
    * The block's answer as an open DEFLATE stream (codecs/deflated.ts), in a buffer of its own (a pooled slice
-   * would keep its whole pool). Rows stored before streams were kept open, and blocks indexed before
-   * block_receipts existed, are made into one here, once per cache entry.
+   * would keep its whole pool). Every indexed block has one: the ingester writes it with the block, and
+   * `upgradeStorage` (ingest/upgrade.ts) rendered those of indexes written before.
    */
   async function loadDeflatedReceipts(number: number): Promise<DeflatedText> {
     const stored = await storedReceipts.load(number)
-    if (stored !== undefined && stored.plainLength !== null && stored.adler32 !== null) {
-      const own = Buffer.allocUnsafeSlow(stored.deflated.byteLength)
-      own.set(stored.deflated)
-      return { stream: own, length: stored.plainLength, adler32: Number(stored.adler32) }
-    }
-    if (stored !== undefined) return deflateOpen(inflateAny(stored.deflated), BLOCK_RECEIPTS_DEFLATE_LEVEL)
-    // A block indexed before block_receipts existed: rendered from its receipt and log rows.
-    const rows = await db.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${number}`, sql`${logs.blockNumber} = ${number}`))
-    return deflateOpen(`[${renderReceipts(rows).join(',')}]`, BLOCK_RECEIPTS_DEFLATE_LEVEL)
+    if (stored === undefined || stored.plainLength === null || stored.adler32 === null)
+      throw new Error(`block ${number} is indexed but its receipts are not stored; restart flashgate to finish upgrading the index`)
+    const own = Buffer.allocUnsafeSlow(stored.deflated.byteLength)
+    own.set(stored.deflated)
+    return { stream: own, length: stored.plainLength, adler32: Number(stored.adler32) }
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
@@ -106,12 +104,8 @@ export function createReceiptResolvers({
   }
 
   async function loadTransactionReceipt(hash: Hash): Promise<RawJson | null> {
-    const key = hexToBytea(hash)
-    const receipt = sql`${receipts.transactionHash} = ${key}`
-    // The receipt's own logs, found through the receipt's block and index (logs are keyed by block).
-    const receiptLogs = sql`(${logs.blockNumber}, ${logs.transactionIndex}) = (select ${receipts.blockNumber}, ${receipts.transactionIndex} from ${receipts} where ${receipt})`
-    const rendered = renderReceipts(await db.query<ReceiptJsonRow>(receiptJsonRows(receipt, receiptLogs)))
-    return rendered.length === 0 ? null : RawJson.fromText(rendered[0]!)
+    const [found] = await bodies.receiptsWhere(eq(schema.transactions.hash, hexToBytea(hash)))
+    return found === undefined ? null : RawJson.fromValue(found.item)
   }
 
   return { getBlockReceipts, getBlockReceiptsJson, getTransactionReceipt, getTransactionReceiptJson }
