@@ -154,6 +154,14 @@ export async function startGateway({ config, logger, cluster = null }: { config:
   // NOTIFY (below), and subscribers everywhere through `resolvers.events`.
   ingester.events.on('head', (head) => resolvers.notify({ reorg: false, head: head.number }))
   ingester.events.on('reorg', () => resolvers.notify({ reorg: true }))
+  // The first flashblock of a block means its parent has sealed: the ingester asks for it now, not at its next
+  // poll (an upstream without WebSocket is polled every 250 ms).
+  let newestPending = -1
+  pending?.events.on('transactions', (block) => {
+    if (block.number <= newestPending) return
+    newestPending = block.number
+    ingester.pollNow()
+  })
   ingester.events.on('blocks', (blocks) => {
     for (const block of blocks) {
       resolvers.pendingView.observeSealed(block.block)

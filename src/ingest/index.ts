@@ -98,6 +98,8 @@ export function createIngester(config: IngesterConfig) {
   let stopping = false
   let loop: Promise<void> | null = null
   let wake: (() => void) | null = null
+  /** Set while the loop waits for the next head poll: the only wait `pollNow` cuts short (never a back-off). */
+  let polling = false
   let unsubscribe: (() => void) | null = null
   let lock: IngestLock | null = null
   let safeHeadsCheckedAt = 0
@@ -343,7 +345,12 @@ export function createIngester(config: IngesterConfig) {
           else {
             await refreshSafeHeads()
             // Caught up: a turn of reading the registry below the index, if that is unfinished.
-            if (!(await registry.backfill(store))) await interruptibleSleep(upstream.wsUrl === null ? pollIntervalMs : WS_SAFETY_POLL_MS)
+            if (!(await registry.backfill(store))) {
+              polling = true
+              await interruptibleSleep(upstream.wsUrl === null ? pollIntervalMs : WS_SAFETY_POLL_MS).finally(() => {
+                polling = false
+              })
+            }
           }
         }
         status.lastError = null
@@ -373,6 +380,13 @@ export function createIngester(config: IngesterConfig) {
       stopping = false
       subscribeToHeads()
       loop = run()
+    },
+    /**
+     * Asks the upstream for its head now rather than at the next poll: a flashblock of a newer block says the
+     * one before it has sealed. Cuts short only the wait between head polls, never an error's back-off.
+     */
+    pollNow() {
+      if (polling) wake?.()
     },
     /** Resolves once the index holds block `number` (or rejects after `timeoutMs`). */
     async waitForBlock(number: number, timeoutMs = 30_000): Promise<void> {
