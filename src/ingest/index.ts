@@ -104,7 +104,10 @@ export function createIngester(config: IngesterConfig) {
   let lock: IngestLock | null = null
   let safeHeadsCheckedAt = 0
 
+  /** Waits `ms`, or until `stop` (or `pollNow`, between polls) wakes it; no wait at all once stopping. */
   function interruptibleSleep(ms: number): Promise<void> {
+    // `stop` may have come between its check and this wait, when there was nothing to wake.
+    if (stopping) return Promise.resolve()
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms)
       function done() {
