@@ -21,8 +21,8 @@ type SegmentRow = {
 export type Located<item> = { hash: `0x${string}`; blockNumber: number; transactionIndex: number; item: item }
 
 /**
- * The slice of a segmented stream (codecs/segmented.ts) that holds segment `segment`, in SQL: Postgres returns
- * a few KB instead of the block's whole stream. Rows without offsets (written before segments) give the whole.
+ * The slice of a segmented stream (codecs/segmented.ts) that holds the transaction's item, in SQL: Postgres
+ * returns a few KB instead of the block's whole stream. Rows without offsets (written before segments) give the whole.
  */
 function segmentSlice(table: typeof blockTransactions | typeof blockReceipts): SQL {
   const start = sql`${table.segmentOffsets}[${transactions.transactionIndex} / ${sql.raw(String(SEGMENT_ITEMS))} + 1]`
