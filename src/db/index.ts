@@ -10,6 +10,7 @@ import { isPostgresUrl } from './session.js'
 export { schema }
 export { type LogRow, SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
+export { type LogTables, logTables, logTablesOfBlocks } from './log-tables.js'
 export { DatabaseInUseError, DIRECTORY_LOCK_FILE, type DirectoryLock, directoryHolder, type LockHolder, lockDirectory } from './lock.js'
 export type { CopyRows } from './copy.js'
 export {
@@ -22,6 +23,8 @@ export {
   isIngestLockLost,
   isPostgresUrl,
   pgliteDirectory,
+  type Queries,
+  queriesOn,
 } from './session.js'
 
 /**

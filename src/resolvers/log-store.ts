@@ -1,0 +1,167 @@
+import { type SQL, sql } from 'drizzle-orm'
+import type { Hex } from 'viem'
+import { CHUNK_BITS, CHUNK_LOGS, decodeChunk, postingKey } from '../codecs/log-chunks.js'
+import { hexToBytea, type LogRow, type Queries, schema } from '../db/index.js'
+
+const { blocks, logAddressPostings, logChunks, logTopicPostings } = schema
+
+/** What a log query matches: addresses (any of), and per topic position any of the listed topics; `null` for any. */
+export type LogMatch = { addresses: readonly Hex[] | null; topics: readonly (readonly Hex[] | null)[] }
+
+/** Position of a log in the chain: a page of logs continues after it. */
+export type LogCursor = { blockNumber: number; logIndex: number }
+
+/** Chunks of one block to read: positions `first` to `last`, `chunks` of them (as far as the plan knows). */
+type ChunkSpan = { blockNumber: number; first: number; last: number; chunks: number }
+
+/**
+ * The chunks a query reads, planned before any is read: the ones its postings name, or every chunk of its
+ * range when it filters on neither an address nor a topic0. `chunks` counts them (`exact`) or bounds them.
+ */
+export type LogPlan = { spans: ChunkSpan[]; chunks: number }
+
+/** The last position a span can name: the rest of a block. */
+const BLOCK_END = 2 ** 31 - 1
+/**
+ * Chunks read per statement: 128 at first (~300 KB; most answers need fewer, so one statement), doubling
+ * up to ~2.5 MB of compressed chunks held at once. A page that stops at its cap reads little past it.
+ */
+const FIRST_BATCH_CHUNKS = 128
+const MAX_BATCH_CHUNKS = 1_024
+
+/**
+ * Reads of the logs stored in chunks (codecs/log-chunks.ts): plan which chunks a filter needs from the
+ * postings, then read them in chain order, inflate them and keep the logs that match.
+ */
+export function createLogStore({ db }: { db: Queries }) {
+  /** The chunks `match` needs between `fromNumber` and `toNumber`, in chain order. */
+  async function plan(match: LogMatch, fromNumber: number, toNumber: number): Promise<LogPlan> {
+    const statement = postingsStatement(match, fromNumber, toNumber)
+    if (statement === null) {
+      // No posting narrows it: every chunk of the range, counted from the primary key.
+      const rows = await db.query<{ block_number: string; chunks: number | string }>(
+        sql`select ${logChunks.blockNumber}::text as block_number, count(*) as chunks from ${logChunks}
+          where ${logChunks.blockNumber} between ${fromNumber} and ${toNumber} group by ${logChunks.blockNumber} order by ${logChunks.blockNumber}`,
+      )
+      const spans = rows.map((row) => ({ blockNumber: Number(row.block_number), first: 0, last: BLOCK_END, chunks: Number(row.chunks) }))
+      return { spans, chunks: rows.reduce((sum, row) => sum + Number(row.chunks), 0) }
+    }
+    const rows = await db.query<{ block_number: string; bits: string }>(statement)
+    const spans: ChunkSpan[] = []
+    let chunks = 0
+    for (const row of rows) {
+      const blockNumber = Number(row.block_number)
+      const bits = BigInt.asUintN(64, BigInt(row.bits))
+      for (let bit = 0; bit < CHUNK_BITS; bit++) {
+        if (((bits >> BigInt(bit)) & 1n) === 0n) continue
+        chunks++
+        const last = bit === CHUNK_BITS - 1 ? BLOCK_END : bit
+        const previous = spans.at(-1)
+        // Neighbouring chunks of a block are one span.
+        if (previous !== undefined && previous.blockNumber === blockNumber && previous.last === bit - 1) {
+          previous.last = last
+          previous.chunks++
+        } else spans.push({ blockNumber, first: bit, last, chunks: 1 })
+      }
+    }
+    return { spans, chunks }
+  }
+
+  /**
+   * The logs of `plan` that match, in chain order, after `after` when given, at most `cap` of them (the
+   * caller asks for one more than it returns, to know whether there are more).
+   */
+  async function read(plan: LogPlan, match: LogMatch, cap: number, after: LogCursor | null = null): Promise<LogRow[]> {
+    const matches = matcher(match)
+    const logs: LogRow[] = []
+    let batch = FIRST_BATCH_CHUNKS
+    for (let start = 0; start < plan.spans.length && logs.length < cap; batch = Math.min(MAX_BATCH_CHUNKS, batch * 2)) {
+      // At least one span, however many chunks it has (a block's are read together).
+      let end = start + 1
+      for (let chunks = plan.spans[start]!.chunks; end < plan.spans.length && chunks + plan.spans[end]!.chunks <= batch; end++) chunks += plan.spans[end]!.chunks
+      const spans = plan.spans.slice(start, end)
+      start = end
+      const rows = await db.query<{ block_number: number | string; deflated: Uint8Array; hash: Uint8Array; timestamp: number | string }>(sql`
+        select c.block_number, c.deflated, b.hash, b.timestamp
+        from unnest(${intArray(spans.map((span) => span.blockNumber))}::bigint[], ${intArray(spans.map((span) => span.first))}::int[], ${intArray(spans.map((span) => span.last))}::int[]) as s(block_number, first, last)
+        join ${logChunks} c on c.block_number = s.block_number and c.chunk between s.first and s.last
+        join ${blocks} b on b.number = c.block_number
+        order by c.block_number, c.chunk`)
+      for (const row of rows) {
+        const blockNumber = Number(row.block_number)
+        if (after !== null && blockNumber < after.blockNumber) continue
+        for (const log of decodeChunk(row.deflated)) {
+          if (after !== null && blockNumber === after.blockNumber && log.logIndex <= after.logIndex) continue
+          if (!matches(log.address, log.topics)) continue
+          const [topic0 = null, topic1 = null, topic2 = null, topic3 = null] = log.topics
+          logs.push({
+            blockNumber,
+            logIndex: log.logIndex,
+            blockHash: row.hash,
+            blockTimestamp: Number(row.timestamp),
+            transactionHash: log.transactionHash,
+            transactionIndex: log.transactionIndex,
+            address: log.address,
+            topic0,
+            topic1,
+            topic2,
+            topic3,
+            data: log.data,
+          })
+          if (logs.length >= cap) return logs
+        }
+      }
+    }
+    return logs
+  }
+
+  return { plan, read }
+}
+
+export type LogStore = ReturnType<typeof createLogStore>
+
+/** Upper bound of the logs a plan examines: what `--max-query-cost` prices. */
+export const examinedLogs = (plan: LogPlan): number => plan.chunks * CHUNK_LOGS
+
+/**
+ * The blocks of the range whose postings name `match`'s address or topic0 (both: the blocks and chunks that
+ * hold both), with the bitmap of those chunks, in block order; `null` when it filters on neither.
+ */
+export function postingsStatement(match: LogMatch, fromNumber: number, toNumber: number): SQL | null {
+  const byAddress = match.addresses === null ? null : postingsOf(logAddressPostings, match.addresses, fromNumber, toNumber)
+  const topic0 = match.topics[0] ?? null
+  const byTopic = topic0 === null ? null : postingsOf(logTopicPostings, topic0, fromNumber, toNumber)
+  if (byAddress !== null && byTopic !== null)
+    return sql`select a.block_number::text as block_number, (a.bits & t.bits)::text as bits from (${byAddress}) a join (${byTopic}) t on t.block_number = a.block_number
+      where a.bits & t.bits <> 0 order by a.block_number`
+  const either = byAddress ?? byTopic
+  return either === null ? null : sql`select p.block_number::text as block_number, p.bits::text as bits from (${either}) p order by p.block_number`
+}
+
+/** Each block of the range holding one of `values` (first 8 bytes), with the bitmap of its chunks that may. */
+function postingsOf(table: typeof logAddressPostings | typeof logTopicPostings, values: readonly Hex[], fromNumber: number, toNumber: number): SQL {
+  const keys = [...new Set(values.map((value) => postingKey(hexToBytea(value)).toString()))]
+  return sql`select ${table.blockNumber} as block_number, bit_or(${table.chunks}) as bits from ${table}
+    where ${table.key} = any(${`{${keys.join(',')}}`}::bigint[]) and ${table.blockNumber} between ${fromNumber} and ${toNumber}
+    group by ${table.blockNumber}`
+}
+
+const intArray = (values: number[]) => `{${values.join(',')}}`
+
+/** Whether a log's address and topics match, compared as lower-case hex without `0x`. */
+function matcher(match: LogMatch): (address: Uint8Array, topics: Uint8Array[]) => boolean {
+  const set = (values: readonly Hex[] | null) => (values === null ? null : new Set(values.map((value) => value.slice(2).toLowerCase())))
+  const addresses = set(match.addresses)
+  const topics = match.topics.map(set)
+  const hex = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('hex')
+  return (address, logTopics) => {
+    if (addresses !== null && !addresses.has(hex(address))) return false
+    for (let position = 0; position < topics.length; position++) {
+      const wanted = topics[position]
+      if (wanted === null || wanted === undefined) continue
+      const topic = logTopics[position]
+      if (topic === undefined || !wanted.has(hex(topic))) return false
+    }
+    return true
+  }
+}
