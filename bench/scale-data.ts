@@ -347,6 +347,9 @@ export async function createScaleLoader({
   scope: LoadScope
 }): Promise<ScaleLoader> {
   await sql.unsafe(FUNCTIONS)
+  // The legacy `logs` table only stages each step's generated rows here: no indexes, no WAL.
+  await sql.unsafe(`alter table logs drop constraint if exists logs_block_number_log_index_pk;
+    drop index if exists logs_address_topic0_idx, logs_topic0_idx; alter table logs set unlogged`)
   const logs = logsInsert('logs', Object.keys(LOG_COLUMN_SQL) as LogColumn[])
   const counts: LoadedCounts = { blocks: 0, transactions: 0, logs: 0 }
   let next = FIRST_BLOCK

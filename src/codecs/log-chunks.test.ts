@@ -42,6 +42,19 @@ describe('log chunks', () => {
     }
   })
 
+  it('build only the logs a predicate keeps, judged on their address and topics in place', () => {
+    const logs = randomLogs(10, CHUNK_LOGS)
+    const wanted = new Set([logs[3]!.address, logs[17]!.address].map((address) => Buffer.from(address).toString('hex')))
+    const [chunk] = encodeChunks(logs)
+    const asked: number[] = []
+    const kept = decodeChunk(chunk!.deflated, (bytes, address, topics) => {
+      asked.push(topics.length)
+      return wanted.has(bytes.toString('hex', address, address + 20))
+    })
+    expect(asked).toEqual(logs.map((log) => log.topics.length))
+    expect(plain(kept)).toEqual(plain([logs[3]!, logs[17]!]))
+  })
+
   it('close a chunk early when its logs carry much data, but never leave a log out', () => {
     const logs = randomLogs(6, 40, { dataBytes: 4_000 })
     const chunks = encodeChunks(logs)

@@ -106,21 +106,43 @@ function encodeChunk(logs: readonly ChunkLog[]): Buffer {
   return writer.done()
 }
 
-/** The logs of one stored chunk. Byte fields are views into one inflated buffer. */
-export function decodeChunk(deflated: Uint8Array): ChunkLog[] {
-  const reader = new Reader(inflateRawSync(deflated))
+/**
+ * Whether a log is wanted, asked before its fields are cut out: `address` and each topic as offsets into
+ * `bytes` (an address is 20 bytes, a topic 32).
+ */
+export type LogPredicate = (bytes: Buffer, address: number, topics: readonly number[]) => boolean
+
+/**
+ * The logs of one stored chunk, or those `keep` wants (the others are skipped without being built). Byte
+ * fields are views into one inflated buffer.
+ */
+export function decodeChunk(deflated: Uint8Array, keep?: LogPredicate): ChunkLog[] {
+  const buffer = inflateRawSync(deflated)
+  const reader = new Reader(buffer)
   let logIndex = reader.varint() - 1
   const transactions: { index: number; hash: Uint8Array }[] = []
   for (let count = reader.varint(); count > 0; count--) transactions.push({ index: reader.varint(), hash: reader.slice(WORD_BYTES) })
   const logs: ChunkLog[] = []
+  const topicOffsets: number[] = []
   for (let count = reader.varint(); count > 0; count--) {
     logIndex += reader.varint() + 1
     const transaction = transactions[reader.varint()]
     if (transaction === undefined) throw new RangeError('log chunk names a transaction it does not hold')
-    const address = reader.slice(ADDRESS_BYTES)
-    const topics: Uint8Array[] = []
-    for (let topic = reader.byte(); topic > 0; topic--) topics.push(reader.slice(WORD_BYTES))
-    logs.push({ logIndex, transactionIndex: transaction.index, transactionHash: transaction.hash, address, topics, data: reader.slice(reader.varint()) })
+    const address = reader.skip(ADDRESS_BYTES)
+    topicOffsets.length = 0
+    const topicCount = reader.byte()
+    if (topicCount > MAX_TOPICS) throw new RangeError(`log chunk has a log with ${topicCount} topics`)
+    for (let topic = 0; topic < topicCount; topic++) topicOffsets.push(reader.skip(WORD_BYTES))
+    const data = reader.skip(reader.varint())
+    if (keep !== undefined && !keep(buffer, address, topicOffsets)) continue
+    logs.push({
+      logIndex,
+      transactionIndex: transaction.index,
+      transactionHash: transaction.hash,
+      address: buffer.subarray(address, address + ADDRESS_BYTES),
+      topics: topicOffsets.map((offset) => buffer.subarray(offset, offset + WORD_BYTES)),
+      data: buffer.subarray(data, reader.position()),
+    })
   }
   if (!reader.atEnd()) throw new RangeError('log chunk has bytes after its logs')
   return logs
@@ -175,10 +197,18 @@ class Reader {
     return this.buffer[this.offset++]!
   }
   slice(length: number): Uint8Array {
+    const start = this.skip(length)
+    return this.buffer.subarray(start, start + length)
+  }
+  /** Steps over `length` bytes and returns where they start. */
+  skip(length: number): number {
     if (this.offset + length > this.buffer.length) throw new RangeError('log chunk ends early')
-    const view = this.buffer.subarray(this.offset, this.offset + length)
+    const start = this.offset
     this.offset += length
-    return view
+    return start
+  }
+  position(): number {
+    return this.offset
   }
   atEnd(): boolean {
     return this.offset === this.buffer.length

@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm'
 import type { Hex } from 'viem'
-import { CHUNK_BITS, CHUNK_LOGS, decodeChunk, postingKey } from '../codecs/log-chunks.js'
+import { CHUNK_BITS, CHUNK_LOGS, decodeChunk, type LogPredicate, postingKey } from '../codecs/log-chunks.js'
 import { hexToBytea, type LogRow, type Queries, schema } from '../db/index.js'
 
 const { blocks, logAddressPostings, logChunks, logTopicPostings } = schema
@@ -90,9 +90,8 @@ export function createLogStore({ db }: { db: Queries }) {
       for (const row of rows) {
         const blockNumber = Number(row.block_number)
         if (after !== null && blockNumber < after.blockNumber) continue
-        for (const log of decodeChunk(row.deflated)) {
+        for (const log of decodeChunk(row.deflated, matches)) {
           if (after !== null && blockNumber === after.blockNumber && log.logIndex <= after.logIndex) continue
-          if (!matches(log.address, log.topics)) continue
           const [topic0 = null, topic1 = null, topic2 = null, topic3 = null] = log.topics
           logs.push({
             blockNumber,
@@ -128,39 +127,42 @@ export const examinedLogs = (plan: LogPlan): number => plan.chunks * CHUNK_LOGS
  * hold both), with the bitmap of those chunks, in block order; `null` when it filters on neither.
  */
 export function postingsStatement(match: LogMatch, fromNumber: number, toNumber: number): SQL | null {
-  const byAddress = match.addresses === null ? null : postingsOf(logAddressPostings, match.addresses, fromNumber, toNumber)
   const topic0 = match.topics[0] ?? null
-  const byTopic = topic0 === null ? null : postingsOf(logTopicPostings, topic0, fromNumber, toNumber)
-  if (byAddress !== null && byTopic !== null)
-    return sql`select a.block_number::text as block_number, (a.bits & t.bits)::text as bits from (${byAddress}) a join (${byTopic}) t on t.block_number = a.block_number
-      where a.bits & t.bits <> 0 order by a.block_number`
-  const either = byAddress ?? byTopic
-  return either === null ? null : sql`select p.block_number::text as block_number, p.bits::text as bits from (${either}) p order by p.block_number`
+  if (match.addresses !== null && topic0 !== null) {
+    // Driven by the address's postings, each block probed for the topic's (an index-only look-up): a token's
+    // few hundred blocks, not the 2,000 of a Transfer topic. bit_or over the join's rows ORs each side's alone.
+    const [byAddress, byTopic] = [logAddressPostings, logTopicPostings]
+    return sql`select ${byAddress.blockNumber}::text as block_number, (bit_or(${byAddress.chunks}) & bit_or(${byTopic.chunks}))::text as bits
+      from ${byAddress} join ${byTopic} on ${byTopic.blockNumber} = ${byAddress.blockNumber} and ${byTopic.key} = any(${keys(topic0)}::bigint[])
+      where ${byAddress.key} = any(${keys(match.addresses)}::bigint[]) and ${byAddress.blockNumber} between ${fromNumber} and ${toNumber}
+      group by ${byAddress.blockNumber} having bit_or(${byAddress.chunks}) & bit_or(${byTopic.chunks}) <> 0 order by ${byAddress.blockNumber}`
+  }
+  const [table, values] = match.addresses !== null ? [logAddressPostings, match.addresses] : topic0 !== null ? [logTopicPostings, topic0] : [null, null]
+  if (table === null) return null
+  return sql`select ${table.blockNumber}::text as block_number, bit_or(${table.chunks})::text as bits from ${table}
+    where ${table.key} = any(${keys(values)}::bigint[]) and ${table.blockNumber} between ${fromNumber} and ${toNumber}
+    group by ${table.blockNumber} order by ${table.blockNumber}`
 }
 
-/** Each block of the range holding one of `values` (first 8 bytes), with the bitmap of its chunks that may. */
-function postingsOf(table: typeof logAddressPostings | typeof logTopicPostings, values: readonly Hex[], fromNumber: number, toNumber: number): SQL {
-  const keys = [...new Set(values.map((value) => postingKey(hexToBytea(value)).toString()))]
-  return sql`select ${table.blockNumber} as block_number, bit_or(${table.chunks}) as bits from ${table}
-    where ${table.key} = any(${`{${keys.join(',')}}`}::bigint[]) and ${table.blockNumber} between ${fromNumber} and ${toNumber}
-    group by ${table.blockNumber}`
+/** The posting keys of addresses or topics (first 8 bytes), as a `bigint[]` literal. */
+function keys(values: readonly Hex[]): string {
+  return `{${[...new Set(values.map((value) => postingKey(hexToBytea(value)).toString()))].join(',')}}`
 }
 
 const intArray = (values: number[]) => `{${values.join(',')}}`
 
-/** Whether a log's address and topics match, compared as lower-case hex without `0x`. */
-function matcher(match: LogMatch): (address: Uint8Array, topics: Uint8Array[]) => boolean {
+/** Whether a log's address and topics match, compared as lower-case hex without `0x`, in the chunk's bytes. */
+function matcher(match: LogMatch): LogPredicate {
   const set = (values: readonly Hex[] | null) => (values === null ? null : new Set(values.map((value) => value.slice(2).toLowerCase())))
   const addresses = set(match.addresses)
   const topics = match.topics.map(set)
-  const hex = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('hex')
-  return (address, logTopics) => {
-    if (addresses !== null && !addresses.has(hex(address))) return false
+  return (bytes, address, logTopics) => {
+    if (addresses !== null && !addresses.has(bytes.toString('hex', address, address + 20))) return false
     for (let position = 0; position < topics.length; position++) {
       const wanted = topics[position]
       if (wanted === null || wanted === undefined) continue
       const topic = logTopics[position]
-      if (topic === undefined || !wanted.has(hex(topic))) return false
+      if (topic === undefined || !wanted.has(bytes.toString('hex', topic, topic + 32))) return false
     }
     return true
   }
