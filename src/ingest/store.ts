@@ -100,7 +100,8 @@ export function createStore({ db }: { db: DbSession }) {
       if (address !== null) {
         const logStore = createLogStore({ db: queriesOn(tx) })
         const match = { addresses: [address], topics: [] }
-        const logRows = await logStore.read(await logStore.plan(match, 0, Number.MAX_SAFE_INTEGER), match, Number.POSITIVE_INFINITY)
+        const found = await logStore.find(match, 0, Number.MAX_SAFE_INTEGER, { cap: Number.POSITIVE_INFINITY })
+        const logRows = 'logs' in found ? found.logs : []
         const events = logRows.flatMap((row) =>
           registryEvents(address, { number: row.blockNumber, timestamp: row.blockTimestamp }, [
             {

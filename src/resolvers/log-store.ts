@@ -68,25 +68,91 @@ export function createLogStore({ db }: { db: Queries }) {
   }
 
   /**
-   * The logs of `plan` that match, in chain order, after `after` when given, at most `cap` of them (the
-   * caller asks for one more than it returns, to know whether there are more).
+   * The logs `match` matches between `fromNumber` and `toNumber`, in chain order, after `after` when given,
+   * at most `cap` of them (a caller asks for one more than it returns, to know whether there are more). When
+   * the chunks to read number more than `maxChunks`, nothing is read and their count is returned instead.
+   * With an address or topic0, one statement counts the chunks the postings name and reads the first of
+   * them: a selective query is one round trip.
    */
-  async function read(plan: LogPlan, match: LogMatch, cap: number, after: LogCursor | null = null): Promise<LogRow[]> {
-    const matches = matcher(match)
-    const logs: LogRow[] = []
-    let batch = FIRST_BATCH_CHUNKS
-    for (let start = 0; start < plan.spans.length && logs.length < cap; batch = Math.min(MAX_BATCH_CHUNKS, batch * 2)) {
+  async function find(match: LogMatch, fromNumber: number, toNumber: number, { cap, after = null, maxChunks = Number.POSITIVE_INFINITY }: FindOptions): Promise<Found> {
+    const from = after === null ? fromNumber : Math.max(fromNumber, after.blockNumber)
+    const collect = collector(match, cap, after)
+    const postings = postingsSource(match, from, toNumber)
+    if (postings === null) {
+      const scan = await plan(match, from, toNumber)
+      if (scan.chunks > maxChunks) return { chunks: scan.chunks }
+      await readSpans(scan.spans, collect)
+      return { logs: collect.logs }
+    }
+    const rows = await db.query<ChunkRow & { total: number | string }>(sql`
+      with hits as materialized (${postings}),
+      positions as materialized (
+        select h.block_number, i as chunk from hits h cross join lateral generate_series(0, ${CHUNK_BITS - 1}) i where (h.bits >> i) & 1 = 1),
+      total as (select count(*) as chunks from positions),
+      first as (select * from positions order by block_number, chunk limit ${FIRST_BATCH_CHUNKS})
+      select t.chunks as total, c.block_number, c.chunk, c.deflated, b.hash, b.timestamp
+      from total t
+      left join (first f
+        join ${logChunks} c on c.block_number = f.block_number and c.chunk between f.chunk and case when f.chunk = ${CHUNK_BITS - 1} then ${BLOCK_END} else f.chunk end
+        join ${blocks} b on b.number = c.block_number) on t.chunks <= ${Math.min(maxChunks, BLOCK_END)}
+      order by c.block_number, c.chunk`)
+    const total = Number(rows[0]?.total ?? 0)
+    if (total > maxChunks) return { chunks: total }
+    const read = rows.filter((row) => row.deflated !== null)
+    collect.rows(read)
+    const last = read.at(-1)
+    if (total <= FIRST_BATCH_CHUNKS || collect.full() || last === undefined) return { logs: collect.logs }
+    // More than the first batch: the rest of the postings' chunks, after the last one read.
+    const [lastBlock, lastChunk] = [Number(last.block_number), Number(last.chunk)]
+    const rest = (await plan(match, lastBlock, toNumber)).spans.flatMap((span) => {
+      if (span.blockNumber > lastBlock) return [span]
+      if (span.last <= lastChunk) return []
+      return [{ ...span, first: Math.max(span.first, lastChunk + 1) }]
+    })
+    await readSpans(rest, collect, FIRST_BATCH_CHUNKS * 2)
+    return { logs: collect.logs }
+  }
+
+  /** Reads `spans` in batches, into `collect`, until it is full. */
+  async function readSpans(spans: ChunkSpan[], collect: Collector, firstBatch = FIRST_BATCH_CHUNKS): Promise<void> {
+    let batch = firstBatch
+    for (let start = 0; start < spans.length && !collect.full(); batch = Math.min(MAX_BATCH_CHUNKS, batch * 2)) {
       // At least one span, however many chunks it has (a block's are read together).
       let end = start + 1
-      for (let chunks = plan.spans[start]!.chunks; end < plan.spans.length && chunks + plan.spans[end]!.chunks <= batch; end++) chunks += plan.spans[end]!.chunks
-      const spans = plan.spans.slice(start, end)
+      for (let chunks = spans[start]!.chunks; end < spans.length && chunks + spans[end]!.chunks <= batch; end++) chunks += spans[end]!.chunks
+      const slice = spans.slice(start, end)
       start = end
-      const rows = await db.query<{ block_number: number | string; deflated: Uint8Array; hash: Uint8Array; timestamp: number | string }>(sql`
-        select c.block_number, c.deflated, b.hash, b.timestamp
-        from unnest(${intArray(spans.map((span) => span.blockNumber))}::bigint[], ${intArray(spans.map((span) => span.first))}::int[], ${intArray(spans.map((span) => span.last))}::int[]) as s(block_number, first, last)
-        join ${logChunks} c on c.block_number = s.block_number and c.chunk between s.first and s.last
-        join ${blocks} b on b.number = c.block_number
-        order by c.block_number, c.chunk`)
+      collect.rows(
+        await db.query<ChunkRow>(sql`
+          select c.block_number, c.chunk, c.deflated, b.hash, b.timestamp
+          from unnest(${intArray(slice.map((span) => span.blockNumber))}::bigint[], ${intArray(slice.map((span) => span.first))}::int[], ${intArray(slice.map((span) => span.last))}::int[]) as s(block_number, first, last)
+          join ${logChunks} c on c.block_number = s.block_number and c.chunk between s.first and s.last
+          join ${blocks} b on b.number = c.block_number
+          order by c.block_number, c.chunk`),
+      )
+    }
+  }
+
+  return { plan, find }
+}
+
+export type LogStore = ReturnType<typeof createLogStore>
+
+export type FindOptions = { cap: number; after?: LogCursor | null; maxChunks?: number }
+/** The logs found, or, for a query that would read more chunks than allowed, how many. */
+export type Found = { logs: LogRow[] } | { chunks: number }
+
+type ChunkRow = { block_number: number | string; chunk: number | string; deflated: Uint8Array; hash: Uint8Array; timestamp: number | string }
+type Collector = ReturnType<typeof collector>
+
+/** Gathers the matching logs of chunk rows, in the order given, after `after`, up to `cap`. */
+function collector(match: LogMatch, cap: number, after: LogCursor | null) {
+  const matches = matcher(match)
+  const logs: LogRow[] = []
+  return {
+    logs,
+    full: () => logs.length >= cap,
+    rows(rows: ChunkRow[]) {
       for (const row of rows) {
         const blockNumber = Number(row.block_number)
         if (after !== null && blockNumber < after.blockNumber) continue
@@ -107,41 +173,43 @@ export function createLogStore({ db }: { db: Queries }) {
             topic3,
             data: log.data,
           })
-          if (logs.length >= cap) return logs
+          if (logs.length >= cap) return
         }
       }
-    }
-    return logs
+    },
   }
-
-  return { plan, read }
 }
 
-export type LogStore = ReturnType<typeof createLogStore>
-
-/** Upper bound of the logs a plan examines: what `--max-query-cost` prices. */
-export const examinedLogs = (plan: LogPlan): number => plan.chunks * CHUNK_LOGS
+/** Upper bound of the logs that reading `chunks` chunks examines: what `--max-query-cost` prices. */
+export const examinedLogs = (chunks: number): number => chunks * CHUNK_LOGS
 
 /**
  * The blocks of the range whose postings name `match`'s address or topic0 (both: the blocks and chunks that
- * hold both), with the bitmap of those chunks, in block order; `null` when it filters on neither.
+ * hold both), with the bitmap of those chunks (`block_number`, `bits`, both `bigint`); `null` when it
+ * filters on neither.
  */
-export function postingsStatement(match: LogMatch, fromNumber: number, toNumber: number): SQL | null {
+function postingsSource(match: LogMatch, fromNumber: number, toNumber: number): SQL | null {
   const topic0 = match.topics[0] ?? null
   if (match.addresses !== null && topic0 !== null) {
     // Driven by the address's postings, each block probed for the topic's (an index-only look-up): a token's
     // few hundred blocks, not the 2,000 of a Transfer topic. bit_or over the join's rows ORs each side's alone.
     const [byAddress, byTopic] = [logAddressPostings, logTopicPostings]
-    return sql`select ${byAddress.blockNumber}::text as block_number, (bit_or(${byAddress.chunks}) & bit_or(${byTopic.chunks}))::text as bits
+    return sql`select ${byAddress.blockNumber} as block_number, bit_or(${byAddress.chunks}) & bit_or(${byTopic.chunks}) as bits
       from ${byAddress} join ${byTopic} on ${byTopic.blockNumber} = ${byAddress.blockNumber} and ${byTopic.key} = any(${keys(topic0)}::bigint[])
       where ${byAddress.key} = any(${keys(match.addresses)}::bigint[]) and ${byAddress.blockNumber} between ${fromNumber} and ${toNumber}
-      group by ${byAddress.blockNumber} having bit_or(${byAddress.chunks}) & bit_or(${byTopic.chunks}) <> 0 order by ${byAddress.blockNumber}`
+      group by ${byAddress.blockNumber} having bit_or(${byAddress.chunks}) & bit_or(${byTopic.chunks}) <> 0`
   }
   const [table, values] = match.addresses !== null ? [logAddressPostings, match.addresses] : topic0 !== null ? [logTopicPostings, topic0] : [null, null]
   if (table === null) return null
-  return sql`select ${table.blockNumber}::text as block_number, bit_or(${table.chunks})::text as bits from ${table}
+  return sql`select ${table.blockNumber} as block_number, bit_or(${table.chunks}) as bits from ${table}
     where ${table.key} = any(${keys(values)}::bigint[]) and ${table.blockNumber} between ${fromNumber} and ${toNumber}
-    group by ${table.blockNumber} order by ${table.blockNumber}`
+    group by ${table.blockNumber}`
+}
+
+/** `postingsSource` in block order, as text (what `plan` reads, and what the bench explains). */
+export function postingsStatement(match: LogMatch, fromNumber: number, toNumber: number): SQL | null {
+  const source = postingsSource(match, fromNumber, toNumber)
+  return source === null ? null : sql`select p.block_number::text as block_number, p.bits::text as bits from (${source}) p order by p.block_number`
 }
 
 /** The posting keys of addresses or topics (first 8 bytes), as a `bigint[]` literal. */

@@ -113,20 +113,19 @@ export function createLogResolvers({
    * logs than `maxQueryCost` is refused with a smaller range, before anything is read.
    */
   async function queryLogs(filter: LogFilter, fromNumber: number, toNumber: number, cap: number, after: LogCursor | null = null): Promise<LogRow[]> {
-    const from = after === null ? fromNumber : Math.max(fromNumber, after.blockNumber)
-    const plan = await logStore.plan(filter, from, toNumber)
     const maxCost = limits.maxQueryCost ?? 0
-    const cost = examinedLogs(plan)
-    if (maxCost > 0 && toNumber > from && cost > maxCost) {
-      const blocks = Math.max(1, Math.floor(((toNumber - from + 1) * maxCost) / cost))
-      throw tooLarge(
-        `query would scan too many logs (about ${cost} to examine, at most ${maxCost}); filter by address and topic0, or ask for fewer blocks`,
-        from,
-        from + blocks - 1,
-        blocks,
-      )
-    }
-    return logStore.read(plan, filter, cap, after)
+    const from = after === null ? fromNumber : Math.max(fromNumber, after.blockNumber)
+    const maxChunks = maxCost > 0 && toNumber > from ? Math.floor(maxCost / examinedLogs(1)) : Number.POSITIVE_INFINITY
+    const found = await logStore.find(filter, fromNumber, toNumber, { cap, after, maxChunks })
+    if ('logs' in found) return found.logs
+    const cost = examinedLogs(found.chunks)
+    const blocks = Math.max(1, Math.floor(((toNumber - from + 1) * maxCost) / cost))
+    throw tooLarge(
+      `query would scan too many logs (about ${cost} to examine, at most ${maxCost}); filter by address and topic0, or ask for fewer blocks`,
+      from,
+      from + blocks - 1,
+      blocks,
+    )
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
