@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import { type Gateway, startGateway } from '../src/app.js'
 import { serveConfigSchema } from '../src/config.js'
 import { createDb } from '../src/db/index.js'
-import { type BlockRows, logCount, toRows } from '../src/ingest/block-data.js'
+import { type BlockRows, toRows } from '../src/ingest/block-data.js'
 import { createBlockFetcher } from '../src/ingest/fetch-block.js'
 import { createStore } from '../src/ingest/store.js'
 import { createUpstream } from '../src/upstream/index.js'
@@ -126,7 +126,7 @@ export async function measureWritePath({
       mark = performance.now()
       await store.writeBlocks(rows)
       writeSeconds += (performance.now() - mark) / 1000
-      logs += rows.reduce((sum, block) => sum + logCount(block), 0)
+      logs += rows.reduce((sum, block) => sum + block.logs.length, 0)
       if ((to + 1) % PROGRESS_EVERY_BLOCKS === 0 || to === head)
         log(`  write path: ${to + 1}/${head + 1} blocks, ${logs.toLocaleString('en-US')} logs, ${writeSeconds.toFixed(1)} s writing`)
     }

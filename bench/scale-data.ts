@@ -1,14 +1,14 @@
-import { asc, between, sql as drizzleSql } from 'drizzle-orm'
+import { sql as drizzleSql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../src/codecs/segmented.js'
-import { type Db, logTablesOfBlocks, schema } from '../src/db/index.js'
+import type { Db } from '../src/db/index.js'
 import { type ReceiptJsonRow, receiptJsonRows, renderReceipts } from '../src/db/upgrade.js'
 import type { ScaleLayout } from './scale-layouts.js'
 
 /**
  * Synthetic Base-shaped history, generated inside Postgres (`INSERT … SELECT` over `generate_series`, no
  * round trip per row) into the tables the ingester fills, with the rows it writes (src/ingest/block-data.ts):
- * headers as the upstream's JSON, each transaction's keys, the logs in chunks with their postings, the balance and nonce changes of
+ * headers as the upstream's JSON, each transaction's keys, one row per log, the balance and nonce changes of
  * each block, and each block's transactions and receipts answers deflated in segments. The bodies of the
  * first blocks are generated as the upstream's JSON and rendered by the ingester's own code into templates,
  * which every later block's rows reuse in turn (same sizes, without rendering 100M logs in Node). Every value is a hash of its position (block,
@@ -347,10 +347,7 @@ export async function createScaleLoader({
   scope: LoadScope
 }): Promise<ScaleLoader> {
   await sql.unsafe(FUNCTIONS)
-  // The legacy `logs` table only stages each step's generated rows here: no indexes, no WAL.
-  await sql.unsafe(`alter table logs drop constraint if exists logs_block_number_log_index_pk;
-    drop index if exists logs_address_topic0_idx, logs_topic0_idx; alter table logs set unlogged`)
-  const logs = logsInsert('logs', Object.keys(LOG_COLUMN_SQL) as LogColumn[])
+  const logs = logsInsert(layout.logsTable, layout.logColumns)
   const counts: LoadedCounts = { blocks: 0, transactions: 0, logs: 0 }
   let next = FIRST_BLOCK
   let templates = false
@@ -358,8 +355,10 @@ export async function createScaleLoader({
   /** Everything but the logs; the template blocks' bodies too, the first time. */
   async function otherTables(from: number, to: number): Promise<number> {
     await sql.unsafe(BLOCKS, [from, to])
-    // The log chunks hold their transactions' hashes: `eth_getLogs` reads no transaction row.
-    if (scope === 'logs') return 0
+    if (scope === 'logs') {
+      if (layout.logColumns.includes('transaction_hash')) return 0
+      return (await sql.unsafe(TRANSACTION_KEYS, [from, to])).count
+    }
     const transactions = await sql.unsafe(templates ? TRANSACTION_KEYS : TRANSACTIONS, [from, to])
     if (!templates) await sql.unsafe(RECEIPTS, [from, to])
     await sql.unsafe(ACCOUNT_CHANGES, [from, to])
@@ -380,8 +379,6 @@ export async function createScaleLoader({
         await sql.unsafe(fromTemplate('block_transactions'), [from, to])
         await sql.unsafe(fromTemplate('block_receipts'), [from, to])
       }
-      await chunkLogs(db, from, to)
-      await sql`truncate logs`
       await sql.unsafe(SYNC_STATE, [CHAIN_ID, FIRST_BLOCK, to])
       counts.blocks += to - from + 1
       counts.transactions += transactions
@@ -389,20 +386,6 @@ export async function createScaleLoader({
       next = to + 1
     },
   }
-}
-
-/**
- * The generated log rows of blocks `from` to `to` (in the legacy `logs` table, a staging area here) stored
- * as the ingester stores them: in chunks with their postings, by its own code (db/log-tables.ts).
- */
-async function chunkLogs(db: Db, from: number, to: number): Promise<void> {
-  const rows = await db.drizzle.select().from(schema.logs).where(between(schema.logs.blockNumber, from, to)).orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
-  const tables = logTablesOfBlocks(rows)
-  await db.copyInTransaction([
-    { table: schema.logChunks, rows: tables.logChunks },
-    { table: schema.logAddressPostings, rows: tables.logAddressPostings },
-    { table: schema.logTopicPostings, rows: tables.logTopicPostings },
-  ])
 }
 
 /**

@@ -1,16 +1,8 @@
 import type postgres from 'postgres'
+import type { LogColumn } from './scale-data.js'
 
 /** The block-keyed tables the ingester writes, each measured on its own. */
-export const BLOCK_TABLES = [
-  'blocks',
-  'transactions',
-  'block_transactions',
-  'log_chunks',
-  'log_address_postings',
-  'log_topic_postings',
-  'block_receipts',
-  'account_changes',
-] as const
+export const BLOCK_TABLES = ['blocks', 'transactions', 'block_transactions', 'logs', 'block_receipts', 'account_changes'] as const
 export type BlockTable = (typeof BLOCK_TABLES)[number]
 
 /**
@@ -23,11 +15,31 @@ export type ScaleLayout = {
   summary: string
   /** Statements run once, after the migrations. */
   setup: string
+  /** Where the generated logs go, and which of their columns it stores. */
+  logsTable: string
+  logColumns: readonly LogColumn[]
   /** The relation holding each table's rows (the stored table behind a view). */
   storage: Record<BlockTable, string>
   /** Runs before blocks up to `lastBlock` are written (e.g. to create the partitions they fall in). */
   prepare?(sql: postgres.Sql, lastBlock: number): Promise<void>
 }
+
+const ALL_LOG_COLUMNS: readonly LogColumn[] = [
+  'block_number',
+  'log_index',
+  'block_hash',
+  'block_timestamp',
+  'transaction_hash',
+  'transaction_index',
+  'address',
+  'topic0',
+  'topic1',
+  'topic2',
+  'topic3',
+  'data',
+]
+
+const LEAN_LOG_COLUMNS_LIST: readonly LogColumn[] = ['block_number', 'log_index', 'transaction_index', 'address', 'topic0', 'topic1', 'topic2', 'topic3', 'data']
 
 const SAME_STORAGE: Record<BlockTable, string> = Object.fromEntries(BLOCK_TABLES.map((table) => [table, table])) as Record<BlockTable, string>
 
@@ -35,12 +47,92 @@ const current: ScaleLayout = {
   name: 'current',
   summary: "flashgate's migrations (drizzle/) as they are",
   setup: '',
+  logsTable: 'logs',
+  logColumns: ALL_LOG_COLUMNS,
   storage: SAME_STORAGE,
 }
 
+/** A log row without the columns another table holds; columns ordered so that no alignment padding falls between them. */
+const LEAN_LOG_COLUMNS = `
+  block_number bigint not null,
+  log_index integer not null,
+  transaction_index integer not null,
+  address bytea not null,
+  topic0 bytea,
+  topic1 bytea,
+  topic2 bytea,
+  topic3 bytea,
+  data bytea not null`
+
+/** `logs` as the resolvers read it: the block hash and timestamp from `blocks`, the transaction hash from `transactions`. */
+const LOGS_VIEW = `
+create view logs as
+  select l.block_number, l.log_index, b.hash as block_hash, b.timestamp as block_timestamp, t.hash as transaction_hash,
+    l.transaction_index, l.address, l.topic0, l.topic1, l.topic2, l.topic3, l.data
+  from logs_stored l
+  join blocks b on b.number = l.block_number
+  join transactions t on t.block_number = l.block_number and t.transaction_index = l.transaction_index;`
+
+/** `lean`: the current layout, but a log stores only what it alone has (its block's and transaction's hashes are joined back). */
+const lean: ScaleLayout = {
+  name: 'lean',
+  summary: 'current, but logs without block_hash/block_timestamp/transaction_hash: a view named logs joins them from blocks and transactions',
+  setup: `
+drop table logs;
+create table logs_stored (${LEAN_LOG_COLUMNS},
+  primary key (block_number, log_index)
+);
+create index logs_stored_address_topic0_idx on logs_stored (address, topic0, block_number);
+create index logs_stored_topic0_idx on logs_stored (topic0, block_number);
+${LOGS_VIEW}`,
+  logsTable: 'logs_stored',
+  logColumns: LEAN_LOG_COLUMNS_LIST,
+  storage: { ...SAME_STORAGE, logs: 'logs_stored' },
+}
+
 /**
- * The candidates measured before migration 0010 (`lean`, `lean-covering`, `compact`: a row per log with fewer
- * columns, covering or deduplicated indexes, partitions) kept a row per log, which the resolvers no longer
- * read; their figures are in bench/results/scale.json and docs/DEPLOY.md.
+ * `lean-covering`: `lean`, with the transaction hash in the index the view joins on, so that deriving a log's
+ * transaction hash is an index-only probe instead of a read of the (wide) transaction row.
  */
-export const LAYOUTS: Record<string, ScaleLayout> = { current }
+const leanCovering: ScaleLayout = {
+  ...lean,
+  name: 'lean-covering',
+  summary: 'lean, and transactions_block_idx covers the hash (INCLUDE): the join that derives transaction_hash reads no transaction row',
+  setup: `${lean.setup}
+drop index transactions_block_idx;
+create unique index transactions_block_idx on transactions (block_number, transaction_index) include (hash);`,
+}
+
+/** Blocks per partition of `compact`'s logs: ~15M logs, ~5.5 hours of Base. */
+export const COMPACT_PARTITION_BLOCKS = 10_000
+
+/**
+ * `compact`: `lean`'s logs, partitioned by block range, with indexes that B-tree deduplication shrinks to a
+ * few bytes per log: (address, topic0) and (topic0) without the block number (equal keys share one entry and
+ * a list of row pointers), and BRIN on the block number instead of the primary key (rows are written in
+ * block order, so a block range is a page range). A partition bounds how many row pointers one key's list
+ * holds.
+ */
+const compact: ScaleLayout = {
+  name: 'compact',
+  summary: `lean's logs partitioned by ${COMPACT_PARTITION_BLOCKS.toLocaleString('en-US')}-block ranges, B-tree (address, topic0) and (topic0) deduplicated, BRIN (block_number) instead of the primary key`,
+  setup: `
+drop table logs;
+create table logs_stored (${LEAN_LOG_COLUMNS}
+) partition by range (block_number);
+create index logs_stored_address_topic0_idx on logs_stored (address, topic0);
+create index logs_stored_topic0_idx on logs_stored (topic0);
+create index logs_stored_block_idx on logs_stored using brin (block_number) with (pages_per_range = 8);
+${LOGS_VIEW}`,
+  logsTable: 'logs_stored',
+  logColumns: LEAN_LOG_COLUMNS_LIST,
+  storage: { ...SAME_STORAGE, logs: 'logs_stored' },
+  async prepare(sql, lastBlock) {
+    const start = lastBlock - (lastBlock % COMPACT_PARTITION_BLOCKS)
+    await sql.unsafe(
+      `create table if not exists logs_stored_${start} partition of logs_stored for values from (${start}) to (${start + COMPACT_PARTITION_BLOCKS})`,
+    )
+  },
+}
+
+export const LAYOUTS: Record<string, ScaleLayout> = { current, lean, 'lean-covering': leanCovering, compact }

@@ -250,7 +250,7 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
   // accounts are asked for, so figures differ by the data, not by the draws.
   const series = options.scope === 'all' ? QUERY_SERIES : (['headlineLogs', 'topicOnlyLogs'] as const)
   const queries = await measureQueries({ db, sql, firstBlock: FIRST_BLOCK, head, queries: options.queries, seed: options.seed, series })
-  const plans = await explainLogQueries(db, sql, head, FIRST_BLOCK)
+  const plans = await explainLogQueries(sql, head, FIRST_BLOCK)
   const run: ScaleRun = {
     layout: layout.name,
     scope: options.scope,

@@ -179,7 +179,7 @@ export const OPTIONS = [
   { key: 'maxBody', flag: 'max-body', env: 'MAX_BODY', help: 'dedicated endpoints: bytes per request body (default 5242880)' },
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'dedicated endpoints: largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'dedicated endpoints: largest eth_getLogs result (default 10000)' },
-  { key: 'maxQueryCost', flag: 'max-query-cost', env: 'MAX_QUERY_COST', help: 'most logs one eth_getLogs over more than one block may examine (the chunks it reads, 32 logs each), 0 for no limit (default 250000)' },
+  { key: 'maxQueryCost', flag: 'max-query-cost', env: 'MAX_QUERY_COST', help: 'largest planner cost of an eth_getLogs that no index answers exactly, 0 for no estimate (default 250000)' },
   { key: 'answerCacheMb', flag: 'answer-cache-mb', env: 'ANSWER_CACHE_MB', help: 'memory for answers kept by block (receipts, logs, account reads), in MiB; 0 for none (default 64)' },
   { key: 'trustProxy', flag: 'trust-proxy', env: 'TRUST_PROXY', help: 'take client addresses from X-Forwarded-For, behind a reverse proxy (true/false, default false)' },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },

@@ -1,9 +1,8 @@
 import { deflateRawSync } from 'node:zlib'
 import { sql } from 'drizzle-orm'
 import { adler32, deflateOpen, inflateAny } from '../src/codecs/deflated.js'
-import { chunkBit, decodeChunk, postingKey } from '../src/codecs/log-chunks.js'
 import { inflateSegment } from '../src/codecs/segmented.js'
-import { bytesToHex, numberToHex } from 'viem'
+import { numberToHex } from 'viem'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { SYNC_KEYS, schema } from '../src/db/index.js'
 import { upgradeStorage } from '../src/db/upgrade.js'
@@ -81,37 +80,6 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
     }
   })
 
-  test("each block's log chunks hold anvil's logs, and its postings name every chunk holding an address or topic0", async () => {
-    const chunks = await gateway.db.query<{ number: number; chunk: number; count: number; deflated: Uint8Array }>(
-      sql`select block_number::int as number, chunk, log_count as count, deflated from ${schema.logChunks} order by block_number, chunk`,
-    )
-    const postings = async (table: typeof schema.logAddressPostings) =>
-      new Map(
-        (await gateway.db.query<{ key: string; number: number; chunks: string }>(sql`select key::text, block_number::int as number, chunks::text from ${table}`)).map(
-          (row) => [`${row.key}@${row.number}`, BigInt(row.chunks)] as const,
-        ),
-      )
-    const [byAddress, byTopic] = [await postings(schema.logAddressPostings), await postings(schema.logTopicPostings)]
-    const posted = { addresses: new Map<string, bigint>(), topics: new Map<string, bigint>() }
-    const stored: unknown[] = []
-    for (const { number, chunk, count, deflated } of chunks) {
-      const logs = decodeChunk(deflated)
-      expect(logs.length).toBe(count)
-      const bit = BigInt.asIntN(64, chunkBit(chunk))
-      for (const log of logs) {
-        stored.push({ blockNumber: numberToHex(number), logIndex: numberToHex(log.logIndex), address: bytesToHex(log.address), topics: log.topics.map((topic) => bytesToHex(topic)), data: bytesToHex(log.data), transactionHash: bytesToHex(log.transactionHash), transactionIndex: numberToHex(log.transactionIndex) })
-        const add = (map: Map<string, bigint>, key: bigint) => map.set(`${key}@${number}`, (map.get(`${key}@${number}`) ?? 0n) | bit)
-        add(posted.addresses, postingKey(log.address))
-        if (log.topics[0] !== undefined) add(posted.topics, postingKey(log.topics[0]))
-      }
-    }
-    const reference = (await rpc(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: numberToHex(facts.head) }])).result as Record<string, unknown>[]
-    expect(reference.length).toBeGreaterThan(0)
-    expect(stored).toEqual(reference.map(({ blockNumber, logIndex, address, topics, data, transactionHash, transactionIndex }) => ({ blockNumber, logIndex, address, topics, data, transactionHash, transactionIndex })))
-    expect(byAddress).toEqual(posted.addresses)
-    expect(byTopic).toEqual(posted.topics)
-  })
-
   test('an omitted block argument and "pending" (no Flashblocks feed) answer as latest', async () => {
     const [account] = facts.accounts
     const latest = await rpc(anvil.rpcUrl, 'eth_getBalance', [account, 'latest'])
@@ -126,9 +94,9 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
   })
 
   // Last: it turns the index back into the layout of before migration 0009 (a body per transaction and per
-  // receipt, a row per log), with blocks from before 0003 (no stored receipts answer) and 0004 (a finished stream).
+  // receipt), with blocks from before 0003 (no stored receipts answer) and 0004 (a finished stream).
   test('an index in the older layout is upgraded in place and answers as anvil does', async () => {
-    const { blockReceipts, blockTransactions, blocks, logAddressPostings, logChunks, logs, logTopicPostings, receipts, syncState, transactions } = schema
+    const { blockReceipts, blockTransactions, receipts, syncState, transactions } = schema
     for (let number = 0; number <= facts.head; number++) {
       const [stored] = await gateway.db.query<{ transactions: Uint8Array; receipts: Uint8Array }>(
         sql`select t.deflated as transactions, r.deflated as receipts from ${blockTransactions} t join ${blockReceipts} r using (block_number) where block_number = ${number}`,
@@ -154,34 +122,14 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
       }
     }
     await gateway.db.query(sql`delete from ${blockTransactions}`)
-    // Before 0010: a row per log.
-    const chunks = await gateway.db.query<{ number: number; deflated: Uint8Array; hash: Uint8Array; timestamp: number }>(
-      sql`select c.block_number::int as number, c.deflated, b.hash, b.timestamp::int as timestamp from ${logChunks} c join ${blocks} b on b.number = c.block_number order by c.block_number, c.chunk`,
-    )
-    const logRows = chunks.flatMap(({ number, deflated, hash, timestamp }) =>
-      decodeChunk(deflated).map(({ topics: [topic0 = null, topic1 = null, topic2 = null, topic3 = null], ...log }) => ({
-        ...log,
-        blockNumber: number,
-        blockHash: hash,
-        blockTimestamp: timestamp,
-        topic0,
-        topic1,
-        topic2,
-        topic3,
-      })),
-    )
-    expect(logRows.length).toBeGreaterThan(0)
-    await gateway.db.drizzle.insert(logs).values(logRows)
-    for (const table of [logChunks, logAddressPostings, logTopicPostings]) await gateway.db.query(sql`delete from ${table}`)
     await gateway.db.query(sql`delete from ${syncState} where key = ${SYNC_KEYS.storageVersion}`)
 
     await upgradeStorage(gateway.db)
     gateway.resolvers.notify({ reorg: true })
-    const [left] = await gateway.db.query<{ receipts: number; bodies: number; blocks: number; logs: number; chunkedLogs: number }>(sql`select
+    const [left] = await gateway.db.query<{ receipts: number; bodies: number; blocks: number }>(sql`select
       (select count(*) from ${receipts})::int as receipts, (select count(*) from ${transactions} where body is not null)::int as bodies,
-      (select count(*) from ${blockTransactions})::int as blocks, (select count(*) from ${logs})::int as logs,
-      (select sum(log_count) from ${logChunks})::int as "chunkedLogs"`)
-    expect(left).toEqual({ receipts: 0, bodies: 0, blocks: facts.head + 1, logs: 0, chunkedLogs: logRows.length })
+      (select count(*) from ${blockTransactions})::int as blocks`)
+    expect(left).toEqual({ receipts: 0, bodies: 0, blocks: facts.head + 1 })
     const whole = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, wholeChainQueries(facts))
     expect(whole.errors).toBe(0)
     const queries = Array.from({ length: facts.head + 1 }, (_, number) => ({ method: 'eth_getBlockReceipts', params: [numberToHex(number)] }))

@@ -43,10 +43,10 @@ function createWriter() {
       ensure(4)
       offset = buffer.writeInt32BE(value, offset)
     },
-    /** An int64; a non-negative safe integer without making a BigInt. */
-    int64(value: number | bigint) {
+    /** A non-negative safe integer as an int64, without a BigInt. */
+    int64(value: number) {
       ensure(8)
-      if (typeof value === 'number' && value >= 0 && value <= Number.MAX_SAFE_INTEGER) {
+      if (value >= 0 && value <= Number.MAX_SAFE_INTEGER) {
         offset = buffer.writeUInt32BE(Math.floor(value / TWO_TO_32), offset)
         offset = buffer.writeUInt32BE(value >>> 0, offset)
       } else offset = buffer.writeBigInt64BE(BigInt(value), offset)
@@ -120,7 +120,7 @@ function fieldEncoder(sqlType: string): (writer: Writer, value: unknown) => void
     case 'bigint':
       return (writer, value) => {
         writer.int32(8)
-        writer.int64(value as number | bigint)
+        writer.int64(value as number)
       }
     case 'integer':
       return (writer, value) => {

@@ -10,7 +10,6 @@ import { isPostgresUrl } from './session.js'
 export { schema }
 export { type LogRow, SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
-export { type LogTables, logTables, logTablesOfBlocks } from './log-tables.js'
 export { DatabaseInUseError, DIRECTORY_LOCK_FILE, type DirectoryLock, directoryHolder, type LockHolder, lockDirectory } from './lock.js'
 export type { CopyRows } from './copy.js'
 export {
@@ -23,8 +22,6 @@ export {
   isIngestLockLost,
   isPostgresUrl,
   pgliteDirectory,
-  type Queries,
-  queriesOn,
 } from './session.js'
 
 /**

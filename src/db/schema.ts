@@ -118,9 +118,8 @@ export const blockTransactions = pgTable('block_transactions', {
 })
 
 /**
- * Legacy: one row per log, in indexes written before migration 0010 (~460 bytes per log with its indexes on
- * a Base-shaped chain). Logs now live in `log_chunks`; `upgradeStorage` (db/upgrade.ts) moves old ones
- * there and empties this table.
+ * One row per log. The indexes follow the `eth_getLogs` shapes clients send most (see bench/logs-plan.ts):
+ * address + topic0 over a block range, topic0 alone over a range, and whole blocks (by number or hash).
  */
 export const logs = pgTable(
   'logs',
@@ -146,44 +145,6 @@ export const logs = pgTable(
 )
 
 export type LogRow = typeof logs.$inferSelect
-
-/**
- * Each block's logs in chunks of up to 32 consecutive logs, compressed on their own (codecs/log-chunks.ts):
- * ~80 bytes per log on a Base-shaped chain. A log query finds the chunks that may hold its matches in the
- * postings below, reads only those, and checks every log against the filter.
- */
-export const logChunks = pgTable(
-  'log_chunks',
-  {
-    blockNumber: blockNumber('block_number').notNull(),
-    /** The chunk's position in its block, from 0. */
-    chunk: integer('chunk').notNull(),
-    logCount: integer('log_count').notNull(),
-    /** Kept in the row (storage `MAIN`, `toast_tuple_target` raised): a chunk is read with one page, not a TOAST look-up. */
-    deflated: bytea('deflated').notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.blockNumber, t.chunk] })],
-)
-
-/**
- * Postings of `log_chunks`: for each block and each address (or topic0) among its logs, which of the block's
- * chunks hold it, as a bitmap (codecs/log-chunks.ts `chunkBit`). Keyed by the first 8 bytes of the address
- * or topic: ~0.3 rows per log instead of two index entries per log, and a collision only costs a chunk read.
- * The primary key holds the bitmap too, so that a look-up reads the index alone (an index-only scan).
- * Rows go in block order, so the BRIN index on the block number finds a block's rows for a reorg or pruning.
- */
-const postings = (name: string) =>
-  pgTable(
-    name,
-    {
-      key: bigint('key', { mode: 'bigint' }).notNull(),
-      blockNumber: blockNumber('block_number').notNull(),
-      chunks: bigint('chunks', { mode: 'bigint' }).notNull(),
-    },
-    (t) => [primaryKey({ columns: [t.key, t.blockNumber, t.chunks] }), index(`${name}_block_number_idx`).using('brin', t.blockNumber)],
-  )
-export const logAddressPostings = postings('log_address_postings')
-export const logTopicPostings = postings('log_topic_postings')
 
 /**
  * Balance and nonce of an account after each block that changed them, with the values before that block,

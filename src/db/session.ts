@@ -38,19 +38,6 @@ export type DbSession = {
   transaction<result>(work: (tx: Drizzle) => Promise<result>): Promise<result>
 }
 
-/** Raw SQL inside a transaction, as `DbSession.query` runs it outside one. */
-export type Queries = Pick<DbSession, 'query'>
-
-/** `query` on a transaction: postgres.js answers a row array, PGlite a result holding the rows. */
-export function queriesOn(tx: Drizzle): Queries {
-  return {
-    query: async <row extends Record<string, unknown>>(statement: SQL) => {
-      const result: unknown = await tx.execute(statement)
-      return (Array.isArray(result) ? result : (result as { rows: row[] }).rows) as row[]
-    },
-  }
-}
-
 /**
  * The one ingester's lock (DESIGN.md §1). On Postgres it is a session-level advisory lock: `db` runs on
  * that session, so writes happen only while the lock is held (a transaction cannot outlive its session,

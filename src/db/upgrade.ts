@@ -1,13 +1,12 @@
-import { asc, between, type SQL, sql } from 'drizzle-orm'
+import { type SQL, sql } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import { inflateAny } from '../codecs/deflated.js'
 import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../codecs/segmented.js'
 import * as schema from './schema.js'
 import { SYNC_KEYS } from './schema.js'
-import { logTablesOfBlocks } from './log-tables.js'
-import { type DbConfig, type DbSession, type Drizzle, type Queries, queriesOn } from './session.js'
+import type { DbConfig, DbSession } from './session.js'
 
-const { blockReceipts, blockTransactions, blocks, logAddressPostings, logChunks, logs, logTopicPostings, receipts, syncState, transactions } = schema
+const { blockReceipts, blockTransactions, blocks, logs, receipts, syncState, transactions } = schema
 
 /**
  * The index's storage of transaction and receipt bodies, brought to today's layout once, after the
@@ -15,13 +14,12 @@ const { blockReceipts, blockTransactions, blocks, logAddressPostings, logChunks,
  * transaction (`transactions.body`) and per receipt (`receipts`); blocks indexed before migration 0003 have
  * no stored receipts answer, and those before 0004 a finished stream without its length and checksum. Each
  * block's bodies now live in `block_transactions` and `block_receipts`, in segments (codecs/segmented.ts).
- * Indexes written before migration 0010 kept a row per log (`logs`); logs now live in `log_chunks` with
- * their postings (db/log-tables.ts). The conversion goes a batch of blocks at a time, each batch in one transaction, so an interrupted upgrade
+ * The conversion goes a batch of blocks at a time, each batch in one transaction, so an interrupted upgrade
  * resumes where it stopped; when it is done, `sync_state` says so and later starts skip it.
  */
 
-/** The layout this code reads: bodies per block, in segments (2); logs in chunks with postings (3). */
-export const STORAGE_VERSION = 3
+/** The layout this code reads: bodies per block, in segments. */
+export const STORAGE_VERSION = 2
 const BATCH_BLOCKS = 500
 /** Serialises the conversion between processes that share one Postgres ("flup"). */
 const UPGRADE_LOCK_ID = 0x666c7570
@@ -41,10 +39,9 @@ export async function upgradeStorage(db: DbSession, progress: UpgradeProgress = 
       await db.transaction(async (tx) => {
         // Processes starting together take turns; a batch another one converted has nothing left to do.
         await tx.execute(sql`select pg_advisory_xact_lock(${UPGRADE_LOCK_ID})`)
-        const session = queriesOn(tx)
+        const session = { query: <row extends Record<string, unknown>>(statement: SQL) => tx.execute(statement).then(rowsOf<row>) }
         await upgradeTransactions(session, from, to)
         await upgradeReceipts(session, from, to)
-        await upgradeLogs(session, tx, from, to)
       })
       progress({ fromBlock: from, toBlock: to, lastBlock: last })
     }
@@ -53,7 +50,12 @@ export async function upgradeStorage(db: DbSession, progress: UpgradeProgress = 
     on conflict (${sql.identifier('key')}) do update set value = excluded.value`)
 }
 
-type Session = Queries
+type Session = { query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]> }
+
+/** postgres.js answers a row array, PGlite a result with `rows`. */
+function rowsOf<row>(result: unknown): row[] {
+  return (Array.isArray(result) ? result : (result as { rows: row[] }).rows) as row[]
+}
 
 async function upgradeTransactions(session: Session, from: number, to: number): Promise<void> {
   const missing = await session.query<{ number: string }>(sql`
@@ -92,29 +94,6 @@ async function upgradeReceipts(session: Session, from: number, to: number): Prom
         adler32 = excluded.adler32, segment_offsets = excluded.segment_offsets`)
   }
   await session.query(sql`delete from ${receipts} where ${receipts.blockNumber} between ${from} and ${to}`)
-}
-
-/** Blocks whose legacy log rows are read at once: ~30,000 logs on a Base-shaped chain. */
-const LOG_BLOCKS = 20
-/** Rows per INSERT: well under Postgres' 65,535 parameters. */
-const INSERT_ROWS = 5_000
-
-/** Legacy log rows (before migration 0010) moved into chunks and postings (db/log-tables.ts), then deleted. */
-async function upgradeLogs(session: Session, tx: Drizzle, from: number, to: number): Promise<void> {
-  for (let start = from; start <= to; start += LOG_BLOCKS) {
-    const end = Math.min(to, start + LOG_BLOCKS - 1)
-    const rows = await tx.select().from(logs).where(between(logs.blockNumber, start, end)).orderBy(asc(logs.blockNumber), asc(logs.logIndex))
-    if (rows.length === 0) continue
-    const tables = logTablesOfBlocks(rows)
-    for (const [table, tableRows] of [
-      [logChunks, tables.logChunks],
-      [logAddressPostings, tables.logAddressPostings],
-      [logTopicPostings, tables.logTopicPostings],
-    ] as const) {
-      for (let at = 0; at < tableRows.length; at += INSERT_ROWS) await tx.insert(table).values(tableRows.slice(at, at + INSERT_ROWS)).onConflictDoNothing()
-    }
-    await session.query(sql`delete from ${logs} where ${logs.blockNumber} between ${start} and ${end}`)
-  }
 }
 
 function groupByBlock<row extends { block_number: string }>(rows: row[], item: (row: row) => string): Map<number, string[]> {

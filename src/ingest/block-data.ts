@@ -2,7 +2,7 @@ import type { Address, Hash, Hex, RpcBlock, RpcTransaction, RpcTransactionReceip
 import { registryEvents } from '../attribution/registry.js'
 import { attributedActions, ENTRY_POINTS, type EntryPoint } from '../attribution/user-operations.js'
 import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../codecs/segmented.js'
-import { hexToBytea, type LogRow, type LogTables, logTables, type schema } from '../db/index.js'
+import { hexToBytea, type LogRow, type schema } from '../db/index.js'
 import { renderReceiptItems } from '../resolvers/receipt-json.js'
 import { type AccountChange, foldPrestateDiffs, type PrestateDiff } from './account-diffs.js'
 
@@ -23,10 +23,7 @@ export type BlockRows = {
   transactions: (typeof schema.transactions.$inferInsert)[]
   blockTransactions: typeof schema.blockTransactions.$inferInsert
   blockReceipts: typeof schema.blockReceipts.$inferInsert
-  /** The block's logs in chunks, and the postings that find them by address and by topic0 (db/log-tables.ts). */
-  logChunks: LogTables['logChunks']
-  logAddressPostings: LogTables['logAddressPostings']
-  logTopicPostings: LogTables['logTopicPostings']
+  logs: (typeof schema.logs.$inferInsert)[]
   accountChanges: (typeof schema.accountChanges.$inferInsert)[]
   /** One row per (code, transaction) for calldata that ends in an ERC-8021 suffix (DESIGN.md §7). */
   attributions: (typeof schema.attributions.$inferInsert)[]
@@ -129,7 +126,7 @@ export function toRows({ block, receipts, accountChanges }: BlockData, options: 
     })),
     blockTransactions: storedSegments(number, block.transactions.map((transaction) => JSON.stringify(transaction))),
     blockReceipts: storedSegments(number, renderReceiptItems(receiptRows, logs)),
-    ...logTables(number, logs),
+    logs,
     accountChanges: (accountChanges ?? []).map((change) => ({
       address: hexToBytea(change.address),
       blockNumber: number,
@@ -164,6 +161,3 @@ export function storedSegments(blockNumber: number, items: readonly string[]): B
   const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
   return { blockNumber, deflated: stream, plainLength: length, adler32, segmentOffsets: offsets }
 }
-
-/** How many logs a block's rows hold. */
-export const logCount = (rows: Pick<BlockRows, 'logChunks'>): number => rows.logChunks.reduce((sum, chunk) => sum + chunk.logCount, 0)

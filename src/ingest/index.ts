@@ -6,7 +6,7 @@ import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, SYNC_K
 import type { Upstream } from '../upstream/index.js'
 import type { EntryPoint } from '../attribution/user-operations.js'
 import { createRegistryFollower, type RegistrySetting } from './registry.js'
-import { type BlockData, InconsistentBlockError, logCount, toRows, type RawBlock, type RawReceipt } from './block-data.js'
+import { type BlockData, InconsistentBlockError, toRows, type RawBlock, type RawReceipt } from './block-data.js'
 import { createBlockFetcher, type UpstreamCapabilities } from './fetch-block.js'
 import { createProgress } from './progress.js'
 import { createStore, type Store, type StoredHead } from './store.js'
@@ -268,7 +268,7 @@ export function createIngester(config: IngesterConfig) {
             block,
           })),
         )
-        const logs = rows.reduce((sum, block) => sum + logCount(block), 0)
+        const logs = rows.reduce((sum, block) => sum + block.logs.length, 0)
         logsWritten += logs
         progress.record(accepted.length, logs, committed.number, target)
         await refreshSafeHeads()

@@ -3,8 +3,7 @@ import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
 export type { RegistryProgress }
-import { byteaToHex, type CopyRows, type DbSession, queriesOn, SYNC_KEYS, schema } from '../db/index.js'
-import { createLogStore } from '../resolvers/log-store.js'
+import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, schema } from '../db/index.js'
 import { notifyChain } from '../db/notifications.js'
 import { type BlockRows, registryEventRows } from './block-data.js'
 import { blockTables } from './block-tables.js'
@@ -71,12 +70,12 @@ export function createStore({ db }: { db: DbSession }) {
       // Logs first, counted; the block headers last (COPY order reversed).
       let removed = 0
       for (const [key, { table, blockNumber }] of [...blockTables].reverse()) {
-        if (key !== 'logChunks') {
+        if (key !== 'logs') {
           await tx.delete(table).where(gt(blockNumber, ancestor))
           continue
         }
         const answer = (await tx.execute(
-          sql`with gone as (delete from ${table} where ${blockNumber} > ${ancestor} returning ${schema.logChunks.logCount} as logs) select coalesce(sum(logs), 0)::int as count from gone`,
+          sql`with gone as (delete from ${table} where ${blockNumber} > ${ancestor} returning 1) select count(*)::int as count from gone`,
         )) as unknown as { count: number }[] | { rows: { count: number }[] }
         // postgres.js answers the rows, PGlite an object holding them.
         removed = (Array.isArray(answer) ? answer : answer.rows)[0]?.count ?? 0
@@ -98,10 +97,12 @@ export function createStore({ db }: { db: DbSession }) {
     await db.transaction(async (tx) => {
       await tx.delete(schema.builderCodeRegistryEvents)
       if (address !== null) {
-        const logStore = createLogStore({ db: queriesOn(tx) })
-        const match = { addresses: [address], topics: [] }
-        const found = await logStore.find(match, 0, Number.MAX_SAFE_INTEGER, { cap: Number.POSITIVE_INFINITY })
-        const logRows = 'logs' in found ? found.logs : []
+        const { logs } = schema
+        const logRows = await tx
+          .select({ blockNumber: logs.blockNumber, blockTimestamp: logs.blockTimestamp, logIndex: logs.logIndex, topic0: logs.topic0, topic1: logs.topic1, topic2: logs.topic2, topic3: logs.topic3, data: logs.data })
+          .from(logs)
+          .where(eq(logs.address, hexToBytea(address)))
+          .orderBy(asc(logs.blockNumber), asc(logs.logIndex))
         const events = logRows.flatMap((row) =>
           registryEvents(address, { number: row.blockNumber, timestamp: row.blockTimestamp }, [
             {

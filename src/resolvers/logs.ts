@@ -1,6 +1,8 @@
-import type { Hash, RpcLog } from 'viem'
+import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
+import type { AnyPgColumn } from 'drizzle-orm/pg-core'
+import type { Hash, Hex, RpcLog } from 'viem'
 import { type BlockSelector, type LogFilter, toQuantity } from '../codecs/index.js'
-import { byteaToHex, type Db, type LogRow } from '../db/index.js'
+import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -12,7 +14,6 @@ import {
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState, ResolvedBlock } from './chain.js'
 import type { History } from './history.js'
-import { createLogStore, examinedLogs, type LogCursor } from './log-store.js'
 import type { PendingView } from './pending.js'
 
 export type LogLimits = {
@@ -21,9 +22,8 @@ export type LogLimits = {
   /** Largest number of logs one `eth_getLogs` may return. */
   maxLogs: number
   /**
-   * Largest number of logs a query over more than one block may examine (the chunks its postings name, or
-   * every chunk of its range without an address or topic0, 32 logs each); 0 for no limit. Counted before
-   * anything is read, so that one filter cannot scan the whole index.
+   * Largest planner cost (Postgres `EXPLAIN` units) of a log query that no index answers exactly; 0 for no
+   * estimate. Such queries are estimated before they run, so that one filter cannot scan the whole table.
    */
   maxQueryCost?: number
 }
@@ -31,6 +31,8 @@ export type LogLimits = {
 /** `eth_getLogs` adds `blockTimestamp`, as reth and anvil do. */
 export type Log = RpcLog & { blockTimestamp: `0x${string}` }
 
+
+const TOPIC_COLUMNS = [schema.logs.topic0, schema.logs.topic1, schema.logs.topic2, schema.logs.topic3] as const
 
 export function formatLog(row: LogRow): Log {
   const topics: Hash[] = []
@@ -50,6 +52,27 @@ export function formatLog(row: LogRow): Log {
     logIndex: toQuantity(row.logIndex),
     removed: false,
   }
+}
+
+/**
+ * `column` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one
+ * per value, so that no list size meets the database's bind-parameter limit (65,535).
+ */
+function anyOf(column: AnyPgColumn, values: Hex[]): SQL {
+  if (values.length === 1) return eq(column, hexToBytea(values[0]!))
+  // Array-literal elements quoted, with the backslash of bytea's `\x` hex form escaped.
+  const literal = `{${values.map((value) => `"\\\\x${value.slice(2)}"`).join(',')}}`
+  return sql`${column} = any(${literal}::bytea[])`
+}
+
+/** The filter's address and topic conditions, shared by range and block-hash queries. */
+function matchConditions(filter: LogFilter): SQL[] {
+  const conditions: SQL[] = []
+  if (filter.addresses !== null) conditions.push(anyOf(schema.logs.address, filter.addresses))
+  filter.topics.forEach((alternatives, position) => {
+    if (alternatives !== null) conditions.push(anyOf(TOPIC_COLUMNS[position]!, alternatives))
+  })
+  return conditions
 }
 
 /**
@@ -82,7 +105,8 @@ export function rangeEnd(resolved: ResolvedBlock): number {
 
 export type GetLogsParameters = { filter: LogFilter }
 
-export type { LogCursor }
+/** Position of a log in the chain: a page of logs continues after it. */
+export type LogCursor = { blockNumber: number; logIndex: number }
 export type GetLogsPageParameters = { filter: LogFilter; first: number; after: LogCursor | null }
 export type LogsPage = { logs: Log[]; hasNextPage: boolean }
 
@@ -96,6 +120,14 @@ function matchKey(filter: LogFilter): string {
   return `${filter.addresses?.join(',') ?? '*'}:${filter.topics.map((alternatives) => alternatives?.join('|') ?? '*').join(',')}`
 }
 
+/**
+ * Filters an index answers exactly: one block (the primary key), or an address with topic0
+ * (`logs_address_topic0_idx`). Everything else is priced before it runs.
+ */
+function isIndexExact(filter: LogFilter, fromNumber: number, toNumber: number): boolean {
+  return fromNumber === toNumber || (filter.addresses !== null && filter.topics[0] !== null && filter.topics[0] !== undefined)
+}
+
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 
 export function createLogResolvers({
@@ -106,26 +138,39 @@ export function createLogResolvers({
   pendingView,
   history,
 }: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache; pendingView: PendingView; history: History }) {
-  const logStore = createLogStore({ db })
   /**
-   * The logs `filter` matches between `fromNumber` and `toNumber` (after `after`), at most `cap`, in chain
-   * order. The chunks to read are counted first: a query over more than one block that would examine more
-   * logs than `maxQueryCost` is refused with a smaller range, before anything is read.
+   * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
+   * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
    */
-  async function queryLogs(filter: LogFilter, fromNumber: number, toNumber: number, cap: number, after: LogCursor | null = null): Promise<LogRow[]> {
+  async function queryLogs(where: SQL | undefined, cap: number, scan: { filter: LogFilter; fromNumber: number; toNumber: number }): Promise<LogRow[]> {
+    const query = db.drizzle
+      .select()
+      .from(schema.logs)
+      .where(where)
+      .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
+      .limit(cap)
     const maxCost = limits.maxQueryCost ?? 0
-    const from = after === null ? fromNumber : Math.max(fromNumber, after.blockNumber)
-    const maxChunks = maxCost > 0 && toNumber > from ? Math.floor(maxCost / examinedLogs(1)) : Number.POSITIVE_INFINITY
-    const found = await logStore.find(filter, fromNumber, toNumber, { cap, after, maxChunks })
-    if ('logs' in found) return found.logs
-    const cost = examinedLogs(found.chunks)
-    const blocks = Math.max(1, Math.floor(((toNumber - from + 1) * maxCost) / cost))
-    throw tooLarge(
-      `query would scan too many logs (about ${cost} to examine, at most ${maxCost}); filter by address and topic0, or ask for fewer blocks`,
-      from,
-      from + blocks - 1,
-      blocks,
-    )
+    if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
+      const cost = await plannedCost(query.getSQL())
+      if (cost > maxCost) {
+        const blocks = Math.max(1, Math.floor(((scan.toNumber - scan.fromNumber + 1) * maxCost) / cost))
+        throw tooLarge(
+          `query would scan too many logs (estimated cost ${Math.round(cost)}, at most ${maxCost}); filter by address and topic0, or ask for fewer blocks`,
+          scan.fromNumber,
+          scan.fromNumber + blocks - 1,
+          blocks,
+        )
+      }
+    }
+    return query
+  }
+
+  /** The planner's total cost of a statement, without running it. */
+  async function plannedCost(statement: SQL): Promise<number> {
+    const [row] = await db.query<Record<string, unknown>>(sql`explain (format json) ${statement}`)
+    const plan = Object.values(row ?? {})[0]
+    const parsed = (typeof plan === 'string' ? JSON.parse(plan) : plan) as [{ Plan: { 'Total Cost': number } }]
+    return parsed[0].Plan['Total Cost']
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
@@ -218,7 +263,13 @@ export function createLogResolvers({
     let confirmed: Log[] = []
     if (range !== null || filter.blockHash !== undefined) {
       const { fromNumber, toNumber } = await resolveLogRange(range === null ? filter : { ...filter, ...range, blockHash: undefined })
-      confirmed = (await queryLogs(filter, fromNumber, toNumber, first + 1, after)).map(formatLog)
+      const position = after === null ? undefined : sql`(${schema.logs.blockNumber}, ${schema.logs.logIndex}) > (${after.blockNumber}, ${after.logIndex})`
+      const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)), first + 1, {
+        filter,
+        fromNumber,
+        toNumber,
+      })
+      confirmed = rows.map(formatLog)
     }
     const logs =
       pending.length > 0 && confirmed.length <= first
@@ -228,7 +279,9 @@ export function createLogResolvers({
   }
 
   async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number): Promise<Log[]> {
-    const rows = await queryLogs(filter, fromNumber, toNumber, limits.maxLogs + 1)
+    const conditions = matchConditions(filter)
+    const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
+    const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber })
     if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber)
     return rows.map(formatLog)
   }
