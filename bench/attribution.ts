@@ -82,7 +82,11 @@ async function generateAttributedChain(rpcUrl: string) {
   const codes = Array.from({ length: CODE_POOL }, generateBuilderCode)
   const bundler = accounts[0]!
   const userOperations = await setUpUserOperations(rpc, bundler, SMART_ACCOUNTS)
-  const nonces = new Map<Address, number>(await Promise.all(accounts.map(async (account) => [account, Number.parseInt(await rpc.call<Hex>('eth_getTransactionCount', [account, 'pending']), 16)] as const)))
+  const nonces = new Map<Address, number>(
+    await Promise.all(
+      accounts.map(async (account) => [account, Number.parseInt(await rpc.call<Hex>('eth_getTransactionCount', [account, 'pending']), 16)] as const),
+    ),
+  )
   let attributed = 0
   let operations = 0
   let sequence = 0
@@ -98,14 +102,20 @@ async function generateAttributedChain(rpcUrl: string) {
         if (Math.random() < STACKED_SHARE) data = concat([data, Attribution.toDataSuffix({ walletCode: 'bench_wallet' })])
       }
       const to = `0x${(sequence % 997).toString(16).padStart(40, '0')}`
-      return { method: 'eth_sendTransaction', params: [{ from, to, value: '0x1', data, gas: `0x${TRANSFER_GAS.toString(16)}`, nonce: `0x${nonce.toString(16)}` }] }
+      return {
+        method: 'eth_sendTransaction',
+        params: [{ from, to, value: '0x1', data, gas: `0x${TRANSFER_GAS.toString(16)}`, nonce: `0x${nonce.toString(16)}` }],
+      }
     })
     for (let bundle = 0; bundle < BUNDLES_PER_BLOCK; bundle++) {
       const nonce = nonces.get(bundler)!
       nonces.set(bundler, nonce + 1)
       const data = await userOperations.bundle(OPERATIONS_PER_BUNDLE, () => attributionSuffix([codes[Math.floor(Math.random() * codes.length)]!]))
       operations += OPERATIONS_PER_BUNDLE
-      calls.push({ method: 'eth_sendTransaction', params: [{ from: bundler, to: userOperations.entryPoint, data, value: '0x0', gas: `0x${BUNDLE_GAS.toString(16)}`, nonce: `0x${nonce.toString(16)}` }] })
+      calls.push({
+        method: 'eth_sendTransaction',
+        params: [{ from: bundler, to: userOperations.entryPoint, data, value: '0x0', gas: `0x${BUNDLE_GAS.toString(16)}`, nonce: `0x${nonce.toString(16)}` }],
+      })
     }
     await rpc.batch(calls)
     await rpc.call('evm_mine')
@@ -120,8 +130,7 @@ async function measureRegistration(databaseUrl: string, rpcUrl: string, workDir:
   try {
     const wallets = Array.from({ length: REGISTRATION_WALLETS }, (_, index) => `0x${(index + 1).toString(16).padStart(40, 'a')}`)
     const bodies = wallets.map((walletAddress) => JSON.stringify({ walletAddress }))
-    for (const body of bodies)
-      await fetch(`${gateway.url}/v1/agents/builder-codes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    for (const body of bodies) await fetch(`${gateway.url}/v1/agents/builder-codes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
     const report = await runLoad({
       mode: 'throughput',
       url: `${gateway.url}/v1/agents/builder-codes`,
@@ -148,7 +157,12 @@ async function timeWrites(databaseUrl: string, batches: BlockRows[][]): Promise<
   }
 }
 
-async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: string }, rpcUrl: string, chain: { head: number; transactions: number; attributed: number; userOperations: number }, defer: (label: string, step: () => Promise<void>) => void) {
+async function measureIndexing(
+  options: { pglite: boolean; adminDatabaseUrl: string },
+  rpcUrl: string,
+  chain: { head: number; transactions: number; attributed: number; userOperations: number },
+  defer: (label: string, step: () => Promise<void>) => void,
+) {
   const backfillDatabase = await createBenchDatabase(options)
   defer('drop backfill database', backfillDatabase.drop)
   const config = serveConfigSchema.parse({ port: 0, databaseUrl: backfillDatabase.databaseUrl, upstreamRpc: rpcUrl, startBlock: '0', logLevel: 'silent' })
@@ -163,7 +177,9 @@ async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: str
   const fetcher = createBlockFetcher({ upstream: createUpstream({ rpcUrl }), capabilities: { blockReceipts: true, tracing: true } })
   const blocks = []
   for (let from = 0; from <= chain.head; from += FETCH_CONCURRENCY)
-    blocks.push(...(await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, chain.head - from + 1) }, (_, index) => fetcher.fetchBlock(from + index)))))
+    blocks.push(
+      ...(await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, chain.head - from + 1) }, (_, index) => fetcher.fetchBlock(from + index)))),
+    )
   let mark = performance.now()
   let decoded = 0
   let decodedOperations = 0
@@ -180,7 +196,11 @@ async function measureIndexing(options: { pglite: boolean; adminDatabaseUrl: str
   mark = performance.now()
   let registryEventCount = 0
   for (const block of blocks)
-    registryEventCount += registryEvents(REGISTRY_ADDRESSES[8453]!, { number: Number(block.block.number), timestamp: Number(block.block.timestamp) }, block.receipts.flatMap((receipt) => receipt.logs) as never).length
+    registryEventCount += registryEvents(
+      REGISTRY_ADDRESSES[8453]!,
+      { number: Number(block.block.number), timestamp: Number(block.block.timestamp) },
+      block.receipts.flatMap((receipt) => receipt.logs) as never,
+    ).length
   const registrySeconds = (performance.now() - mark) / 1000
   const rows = blocks.map((data) => toRows(data))
   const batches: BlockRows[][] = []
@@ -229,7 +249,9 @@ export async function runAttributionBench(options: { pglite: boolean; adminDatab
     await createRpcClient(anvil.rpcUrl).call('evm_mine')
     const registration = await measureRegistration(registrationDatabase.databaseUrl, anvil.rpcUrl, workDir)
     await registrationDatabase.drop()
-    log(`  ${Math.round(registration.requestsPerSecond)} req/s, p50 ${registration.p50Ms.toFixed(2)} ms, p99 ${registration.p99Ms.toFixed(2)} ms, ${registration.failures} failures (target ≥${TARGET_REQUESTS_PER_SECOND} req/s, p99 <${TARGET_P99_MS} ms: ${registration.meetsTarget ? 'met' : 'NOT met'})`)
+    log(
+      `  ${Math.round(registration.requestsPerSecond)} req/s, p50 ${registration.p50Ms.toFixed(2)} ms, p99 ${registration.p99Ms.toFixed(2)} ms, ${registration.failures} failures (target ≥${TARGET_REQUESTS_PER_SECOND} req/s, p99 <${TARGET_P99_MS} ms: ${registration.meetsTarget ? 'met' : 'NOT met'})`,
+    )
 
     log(
       `attribution: generating ${CHAIN_BLOCKS} blocks × ${TRANSACTIONS_PER_BLOCK} transfers, ${ATTRIBUTED_SHARE * 100}% with a suffix, and ${BUNDLES_PER_BLOCK} ERC-4337 bundles of ${OPERATIONS_PER_BUNDLE} user operations each`,
@@ -240,7 +262,9 @@ export async function runAttributionBench(options: { pglite: boolean; adminDatab
       `  backfill ${indexing.backfillSeconds.toFixed(2)} s; decoding ${(indexing.decodeSeconds * 1000).toFixed(0)} ms (${indexing.attributedTransactions} transactions, ${indexing.userOperations} of ${chain.userOperations} user operations; ${((indexing.decodeSeconds * 1000) / indexing.blocks).toFixed(2)} ms a block); COPY ${indexing.writeSecondsWithAttribution.toFixed(2)} s with ${indexing.attributionRows} attribution rows vs ${indexing.writeSecondsWithout.toFixed(2)} s without`,
     )
     log(`  registry scan: ${((indexing.registrySeconds * 1000) / indexing.blocks).toFixed(3)} ms a block (${indexing.registryEventCount} events)`)
-    log(`  attribution share of backfill: ${(indexing.attributionShare * 100).toFixed(2)}% (target <${TARGET_ATTRIBUTION_SHARE * 100}%: ${indexing.meetsTarget ? 'met' : 'NOT met'})`)
+    log(
+      `  attribution share of backfill: ${(indexing.attributionShare * 100).toFixed(2)}% (target <${TARGET_ATTRIBUTION_SHARE * 100}%: ${indexing.meetsTarget ? 'met' : 'NOT met'})`,
+    )
     return { database: options.pglite ? 'PGlite' : 'Postgres', registration, indexing }
   } finally {
     await cleanup.run()
@@ -248,7 +272,10 @@ export async function runAttributionBench(options: { pglite: boolean; adminDatab
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ args: process.argv.slice(2), options: { pglite: { type: 'boolean', default: false }, 'admin-database-url': { type: 'string' } } })
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: { pglite: { type: 'boolean', default: false }, 'admin-database-url': { type: 'string' } },
+  })
   const adminDatabaseUrl = values['admin-database-url'] ?? process.env.BENCH_ADMIN_DATABASE_URL ?? DEFAULT_ADMIN_DATABASE_URL
   const results = await runAttributionBench({ pglite: values.pglite, adminDatabaseUrl })
   writeFileSync(RESULTS_PATH, `${JSON.stringify({ startedAt: new Date().toISOString(), ...results }, null, 2)}\n`)

@@ -69,7 +69,16 @@ export async function generateChain({
     nonces.set(tx.from, nonce + 1)
     return {
       method: 'eth_sendTransaction',
-      params: [{ from: tx.from, to: tx.to, data: tx.data, value: tx.value === undefined ? undefined : numberToHex(tx.value), gas: numberToHex(tx.gas), nonce: numberToHex(nonce) }],
+      params: [
+        {
+          from: tx.from,
+          to: tx.to,
+          data: tx.data,
+          value: tx.value === undefined ? undefined : numberToHex(tx.value),
+          gas: numberToHex(tx.gas),
+          nonce: numberToHex(nonce),
+        },
+      ],
     }
   }
   const mineBlock = async (txs: Tx[]) => {
@@ -77,10 +86,16 @@ export async function generateChain({
     await rpc.call('evm_mine')
   }
 
-  const deployments = Array.from({ length: TOKEN_COUNT }, (_, index) => ({ from: senders[index % DEPLOYER_COUNT]!, data: TOKEN_DEPLOY_BYTECODE, gas: DEPLOY_GAS }))
+  const deployments = Array.from({ length: TOKEN_COUNT }, (_, index) => ({
+    from: senders[index % DEPLOYER_COUNT]!,
+    data: TOKEN_DEPLOY_BYTECODE,
+    gas: DEPLOY_GAS,
+  }))
   const hashes = await rpc.batch<Hex>(deployments.map(toCall))
   await rpc.call('evm_mine')
-  const receipts = await rpc.batch<{ status: Hex; contractAddress: Address | null }>(hashes.map((hash) => ({ method: 'eth_getTransactionReceipt', params: [hash] })))
+  const receipts = await rpc.batch<{ status: Hex; contractAddress: Address | null }>(
+    hashes.map((hash) => ({ method: 'eth_getTransactionReceipt', params: [hash] })),
+  )
   const tokens = receipts.map((receipt, index) => {
     if (receipt?.status !== '0x1' || !receipt.contractAddress) throw new Error(`token deployment ${hashes[index]} failed`)
     return receipt.contractAddress
@@ -121,7 +136,12 @@ function blockTraffic(random: Random, senders: Address[], tokens: Address[], use
     txs.push({ from: random.pick(senders), to: random.pick(tokens), data, gas: CALL_BASE_GAS + LOGS_PER_MULTI * GAS_PER_LOG })
   }
   const amount = BigInt(random.int(1, 1_000_000))
-  txs.push({ from: random.pick(senders), to: random.pick(tokens), data: encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [random.pick(users), amount] }), gas: CALL_BASE_GAS })
+  txs.push({
+    from: random.pick(senders),
+    to: random.pick(tokens),
+    data: encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [random.pick(users), amount] }),
+    gas: CALL_BASE_GAS,
+  })
   const topicCount = random.int(1, 4)
   const topic = () => pad(random.hex(random.int(1, 32)))
   txs.push({
@@ -130,14 +150,21 @@ function blockTraffic(random: Random, senders: Address[], tokens: Address[], use
     data: encodeFunctionData({ abi: tokenAbi, functionName: 'emitLogs', args: [topicCount, topic(), topic(), topic(), amount] }),
     gas: CALL_BASE_GAS,
   })
-  txs.push({ from: random.pick(senders), to: random.pick(users), value: BigInt(random.int(1, Number(MAX_ETH_TRANSFER_WEI / 1000n))) * 1000n, gas: ETH_TRANSFER_GAS })
+  txs.push({
+    from: random.pick(senders),
+    to: random.pick(users),
+    value: BigInt(random.int(1, Number(MAX_ETH_TRANSFER_WEI / 1000n))) * 1000n,
+    gas: ETH_TRANSFER_GAS,
+  })
   return txs
 }
 
 /** Every tx of a few sampled blocks succeeded and the blocks hold the logs we meant to emit. */
 async function checkChain(rpc: RpcClient, first: number, head: number, random: Random) {
   const sample = [first, head, ...Array.from({ length: 8 }, () => random.int(first, head))]
-  const blocks = await rpc.batch<{ status: Hex; logs: unknown[] }[]>(sample.map((number) => ({ method: 'eth_getBlockReceipts', params: [numberToHex(number)] })))
+  const blocks = await rpc.batch<{ status: Hex; logs: unknown[] }[]>(
+    sample.map((number) => ({ method: 'eth_getBlockReceipts', params: [numberToHex(number)] })),
+  )
   blocks.forEach((receipts, index) => {
     const logs = receipts.reduce((sum, receipt) => sum + receipt.logs.length, 0)
     if (receipts.some((receipt) => receipt.status !== '0x1') || logs !== LOGS_PER_BLOCK)

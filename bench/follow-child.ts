@@ -7,9 +7,7 @@ import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 // One process of a follow run (bench/follow.ts forks it), so that its CPU and memory are its own: the
 // devnet (sequencer, Flashblocks feed and the `base` load profile; anvil is its child), or the gateway.
 
-export type ChildJob =
-  | { role: 'devnet'; profileSeed: number }
-  | { role: 'gateway'; upstreamRpc: string; flashblocksWs: string; databaseUrl: string }
+export type ChildJob = { role: 'devnet'; profileSeed: number } | { role: 'gateway'; upstreamRpc: string; flashblocksWs: string; databaseUrl: string }
 
 export type DevnetReady = {
   role: 'devnet'
@@ -39,7 +37,13 @@ process.once('message', (job: ChildJob) => {
 
 async function start(job: ChildJob): Promise<{ ready: ChildMessage; stop: () => Promise<void>; stats: () => unknown }> {
   if (job.role === 'devnet') {
-    const devnet: Devnet = await startDevnet({ port: 0, flashblocksPort: 0, profile: 'base', profileSeed: job.profileSeed, logger: logger.child({ module: 'devnet' }) })
+    const devnet: Devnet = await startDevnet({
+      port: 0,
+      flashblocksPort: 0,
+      profile: 'base',
+      profileSeed: job.profileSeed,
+      logger: logger.child({ module: 'devnet' }),
+    })
     const { contracts, senders } = devnet.profile!
     return {
       ready: { role: 'devnet', rpcUrl: devnet.rpcUrl, flashblocksUrl: devnet.flashblocksUrl, contracts, senders },

@@ -51,7 +51,10 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
   const random = createRandom(job.seed)
   const recipientRank = createZipf(RECIPIENTS, RECIPIENT_ZIPF_EXPONENT)
   const senderRank = createZipf(job.senders.length, SENDER_ZIPF_EXPONENT)
-  const hot = [...job.contracts.pools.map((address) => ({ address, topic: SWAP_TOPIC })), ...job.contracts.tokens.map((address) => ({ address, topic: TRANSFER_TOPIC }))]
+  const hot = [
+    ...job.contracts.pools.map((address) => ({ address, topic: SWAP_TOPIC })),
+    ...job.contracts.tokens.map((address) => ({ address, topic: TRANSFER_TOPIC })),
+  ]
   const pickMethod = (): Method => {
     let roll = random.next()
     for (const [method, share] of MIX) if ((roll -= share) < 0) return method
@@ -61,7 +64,11 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
   const account = (): Address => (random.next() < 0.5 ? (job.senders[senderRank(random)] as Address) : recipient())
   let head = 0
 
-  const rpc = (method: Method, name: string, params: unknown[]): Sent => ({ method, url: job.rpcUrl, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: name, params }) })
+  const rpc = (method: Method, name: string, params: unknown[]): Sent => ({
+    method,
+    url: job.rpcUrl,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: name, params }),
+  })
   function next(): Sent {
     const method = pickMethod()
     switch (method) {
@@ -73,7 +80,9 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
       case 'eth_getLogs (account history, last 1,000 blocks)': {
         const token = job.contracts.tokens[Math.floor(random.next() * job.contracts.tokens.length)]!
         const topics = [TRANSFER_TOPIC, null, pad(recipient())]
-        return rpc(method, 'eth_getLogs', [{ address: token, topics, fromBlock: numberToHex(Math.max(1, head - HISTORY_BLOCKS + 1)), toBlock: numberToHex(head) }])
+        return rpc(method, 'eth_getLogs', [
+          { address: token, topics, fromBlock: numberToHex(Math.max(1, head - HISTORY_BLOCKS + 1)), toBlock: numberToHex(head) },
+        ])
       }
       case 'eth_getBlockReceipts (recent block)':
         return rpc(method, 'eth_getBlockReceipts', [numberToHex(Math.max(1, head - random.int(0, RECENT_RECEIPT_BLOCKS)))])
@@ -89,7 +98,11 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
         return rpc(method, 'eth_blockNumber', [])
       case 'graphql (wallet: head, pending account, transfers)': {
         const address = account()
-        const filter = { addresses: job.contracts.tokens, topics: [[TRANSFER_TOPIC], null, [pad(address)]], fromBlock: { number: String(Math.max(1, head - HISTORY_BLOCKS + 1)) } }
+        const filter = {
+          addresses: job.contracts.tokens,
+          topics: [[TRANSFER_TOPIC], null, [pad(address)]],
+          fromBlock: { number: String(Math.max(1, head - HISTORY_BLOCKS + 1)) },
+        }
         return { method, url: job.graphqlUrl, body: JSON.stringify({ query: GRAPHQL_WALLET, variables: { address, filter } }) }
       }
     }
@@ -99,7 +112,14 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
     const target = new URL(url)
     return new Promise((resolve, reject) => {
       const call = request(
-        { agent, host: target.hostname, port: target.port, path: target.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        {
+          agent,
+          host: target.hostname,
+          port: target.port,
+          path: target.pathname,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
         (response) => {
           const chunks: Buffer[] = []
           response.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -193,7 +213,11 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
 
   const methods: Record<string, MethodFigures> = {}
   for (const [method, values] of latencies) {
-    methods[method] = { ...summarise(values, seconds), failures: failures.get(method) ?? 0, meanKiB: values.length === 0 ? 0 : (bytes.get(method) ?? 0) / values.length / 1024 }
+    methods[method] = {
+      ...summarise(values, seconds),
+      failures: failures.get(method) ?? 0,
+      meanKiB: values.length === 0 ? 0 : (bytes.get(method) ?? 0) / values.length / 1024,
+    }
   }
   const all = [...latencies.values()].flat()
   return {
@@ -201,12 +225,19 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
     ratePerSecond: job.ratePerSecond,
     connections: job.connections,
     behind,
-    total: { ...summarise(all, seconds), failures: [...failures.values()].reduce((sum, count) => sum + count, 0), meanKiB: [...bytes.values()].reduce((sum, count) => sum + count, 0) / Math.max(1, all.length) / 1024 },
+    total: {
+      ...summarise(all, seconds),
+      failures: [...failures.values()].reduce((sum, count) => sum + count, 0),
+      meanKiB: [...bytes.values()].reduce((sum, count) => sum + count, 0) / Math.max(1, all.length) / 1024,
+    },
     methods,
     perMinute: windows.map((window, minute) => ({
       minute,
       requestsPerSecond: window.requests / Math.min(WINDOW_S, seconds - minute * WINDOW_S),
-      p99Ms: percentile(window.latencies.sort((a, b) => a - b), 0.99),
+      p99Ms: percentile(
+        window.latencies.sort((a, b) => a - b),
+        0.99,
+      ),
     })),
     failureSamples,
   }
@@ -219,6 +250,12 @@ function percentile(sorted: number[], fraction: number): number {
 function summarise(values: number[], seconds: number): Omit<MethodFigures, 'failures' | 'meanKiB'> {
   const sorted = Float64Array.from(values).sort()
   const at = (fraction: number) => (sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil(fraction * sorted.length) - 1)]!)
-  return { requests: sorted.length, requestsPerSecond: sorted.length / seconds, p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99), maxMs: sorted.length === 0 ? Number.NaN : sorted[sorted.length - 1]! }
+  return {
+    requests: sorted.length,
+    requestsPerSecond: sorted.length / seconds,
+    p50Ms: at(0.5),
+    p90Ms: at(0.9),
+    p99Ms: at(0.99),
+    maxMs: sorted.length === 0 ? Number.NaN : sorted[sorted.length - 1]!,
+  }
 }
-

@@ -56,10 +56,13 @@ export function runFollowLoad(job: FollowLoadJob, onWorker: (child: ChildProcess
       clearTimeout(timer)
       fn()
     }
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      settle(() => reject(new Error(`follow load worker did not finish within ${job.durationS} s + ${WORKER_GRACE_MS} ms`)))
-    }, job.durationS * 1000 + WORKER_GRACE_MS)
+    const timer = setTimeout(
+      () => {
+        child.kill('SIGKILL')
+        settle(() => reject(new Error(`follow load worker did not finish within ${job.durationS} s + ${WORKER_GRACE_MS} ms`)))
+      },
+      job.durationS * 1000 + WORKER_GRACE_MS,
+    )
     child.once('message', (message: FollowLoadReport | { error: string }) =>
       settle(() => ('error' in message ? reject(new Error(`follow load worker: ${message.error}`)) : resolve(message))),
     )

@@ -50,7 +50,13 @@ export function summarise(values: number[]): Summary {
 
 type Frame = { at: number; remaining: Set<Hash>; transactionsVisibleAt?: number; logsVisibleAt?: number }
 
-export async function startFollowProbes(options: { devnetRpcUrl: string; flashblocksUrl: string; gatewayRpcUrl: string; gatewayWsUrl: string; hotPool: string }) {
+export async function startFollowProbes(options: {
+  devnetRpcUrl: string
+  flashblocksUrl: string
+  gatewayRpcUrl: string
+  gatewayWsUrl: string
+  hotPool: string
+}) {
   const devnet = createRpcClient(options.devnetRpcUrl)
   const gateway = createRpcClient(options.gatewayRpcUrl)
   const frames = new Map<string, Frame>()
@@ -80,7 +86,11 @@ export async function startFollowProbes(options: { devnetRpcUrl: string; flashbl
     const block = message.metadata.block_number
     if (message.index === TICKS_PER_BLOCK - 1 && measuring) {
       sealedAt.set(block, at)
-      if (sealedAt.size % UPSTREAM_SAMPLE_EVERY_BLOCKS === 1) void timeBlockFetch(block).then((ms) => upstreamFetches.push(ms), () => {})
+      if (sealedAt.size % UPSTREAM_SAMPLE_EVERY_BLOCKS === 1)
+        void timeBlockFetch(block).then(
+          (ms) => upstreamFetches.push(ms),
+          () => {},
+        )
     }
     if (!measuring) return
     transactionsInBlock.set(block, (transactionsInBlock.get(block) ?? 0) + message.diff.transactions.length)
@@ -163,8 +173,12 @@ export async function startFollowProbes(options: { devnetRpcUrl: string; flashbl
       return {
         ingestLagBlocks: summarise(lagBlocks),
         ingestLagMs: summarise(ingestLagMs),
-        frameToTransactionsVisibleMs: summarise(withTransactions.filter((frame) => frame.transactionsVisibleAt !== undefined).map((frame) => Math.max(0, frame.transactionsVisibleAt! - frame.at))),
-        frameToLogsVisibleMs: summarise(withTransactions.filter((frame) => frame.logsVisibleAt !== undefined).map((frame) => Math.max(0, frame.logsVisibleAt! - frame.at))),
+        frameToTransactionsVisibleMs: summarise(
+          withTransactions.filter((frame) => frame.transactionsVisibleAt !== undefined).map((frame) => Math.max(0, frame.transactionsVisibleAt! - frame.at)),
+        ),
+        frameToLogsVisibleMs: summarise(
+          withTransactions.filter((frame) => frame.logsVisibleAt !== undefined).map((frame) => Math.max(0, frame.logsVisibleAt! - frame.at)),
+        ),
         framesWithTransactions: withTransactions.length,
         framesNotAnnounced: withTransactions.filter((frame) => frame.transactionsVisibleAt === undefined).length,
         notificationsBeforeFrame,

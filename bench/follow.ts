@@ -56,7 +56,8 @@ export function parseFollowOptions(argv: string[]): FollowOptions {
   const number = (name: string, value: string | undefined, fallback: number, { zero = false } = {}) => {
     if (value === undefined) return fallback
     const parsed = Number(value.replaceAll('_', ''))
-    if (!Number.isInteger(parsed) || parsed < (zero ? 0 : 1)) throw new Error(`--${name} must be a ${zero ? 'non-negative' : 'positive'} whole number (got ${JSON.stringify(value)})\n${USAGE}`)
+    if (!Number.isInteger(parsed) || parsed < (zero ? 0 : 1))
+      throw new Error(`--${name} must be a ${zero ? 'non-negative' : 'positive'} whole number (got ${JSON.stringify(value)})\n${USAGE}`)
     return parsed
   }
   return {
@@ -232,7 +233,11 @@ export async function runFollowBench(argv: string[]): Promise<number> {
         blocks: lastBlock - firstBlock,
         transactionsPerBlock: probeFigures.transactionsPerBlock,
         logsPerBlockSampled: logsPerBlock,
-        profile: { sent: profileAfter.sent - profileBefore.sent, refused: profileAfter.failed - profileBefore.failed, attributedTotal: profileAfter.attributed },
+        profile: {
+          sent: profileAfter.sent - profileBefore.sent,
+          refused: profileAfter.failed - profileBefore.failed,
+          attributedTotal: profileAfter.attributed,
+        },
       },
       probes: probeFigures,
       load,

@@ -100,7 +100,13 @@ async function main(): Promise<number> {
     // Postgres. PGlite is one process's database, so only the Postgres run has it.
     let uncached: Gateway | null = null
     if (!options.pglite) {
-      const uncachedConfig = serveConfigSchema.parse({ port: 0, databaseUrl: gatewayDatabase.databaseUrl, upstreamRpc: anvil.rpcUrl, answerCacheMb: 0, logLevel: 'silent' })
+      const uncachedConfig = serveConfigSchema.parse({
+        port: 0,
+        databaseUrl: gatewayDatabase.databaseUrl,
+        upstreamRpc: anvil.rpcUrl,
+        answerCacheMb: 0,
+        logLevel: 'silent',
+      })
       uncached = await startGateway({ config: uncachedConfig, logger })
       cleanup.defer('uncached gateway', uncached.stop)
     }
@@ -109,7 +115,16 @@ async function main(): Promise<number> {
     const floor = await startFloorServer()
     cleanup.defer('floor server', floor.stop)
     const uncachedUrl = uncached === null ? null : `${uncached.url}/rpc/${backfill.apiKey}`
-    const serving = await measureServing({ gatewayUrl: backfill.servingUrl, uncachedUrl, anvilUrl: anvil.rpcUrl, floorUrl: floor.url, chain, options, workDir, log })
+    const serving = await measureServing({
+      gatewayUrl: backfill.servingUrl,
+      uncachedUrl,
+      anvilUrl: anvil.rpcUrl,
+      floorUrl: floor.url,
+      chain,
+      options,
+      workDir,
+      log,
+    })
     floor.stop()
     // Stopped before the pending measurement, which wants a quiet machine.
     await uncached?.stop()
@@ -118,7 +133,15 @@ async function main(): Promise<number> {
     let workers: WorkersFigures | null = null
     if (!options.pglite) {
       stamp('workers: flashgate serve --workers 1 and 2 (processes of their own)')
-      workers = await measureWorkers({ databaseUrl: gatewayDatabase.databaseUrl, anvilUrl: anvil.rpcUrl, apiKey: backfill.apiKey, pools: serving.pools, options, workDir, log })
+      workers = await measureWorkers({
+        databaseUrl: gatewayDatabase.databaseUrl,
+        anvilUrl: anvil.rpcUrl,
+        apiKey: backfill.apiKey,
+        pools: serving.pools,
+        options,
+        workDir,
+        log,
+      })
     }
 
     stamp('pending: flashblocks feed and devnet')

@@ -58,7 +58,14 @@ async function sequential(job: LoadJob, bodies: string[]): Promise<LoadReport> {
   const post = (body: string) =>
     new Promise<string>((resolve, reject) => {
       const call = request(
-        { agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+        {
+          agent,
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
         (response) => {
           const chunks: Buffer[] = []
           response.on('data', (chunk: Buffer) => chunks.push(chunk))

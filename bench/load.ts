@@ -57,10 +57,13 @@ export function runLoad(job: LoadJob): Promise<LoadReport> {
       liveWorkers.delete(child)
       fn()
     }
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      settle(() => reject(new Error(`load worker did not finish within ${job.durationS} s + ${WORKER_GRACE_MS} ms`)))
-    }, job.durationS * 1000 + WORKER_GRACE_MS)
+    const timer = setTimeout(
+      () => {
+        child.kill('SIGKILL')
+        settle(() => reject(new Error(`load worker did not finish within ${job.durationS} s + ${WORKER_GRACE_MS} ms`)))
+      },
+      job.durationS * 1000 + WORKER_GRACE_MS,
+    )
     child.once('message', (message: LoadReport | { error: string }) =>
       settle(() => ('error' in message ? reject(new Error(`load worker: ${message.error}`)) : resolve(message))),
     )

@@ -43,9 +43,7 @@ export async function measureFeedToVisible(): Promise<LatencySummary> {
     for (let message = 0; message < FEED_MESSAGES; message++) {
       const index = message % 10
       const blockNumber = 1_000 + Math.floor(message / 10)
-      const transactions = await Promise.all(
-        Array.from({ length: TRANSACTIONS_PER_FLASHBLOCK }, () => signedTransfer({ from: nonce % 5, nonce: nonce++ })),
-      )
+      const transactions = await Promise.all(Array.from({ length: TRANSACTIONS_PER_FLASHBLOCK }, () => signedTransfer({ from: nonce % 5, nonce: nonce++ })))
       const frame = flashblock({ index, blockNumber, transactions, cumulativeGasBefore: BigInt(index * TRANSACTIONS_PER_FLASHBLOCK * 21_000) })
       // Compressed beforehand, as the sequencer does: the clock starts when the frame leaves.
       const encoded = encodeFrame(frame, 'brotli')
@@ -79,7 +77,11 @@ export async function measureSendToVisible(): Promise<LatencySummary> {
   const gateway = await startGateway({ config, logger: pino({ level: 'silent' }) })
   const account = mnemonicToAccount(MNEMONIC, { addressIndex: 7 })
   const call = async <value>(url: string, method: string, params: unknown[]): Promise<value> => {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    })
     const body = (await response.json()) as { result?: value; error?: { message: string } }
     if (body.error) throw new Error(`${method}: ${body.error.message}`)
     return body.result as value
@@ -98,8 +100,14 @@ export async function measureSendToVisible(): Promise<LatencySummary> {
     let nonce = Number(await call<Hex>(devnet.rpcUrl, 'eth_getTransactionCount', [account.address, 'pending']))
     for (let sample = -WARM_UP_SENDS; sample < SEND_SAMPLES; sample++) {
       const raw = await account.signTransaction({
-        type: 'eip1559', chainId: 31337, nonce, to: `0x${'42'.repeat(20)}`, value: 1n, gas: 21_000n,
-        maxFeePerGas: parseGwei('20'), maxPriorityFeePerGas: parseGwei('1'),
+        type: 'eip1559',
+        chainId: 31337,
+        nonce,
+        to: `0x${'42'.repeat(20)}`,
+        value: 1n,
+        gas: 21_000n,
+        maxFeePerGas: parseGwei('20'),
+        maxPriorityFeePerGas: parseGwei('1'),
       })
       const sentAt = performance.now()
       const hash = await call<Hex>(devnet.rpcUrl, 'eth_sendRawTransaction', [raw])
@@ -136,7 +144,13 @@ export async function measureHydration(): Promise<{
 }> {
   const devnet = await startDevnet({ port: 0, flashblocksPort: 0 })
   const config = serveConfigSchema.parse({
-    port: 0, databaseUrl: 'memory://', upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, startBlock: '0', publicRateLimit: 0, logLevel: 'silent',
+    port: 0,
+    databaseUrl: 'memory://',
+    upstreamRpc: devnet.rpcUrl,
+    flashblocksWs: devnet.flashblocksUrl,
+    startBlock: '0',
+    publicRateLimit: 0,
+    logLevel: 'silent',
   })
   const gateway = await startGateway({ config, logger: pino({ level: 'silent' }) })
   const state = gateway.pending!
@@ -156,22 +170,51 @@ export async function measureHydration(): Promise<{
   state.events.on('receipts', (_block, receipts) => {
     void (async () => {
       if (batchRoundTrip.length >= HYDRATION_SAMPLES) return
-      const body = JSON.stringify(receipts.map((receipt, id) => ({ jsonrpc: '2.0', id, method: 'eth_getTransactionReceipt', params: [receipt.transactionHash] })))
+      const body = JSON.stringify(
+        receipts.map((receipt, id) => ({ jsonrpc: '2.0', id, method: 'eth_getTransactionReceipt', params: [receipt.transactionHash] })),
+      )
       let started = performance.now()
       await fetch(devnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
       batchRoundTrip.push(performance.now() - started)
       started = performance.now()
-      await fetch(devnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockReceipts","params":["pending"]}' })
+      await fetch(devnet.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockReceipts","params":["pending"]}',
+      })
       blockReceiptsRoundTrip.push(performance.now() - started)
     })()
   })
   let stopping = false
   const accounts = Array.from({ length: LOAD_SENDERS }, (_, index) => mnemonicToAccount(MNEMONIC, { addressIndex: 1 + index }))
   const senders = accounts.map(async (account) => {
-    let nonce = Number(await (await fetch(devnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getTransactionCount', params: [account.address, 'pending'] }) })).json().then((answer) => (answer as { result: Hex }).result))
+    let nonce = Number(
+      await (
+        await fetch(devnet.rpcUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getTransactionCount', params: [account.address, 'pending'] }),
+        })
+      )
+        .json()
+        .then((answer) => (answer as { result: Hex }).result),
+    )
     while (!stopping) {
-      const raw = await account.signTransaction({ type: 'eip1559', chainId: 31337, nonce: nonce++, to: `0x${'43'.repeat(20)}`, value: 1n, gas: 21_000n, maxFeePerGas: parseGwei('20'), maxPriorityFeePerGas: parseGwei('1') })
-      await fetch(devnet.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_sendRawTransaction', params: [raw] }) })
+      const raw = await account.signTransaction({
+        type: 'eip1559',
+        chainId: 31337,
+        nonce: nonce++,
+        to: `0x${'43'.repeat(20)}`,
+        value: 1n,
+        gas: 21_000n,
+        maxFeePerGas: parseGwei('20'),
+        maxPriorityFeePerGas: parseGwei('1'),
+      })
+      await fetch(devnet.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_sendRawTransaction', params: [raw] }),
+      })
       await sleep(50 + Math.random() * 100)
     }
   })
@@ -196,14 +239,24 @@ export async function measureHydration(): Promise<{
 export async function measureSyncSend(): Promise<LatencySummary & { preConfirmed: number }> {
   const devnet = await startDevnet({ port: 0, flashblocksPort: 0 })
   const config = serveConfigSchema.parse({
-    port: 0, databaseUrl: 'memory://', upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, startBlock: '0', publicRateLimit: 0, logLevel: 'silent',
+    port: 0,
+    databaseUrl: 'memory://',
+    upstreamRpc: devnet.rpcUrl,
+    flashblocksWs: devnet.flashblocksUrl,
+    startBlock: '0',
+    publicRateLimit: 0,
+    logLevel: 'silent',
   })
   const gateway = await startGateway({ config, logger: pino({ level: 'silent' }) })
   const account = mnemonicToAccount(MNEMONIC, { addressIndex: 8 })
   const samples: number[] = []
   let preConfirmed = 0
   const call = async <value>(url: string, method: string, params: unknown[]): Promise<value> => {
-    const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    })
     const body = (await response.json()) as { result?: value; error?: { message: string } }
     if (body.error) throw new Error(`${method}: ${body.error.message}`)
     return body.result as value
@@ -212,7 +265,16 @@ export async function measureSyncSend(): Promise<LatencySummary & { preConfirmed
     await gateway.ingester.waitForBlock(0, 10_000)
     for (let sample = -WARM_UP_SENDS; sample < SEND_SAMPLES; sample++) {
       const nonce = Number(await call<Hex>(gateway.url, 'eth_getTransactionCount', [account.address, 'pending']))
-      const raw = await account.signTransaction({ type: 'eip1559', chainId: 31337, nonce, to: `0x${'44'.repeat(20)}`, value: 1n, gas: 21_000n, maxFeePerGas: parseGwei('20'), maxPriorityFeePerGas: parseGwei('1') })
+      const raw = await account.signTransaction({
+        type: 'eip1559',
+        chainId: 31337,
+        nonce,
+        to: `0x${'44'.repeat(20)}`,
+        value: 1n,
+        gas: 21_000n,
+        maxFeePerGas: parseGwei('20'),
+        maxPriorityFeePerGas: parseGwei('1'),
+      })
       const sentAt = performance.now()
       const receipt = await call<{ blockHash: Hex }>(gateway.url, 'eth_sendRawTransactionSync', [raw, 6_000])
       if (sample < 0) continue
@@ -239,11 +301,17 @@ export async function measurePending(log: (line: string) => void) {
   log("pending: today's format, receipts hydrated from the devnet")
   const hydration = await measureHydration()
   const figures = (summary: LatencySummary) => `p50 ${summary.p50Ms.toFixed(2)} ms, p99 ${summary.p99Ms.toFixed(2)} ms`
-  log(`pending: applied → receipts visible ${figures(hydration.visible)}; of which upstream ${figures(hydration.upstream)}; flashgate's own ${figures(hydration.overhead)} (target p99 < 10 ms plus one upstream round trip)`)
-  log(`pending: batch of eth_getTransactionReceipt ${figures(hydration.batchRoundTrip)}; eth_getBlockReceipts("pending") ${figures(hydration.blockReceiptsRoundTrip)}`)
+  log(
+    `pending: applied → receipts visible ${figures(hydration.visible)}; of which upstream ${figures(hydration.upstream)}; flashgate's own ${figures(hydration.overhead)} (target p99 < 10 ms plus one upstream round trip)`,
+  )
+  log(
+    `pending: batch of eth_getTransactionReceipt ${figures(hydration.batchRoundTrip)}; eth_getBlockReceipts("pending") ${figures(hydration.blockReceiptsRoundTrip)}`,
+  )
   log('pending: eth_sendRawTransactionSync through flashgate → pre-confirmed receipt')
   const syncSend = await measureSyncSend()
-  log(`pending: sync send p50 ${syncSend.p50Ms.toFixed(1)} ms, p99 ${syncSend.p99Ms.toFixed(1)} ms, ${syncSend.preConfirmed}/${syncSend.samples} pre-confirmed (target p99 < 250 ms)`)
+  log(
+    `pending: sync send p50 ${syncSend.p50Ms.toFixed(1)} ms, p99 ${syncSend.p99Ms.toFixed(1)} ms, ${syncSend.preConfirmed}/${syncSend.samples} pre-confirmed (target p99 < 250 ms)`,
+  )
   return { feedToVisible, sendToVisible, hydration, syncSend, transactionsPerFlashblock: TRANSACTIONS_PER_FLASHBLOCK }
 }
 

@@ -70,22 +70,71 @@ export function formatReport(results: BenchResults): string {
     table(
       [
         ['phase', 'blocks', 'logs', 'seconds', 'blocks/s', 'logs/s', 'target'],
-        ['chain generation (anvil)', integer(chain.head + 1), integer(chain.logs), chain.seconds.toFixed(1), integer((chain.head + 1) / chain.seconds), integer(chain.logs / chain.seconds), ''],
-        ['backfill, end to end', integer(backfill.blocks), integer(backfill.logs), backfill.seconds.toFixed(1), integer(backfill.blocksPerSecond), integer(backfill.logsPerSecond), ''],
-        ['write path (writeBlocks)', integer(writePath.blocks), integer(writePath.logs), writePath.writeSeconds.toFixed(1), integer(writePath.blocksPerSecond), integer(writePath.logsPerSecond),
-          `≥ ${integer(TARGETS.writeLogsPerSecond)} logs/s: ${verdict(writePath.logsPerSecond >= TARGETS.writeLogsPerSecond)}`],
+        [
+          'chain generation (anvil)',
+          integer(chain.head + 1),
+          integer(chain.logs),
+          chain.seconds.toFixed(1),
+          integer((chain.head + 1) / chain.seconds),
+          integer(chain.logs / chain.seconds),
+          '',
+        ],
+        [
+          'backfill, end to end',
+          integer(backfill.blocks),
+          integer(backfill.logs),
+          backfill.seconds.toFixed(1),
+          integer(backfill.blocksPerSecond),
+          integer(backfill.logsPerSecond),
+          '',
+        ],
+        [
+          'write path (writeBlocks)',
+          integer(writePath.blocks),
+          integer(writePath.logs),
+          writePath.writeSeconds.toFixed(1),
+          integer(writePath.blocksPerSecond),
+          integer(writePath.logsPerSecond),
+          `≥ ${integer(TARGETS.writeLogsPerSecond)} logs/s: ${verdict(writePath.logsPerSecond >= TARGETS.writeLogsPerSecond)}`,
+        ],
       ],
       (column) => column > 0 && column < 6,
     ),
   )
-  lines.push(`  (write path excludes fetching, ${writePath.fetchSeconds.toFixed(1)} s, and toRows, ${writePath.toRowsSeconds.toFixed(1)} s; accounts served from: ${backfill.accountSource})`)
+  lines.push(
+    `  (write path excludes fetching, ${writePath.fetchSeconds.toFixed(1)} s, and toRows, ${writePath.toRowsSeconds.toFixed(1)} s; accounts served from: ${backfill.accountSource})`,
+  )
   lines.push('')
-  const rows = [['method', 'flashgate req/s', 'p50 ms', 'p99 ms', 'anvil req/s', 'p50 ms', 'p99 ms', 'req/s fg/anvil', 'p50 fg/anvil', 'fg cached req/s', 'floor req/s', 'cached/floor', 'fg no cache req/s', 'no cache/anvil', 'failures']]
+  const rows = [
+    [
+      'method',
+      'flashgate req/s',
+      'p50 ms',
+      'p99 ms',
+      'anvil req/s',
+      'p50 ms',
+      'p99 ms',
+      'req/s fg/anvil',
+      'p50 fg/anvil',
+      'fg cached req/s',
+      'floor req/s',
+      'cached/floor',
+      'fg no cache req/s',
+      'no cache/anvil',
+      'failures',
+    ],
+  ]
   for (const [method, { flashgate, anvil, flashgateCached, flashgateUncached: uncached, floor }] of Object.entries(results.throughput)) {
     rows.push([
-      method, integer(flashgate.requestsPerSecond), ms(flashgate.p50Ms), ms(flashgate.p99Ms),
-      integer(anvil.requestsPerSecond), ms(anvil.p50Ms), ms(anvil.p99Ms),
-      ratio(flashgate.requestsPerSecond / anvil.requestsPerSecond), ratio(flashgate.p50Ms / anvil.p50Ms),
+      method,
+      integer(flashgate.requestsPerSecond),
+      ms(flashgate.p50Ms),
+      ms(flashgate.p99Ms),
+      integer(anvil.requestsPerSecond),
+      ms(anvil.p50Ms),
+      ms(anvil.p99Ms),
+      ratio(flashgate.requestsPerSecond / anvil.requestsPerSecond),
+      ratio(flashgate.p50Ms / anvil.p50Ms),
       integer(flashgateCached.requestsPerSecond),
       integer(floor.requestsPerSecond),
       ratio(flashgateCached.requestsPerSecond / floor.requestsPerSecond),
@@ -104,7 +153,9 @@ export function formatReport(results: BenchResults): string {
   lines.push(table(rows, (column) => column > 0))
   if (results.workers !== null) {
     lines.push('')
-    lines.push('workers: flashgate serve --role serve --workers N, a process of its own on the same database; the load generator takes a core of this machine too')
+    lines.push(
+      'workers: flashgate serve --role serve --workers N, a process of its own on the same database; the load generator takes a core of this machine too',
+    )
     const byMethod = new Map<string, Map<number, number>>()
     for (const { workers, method, pool, report } of results.workers) {
       const key = `${method} (${pool === 'hot' ? 'cached' : 'distinct'})`
@@ -116,7 +167,11 @@ export function formatReport(results: BenchResults): string {
       table(
         [
           ['method', ...counts.map((count) => `${count} worker${count === 1 ? '' : 's'} req/s`), `${counts.at(-1)}/${counts[0]}`],
-          ...[...byMethod].map(([key, figures]) => [key, ...counts.map((count) => integer(figures.get(count) ?? 0)), ratio((figures.get(counts.at(-1)!) ?? 0) / (figures.get(counts[0]!) ?? 1))]),
+          ...[...byMethod].map(([key, figures]) => [
+            key,
+            ...counts.map((count) => integer(figures.get(count) ?? 0)),
+            ratio((figures.get(counts.at(-1)!) ?? 0) / (figures.get(counts[0]!) ?? 1)),
+          ]),
         ],
         (column) => column > 0,
       ),
@@ -134,7 +189,14 @@ export function formatReport(results: BenchResults): string {
           const report = headline[name]
           return [name, ms(report.p50Ms), ms(report.p90Ms), ms(report.p99Ms), ms(report.meanMs), integer(report.requestsPerSecond)]
         }),
-        ['flashgate/anvil', ratio(headline.flashgate.p50Ms / headline.anvil.p50Ms), ratio(headline.flashgate.p90Ms / headline.anvil.p90Ms), ratio(headline.flashgate.p99Ms / headline.anvil.p99Ms), ratio(headline.flashgate.meanMs / headline.anvil.meanMs), ''],
+        [
+          'flashgate/anvil',
+          ratio(headline.flashgate.p50Ms / headline.anvil.p50Ms),
+          ratio(headline.flashgate.p90Ms / headline.anvil.p90Ms),
+          ratio(headline.flashgate.p99Ms / headline.anvil.p99Ms),
+          ratio(headline.flashgate.meanMs / headline.anvil.meanMs),
+          '',
+        ],
       ],
       (column) => column > 0,
     ),
@@ -181,12 +243,27 @@ function speedSummary(results: BenchResults): string {
   const receipts = results.throughput.eth_getBlockReceipts
   if (receipts?.flashgateUncached) {
     const ofAnvil = receipts.flashgateUncached.requestsPerSecond / receipts.anvil.requestsPerSecond
-    rows.push(['eth_getBlockReceipts no cache / anvil', ratio(ofAnvil), `≥ ${ratio(SPEED_TARGETS.uncachedReceiptsOfAnvil)}`, verdict(ofAnvil >= SPEED_TARGETS.uncachedReceiptsOfAnvil)])
+    rows.push([
+      'eth_getBlockReceipts no cache / anvil',
+      ratio(ofAnvil),
+      `≥ ${ratio(SPEED_TARGETS.uncachedReceiptsOfAnvil)}`,
+      verdict(ofAnvil >= SPEED_TARGETS.uncachedReceiptsOfAnvil),
+    ])
   }
   const p99 = results.pending.feedToVisible.p99Ms
-  rows.push(['flashblock frame → visible p99', `${ms(p99)} ms`, `< ${SPEED_TARGETS.flashblockToVisibleP99Ms} ms`, verdict(p99 < SPEED_TARGETS.flashblockToVisibleP99Ms)])
+  rows.push([
+    'flashblock frame → visible p99',
+    `${ms(p99)} ms`,
+    `< ${SPEED_TARGETS.flashblockToVisibleP99Ms} ms`,
+    verdict(p99 < SPEED_TARGETS.flashblockToVisibleP99Ms),
+  ])
   const written = results.writePath.logsPerSecond
-  rows.push(['write path', `${integer(written)} logs/s`, `≥ ${integer(SPEED_TARGETS.writeLogsPerSecond)} logs/s`, verdict(written >= SPEED_TARGETS.writeLogsPerSecond)])
+  rows.push([
+    'write path',
+    `${integer(written)} logs/s`,
+    `≥ ${integer(SPEED_TARGETS.writeLogsPerSecond)} logs/s`,
+    verdict(written >= SPEED_TARGETS.writeLogsPerSecond),
+  ])
   return table(rows, (column) => column === 1 || column === 2)
 }
 

@@ -35,8 +35,7 @@ export function createRpcClient(url: string) {
   async function batch<result = unknown>(calls: RpcCall[], timeoutMs?: number): Promise<result[]> {
     const answers = await batchAnswers(calls, timeoutMs)
     return answers.map((answer, index) => {
-      if (answer.error !== undefined)
-        throw new RpcCallError(`${calls[index]!.method} failed: ${answer.error.code} ${answer.error.message}`)
+      if (answer.error !== undefined) throw new RpcCallError(`${calls[index]!.method} failed: ${answer.error.code} ${answer.error.message}`)
       return answer.result as result
     })
   }

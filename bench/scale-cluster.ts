@@ -162,6 +162,12 @@ export async function startScaleCluster(): Promise<ScaleCluster> {
 
 /** How to start a kept cluster again, for the report. */
 export function keptClusterHint(directory: string, port: number): string {
-  const [command, args] = niced('pg_ctl', ['-D', join(directory, 'data'), '-o', `"-p ${port} -k ${directory} ${SERVER_SETTINGS.map((setting) => `-c ${setting}`).join(' ')}"`, 'start'])
+  const [command, args] = niced('pg_ctl', [
+    '-D',
+    join(directory, 'data'),
+    '-o',
+    `"-p ${port} -k ${directory} ${SERVER_SETTINGS.map((setting) => `-c ${setting}`).join(' ')}"`,
+    'start',
+  ])
   return `${command} ${args.join(' ')}`
 }

@@ -173,7 +173,7 @@ select x.hash, x.b, x.t, x.sender, x.target, case when x.t = 0 then format(
   '{"blockHash":"%s","blockNumber":"%s","from":"${SYSTEM_ADDRESSES.depositor}","gas":"0xf4240","gasPrice":"0x0","hash":"%s","input":"%s","nonce":"%s","to":"${SYSTEM_ADDRESSES.l1Block}","transactionIndex":"0x0","value":"0x0","type":"0x7e","v":"0x0","r":"0x0","s":"0x0","sourceHash":"%s","mint":"0x0","isSystemTx":false,"depositReceiptVersion":"0x1"}',
   bench_hex(bench_block_hash(x.b)), bench_qty(x.b), bench_hex(x.hash), c.input, bench_qty(x.b - 1000000), bench_hex(bench_b32(x.k, 32))
 ) else format(
-  '{"blockHash":"%s","blockNumber":"%s","from":"%s","gas":"%s","gasPrice":"%s","maxFeePerGas":"%s","maxPriorityFeePerGas":"%s","hash":"%s","input":"%s","nonce":"%s","to":"%s","transactionIndex":"%s","value":"%s","type":"0x2","accessList":[],"chainId":"${'0x' + CHAIN_ID.toString(16)}","v":"%s","r":"%s","s":"%s","yParity":"%s"}',
+  '{"blockHash":"%s","blockNumber":"%s","from":"%s","gas":"%s","gasPrice":"%s","maxFeePerGas":"%s","maxPriorityFeePerGas":"%s","hash":"%s","input":"%s","nonce":"%s","to":"%s","transactionIndex":"%s","value":"%s","type":"0x2","accessList":[],"chainId":"${`0x${CHAIN_ID.toString(16)}`}","v":"%s","r":"%s","s":"%s","yParity":"%s"}',
   bench_hex(bench_block_hash(x.b)), bench_qty(x.b), bench_hex(x.sender), bench_qty(c.gas * 5 / 4), bench_qty(c.gas_price), bench_qty(c.gas_price * 2),
   bench_qty(c.gas_price / 5), bench_hex(x.hash), c.input, bench_qty(floor(bench_u(x.k, 14) * 200000)::bigint), bench_hex(x.target), bench_qty(x.t),
   case when x.kind = ${KIND.eth} then bench_qty(floor(bench_u(x.k, 15) * 1e17)::bigint) else '0x0' end,
@@ -187,7 +187,7 @@ cross join lateral (
 ) w
 cross join lateral (
   select case when w.words = 0 then '0x' else '0x' || encode(substr(bench_b32(x.k, 33), 1, 4), 'hex') || substr(repeat(encode(
-    bench_word(x.sender) || bench_amount(x.k, 34) || ${hexLiteral('00'.repeat(31) + '01')} || bench_word(x.target), 'hex'), (w.words + 3) / 4), 1, 64 * w.words) end as input,
+    bench_word(x.sender) || bench_amount(x.k, 34) || ${hexLiteral(`${'00'.repeat(31)}01`)} || bench_word(x.target), 'hex'), (w.words + 3) / 4), 1, 64 * w.words) end as input,
     21000 + 16 * (4 + 32 * w.words) + 30000 * x.n as gas,
     5000000 + floor(bench_u(x.k, 35) * 1000000)::bigint as gas_price,
     case when bench_u(x.k, 36) < 0.5 then '0x0' else '0x1' end as parity
@@ -400,7 +400,10 @@ async function renderTemplates(sql: postgres.Sql, db: Db, firstBlock: number): P
     const receipts = renderReceipts(
       await db.query<ReceiptJsonRow>(receiptJsonRows(drizzleSql`receipts.block_number = ${block}`, drizzleSql`logs.block_number = ${block}`)),
     )
-    for (const [table, items] of [['bench_transactions_template', bodies.map((row) => row.body)], ['bench_receipts_template', receipts]] as const) {
+    for (const [table, items] of [
+      ['bench_transactions_template', bodies.map((row) => row.body)],
+      ['bench_receipts_template', receipts],
+    ] as const) {
       const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
       await sql`insert into ${sql(table)} ${sql({ slot: block % RECEIPT_TEMPLATES, deflated: stream, plain_length: length, adler32, segment_offsets: offsets })}`
     }

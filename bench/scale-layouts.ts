@@ -39,7 +39,17 @@ const ALL_LOG_COLUMNS: readonly LogColumn[] = [
   'data',
 ]
 
-const LEAN_LOG_COLUMNS_LIST: readonly LogColumn[] = ['block_number', 'log_index', 'transaction_index', 'address', 'topic0', 'topic1', 'topic2', 'topic3', 'data']
+const LEAN_LOG_COLUMNS_LIST: readonly LogColumn[] = [
+  'block_number',
+  'log_index',
+  'transaction_index',
+  'address',
+  'topic0',
+  'topic1',
+  'topic2',
+  'topic3',
+  'data',
+]
 
 const SAME_STORAGE: Record<BlockTable, string> = Object.fromEntries(BLOCK_TABLES.map((table) => [table, table])) as Record<BlockTable, string>
 

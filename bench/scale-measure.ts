@@ -191,7 +191,9 @@ export async function measureQueries({
 
 /** Senders of the tail (ranked 10,000-200,000 of 5 million) that the loaded history holds changes of. */
 async function tailSenders(sql: postgres.Sql, random: Random): Promise<Address[]> {
-  const ranks = Array.from({ length: 400 }, () => Math.floor(Math.exp(Math.log(TAIL_SENDER_RANKS[0]) + random.next() * Math.log(TAIL_SENDER_RANKS[1] / TAIL_SENDER_RANKS[0]))))
+  const ranks = Array.from({ length: 400 }, () =>
+    Math.floor(Math.exp(Math.log(TAIL_SENDER_RANKS[0]) + random.next() * Math.log(TAIL_SENDER_RANKS[1] / TAIL_SENDER_RANKS[0]))),
+  )
   const rows = await sql`
     select bench_hex(bench_addr(${ADDRESS_KIND.account}, rank)) as hex from unnest(${ranks}::bigint[]) rank
     where exists (select 1 from account_changes where address = bench_addr(${ADDRESS_KIND.account}, rank))`
@@ -206,12 +208,7 @@ async function pageCounters(sql: postgres.Sql): Promise<{ hit: number; read: num
   return { hit: Number(row!.hit), read: Number(row!.read) }
 }
 
-async function timeCalls(
-  sql: postgres.Sql,
-  calls: (() => Promise<number>)[],
-  warmup: (() => Promise<number>)[],
-  reportSize: boolean,
-): Promise<LatencyFigures> {
+async function timeCalls(sql: postgres.Sql, calls: (() => Promise<number>)[], warmup: (() => Promise<number>)[], reportSize: boolean): Promise<LatencyFigures> {
   for (const call of warmup) await call().catch(() => 0)
   const before = await pageCounters(sql)
   const latencies: number[] = []

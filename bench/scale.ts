@@ -6,16 +6,7 @@ import postgres from 'postgres'
 import { createDb, type Db } from '../src/db/index.js'
 import { createCleanup } from './cleanup.js'
 import { keptClusterHint, type ScaleCluster, startScaleCluster } from './scale-cluster.js'
-import {
-  BLOCK_TIME_S,
-  BLOCKS_PER_CHUNK,
-  createScaleLoader,
-  FIRST_BLOCK,
-  POPULATION,
-  type LoadScope,
-  type ScaleLoader,
-  TRANSACTIONS_PER_BLOCK,
-} from './scale-data.js'
+import { BLOCK_TIME_S, createScaleLoader, FIRST_BLOCK, POPULATION, type LoadScope, type ScaleLoader, TRANSACTIONS_PER_BLOCK } from './scale-data.js'
 import { LAYOUTS, type ScaleLayout } from './scale-layouts.js'
 import { explainLogQueries, HEADLINE_RANGE_BLOCKS, measureQueries, measureSizes, QUERY_SERIES, TOPIC_ONLY_RANGE_BLOCKS } from './scale-measure.js'
 import { formatScaleTable, type ScaleResults, type ScaleRun, writeScaleResults } from './scale-report.js'
@@ -47,9 +38,20 @@ const RESOLVER_STATEMENT_TIMEOUT_MS = 120_000
 const PROGRESS_EVERY_CHUNKS = 20
 const RESULTS_PATH = fileURLToPath(new URL('./results/scale.json', import.meta.url))
 
-const USAGE = `npm run bench -- --scale [--sizes 10M,50M,100M] [--layout current[,${Object.keys(LAYOUTS).filter((name) => name !== 'current').join(',')}]] [--scope all|logs] [--keep] [--queries N] [--max-step-minutes M] [--results PATH]`
+const USAGE = `npm run bench -- --scale [--sizes 10M,50M,100M] [--layout current[,${Object.keys(LAYOUTS)
+  .filter((name) => name !== 'current')
+  .join(',')}]] [--scope all|logs] [--keep] [--queries N] [--max-step-minutes M] [--results PATH]`
 
-type ScaleOptions = { sizes: number[]; layouts: ScaleLayout[]; scope: LoadScope; keep: boolean; queries: number; seed: number; maxStepMinutes: number; resultsPath: string }
+type ScaleOptions = {
+  sizes: number[]
+  layouts: ScaleLayout[]
+  scope: LoadScope
+  keep: boolean
+  queries: number
+  seed: number
+  maxStepMinutes: number
+  resultsPath: string
+}
 
 function parseSize(text: string): number {
   const match = /^(\d+(?:\.\d+)?)([kKmM]?)$/.exec(text.trim())
@@ -92,7 +94,16 @@ function parseScaleOptions(argv: string[]): ScaleOptions {
 }
 
 /** One layout's database as it grows. */
-type Grower = { layout: ScaleLayout; directory: string; db: Db; sql: postgres.Sql; loader: ScaleLoader; loadSeconds: number; last: ScaleRun | null; done: boolean }
+type Grower = {
+  layout: ScaleLayout
+  directory: string
+  db: Db
+  sql: postgres.Sql
+  loader: ScaleLoader
+  loadSeconds: number
+  last: ScaleRun | null
+  done: boolean
+}
 
 function freeDiskBytes(path: string): number {
   const stats = statfsSync(path)
@@ -168,7 +179,16 @@ export async function runScaleBench(argv: string[]): Promise<number> {
       }
       cleanup.defer(`${layout.name} connections`, closeConnections)
       if (layout.setup !== '') await sql.unsafe(layout.setup)
-      const grower: Grower = { layout, directory: startedCluster.directory, db, sql, loader: await createScaleLoader({ sql, db, layout, scope: options.scope }), loadSeconds: 0, last: null, done: false }
+      const grower: Grower = {
+        layout,
+        directory: startedCluster.directory,
+        db,
+        sql,
+        loader: await createScaleLoader({ sql, db, layout, scope: options.scope }),
+        loadSeconds: 0,
+        last: null,
+        done: false,
+      }
       for (const target of options.sizes) {
         const skip = (reason: string) => {
           stamp(`${layout.name} @ ${target.toLocaleString('en-US')} logs: skipped (${reason})`)
@@ -226,14 +246,18 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
     if (++chunks % PROGRESS_EVERY_CHUNKS === 0) {
       const seconds = (performance.now() - stepStarted) / 1000
       const counts = loader.counts()
-      stamp(`${layout.name}: ${(counts.logs / 1e6).toFixed(1)}M logs, ${counts.blocks} blocks (${Math.round((counts.logs - logsBefore) / seconds).toLocaleString('en-US')} logs/s)`)
+      stamp(
+        `${layout.name}: ${(counts.logs / 1e6).toFixed(1)}M logs, ${counts.blocks} blocks (${Math.round((counts.logs - logsBefore) / seconds).toLocaleString('en-US')} logs/s)`,
+      )
     }
   }
   const loadSeconds = (performance.now() - stepStarted) / 1000
   grower.loadSeconds += loadSeconds
   grower.done = stopped !== null
   const counts = loader.counts()
-  stamp(`${layout.name}: ${counts.logs.toLocaleString('en-US')} logs in ${loadSeconds.toFixed(0)} s${stopped === null ? '' : ` (stopped: ${stopped})`}; VACUUM ANALYZE`)
+  stamp(
+    `${layout.name}: ${counts.logs.toLocaleString('en-US')} logs in ${loadSeconds.toFixed(0)} s${stopped === null ? '' : ` (stopped: ${stopped})`}; VACUUM ANALYZE`,
+  )
 
   const vacuumStarted = performance.now()
   await sql.unsafe('vacuum (analyze)')

@@ -37,8 +37,11 @@ export async function setUpUserOperations(rpc: Rpc, deployer: Address, count: nu
   const accounts: { address: Address; owner: (typeof owners)[number]; nonce: bigint }[] = []
   for (const [salt, owner] of owners.entries()) {
     const args = [owner.address, BigInt(salt)] as const
-    await rpc.call('eth_sendTransaction', [{ from: deployer, to: factory, data: encodeFunctionData({ abi: factoryArtifact.abi, functionName: 'createAccount', args }), gas: '0xf4240' }])
-    const address = (`0x${(await rpc.call<Hex>('eth_call', [{ to: factory, data: encodeFunctionData({ abi: factoryArtifact.abi, functionName: 'getAddress', args }) }, 'pending'])).slice(26)}`) as Address
+    await rpc.call('eth_sendTransaction', [
+      { from: deployer, to: factory, data: encodeFunctionData({ abi: factoryArtifact.abi, functionName: 'createAccount', args }), gas: '0xf4240' },
+    ])
+    const address =
+      `0x${(await rpc.call<Hex>('eth_call', [{ to: factory, data: encodeFunctionData({ abi: factoryArtifact.abi, functionName: 'getAddress', args }) }, 'pending'])).slice(26)}` as Address
     // Gas given: estimated now, before the account's code exists, a plain transfer's 21,000 would not run its receive().
     await rpc.call('eth_sendTransaction', [{ from: deployer, to: address, value: `0x${parseEther('10').toString(16)}`, gas: '0x186a0' }])
     accounts.push({ address, owner, nonce: 0n })

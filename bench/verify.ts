@@ -59,8 +59,7 @@ function describeError(side: string, answer: RpcAnswer | undefined): string | nu
 
 /** Drops `blockTimestamp` from our logs (top level or inside receipts) where the reference has none. */
 function withoutExtraTimestamps(value: unknown, reference: unknown): unknown {
-  if (Array.isArray(value) && Array.isArray(reference))
-    return value.map((item, index) => withoutExtraTimestamps(item, reference[index]))
+  if (Array.isArray(value) && Array.isArray(reference)) return value.map((item, index) => withoutExtraTimestamps(item, reference[index]))
   if (isObject(value) && isObject(reference)) {
     const copy: Record<string, unknown> = {}
     for (const [key, item] of Object.entries(value)) {

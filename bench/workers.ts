@@ -43,16 +43,40 @@ export async function measureWorkers({
   const figures: WorkersFigures = []
   for (const workers of WORKER_COUNTS) {
     const port = 20_000 + Math.floor(Math.random() * 20_000)
-    const args = ['serve', '--role', 'serve', '--workers', String(workers), '--port', String(port), '--database-url', databaseUrl, '--upstream-rpc', anvilUrl, '--public-rate-limit', '0', '--log-level', 'warn']
+    const args = [
+      'serve',
+      '--role',
+      'serve',
+      '--workers',
+      String(workers),
+      '--port',
+      String(port),
+      '--database-url',
+      databaseUrl,
+      '--upstream-rpc',
+      anvilUrl,
+      '--public-rate-limit',
+      '0',
+      '--log-level',
+      'warn',
+    ]
     const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'inherit'] })
     const url = `http://127.0.0.1:${port}`
     try {
       await waitUntilReady(url)
       for (const { method, pool } of WORKER_METHODS) {
         const bodiesFile = writeBodies(workDir, `workers-${workers}-${method}`, pools[pool](method))
-        const report = await runLoad({ mode: 'throughput', url: `${url}/rpc/${apiKey}`, bodiesFile, durationS: options.loadDurationS, connections: options.connections })
+        const report = await runLoad({
+          mode: 'throughput',
+          url: `${url}/rpc/${apiKey}`,
+          bodiesFile,
+          durationS: options.loadDurationS,
+          connections: options.connections,
+        })
         figures.push({ workers, method, pool, report })
-        log(`  --workers ${workers}: ${method} (${pool}) ${Math.round(report.requestsPerSecond)} req/s, p99 ${report.p99Ms.toFixed(1)} ms, ${report.failures} failures`)
+        log(
+          `  --workers ${workers}: ${method} (${pool}) ${Math.round(report.requestsPerSecond)} req/s, p99 ${report.p99Ms.toFixed(1)} ms, ${report.failures} failures`,
+        )
       }
     } finally {
       const exited = new Promise((resolve) => child.once('exit', resolve))

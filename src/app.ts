@@ -67,7 +67,9 @@ function pendingReadiness(source: PrimaryStatus['pendingSource'] & {}, state: Pr
 function checkDeployment(config: ServeConfig) {
   const postgres = isPostgresUrl(config.databaseUrl)
   if (config.role !== 'all' && !postgres)
-    throw new ConfigError(`invalid configuration: --role ${config.role} needs a Postgres database shared by several processes (PGlite is one process: use --role all)`)
+    throw new ConfigError(
+      `invalid configuration: --role ${config.role} needs a Postgres database shared by several processes (PGlite is one process: use --role all)`,
+    )
   if (config.databaseReadUrl !== undefined && !(postgres && isPostgresUrl(config.databaseReadUrl)))
     throw new ConfigError('invalid configuration: --database-read-url needs Postgres, for it and for --database-url (its primary)')
   if (config.databaseReadUrl !== undefined && config.role === 'ingest')
@@ -98,7 +100,15 @@ function sealedBlock({ number, hash, transactionHashes, receipts, block }: Inges
 }
 
 /** `flashgate serve`: the database, the ingester (when it wins the lock) and the HTTP server, wired. */
-export async function startGateway({ config, logger, cluster = null }: { config: ServeConfig; logger: Logger; cluster?: GatewayCluster | null }): Promise<Gateway> {
+export async function startGateway({
+  config,
+  logger,
+  cluster = null,
+}: {
+  config: ServeConfig
+  logger: Logger
+  cluster?: GatewayCluster | null
+}): Promise<Gateway> {
   checkDeployment(config)
   const hub = cluster?.kind === 'primary' ? cluster.hub : null
   const link = cluster?.kind === 'worker' ? cluster.link : null
@@ -107,12 +117,16 @@ export async function startGateway({ config, logger, cluster = null }: { config:
     upgradeProgress: ({ toBlock, lastBlock }) => logger.info({ module: 'db', toBlock, lastBlock }, 'upgrading the stored bodies of an older index'),
   })
   // Reads from a streaming replica when one is named; its head is the one this process serves.
-  const readDb = config.databaseReadUrl === undefined ? db : await createDb({ databaseUrl: config.databaseReadUrl, migrate: false }).catch(async (error: unknown) => {
-    await db.close()
-    throw error
-  })
+  const readDb =
+    config.databaseReadUrl === undefined
+      ? db
+      : await createDb({ databaseUrl: config.databaseReadUrl, migrate: false }).catch(async (error: unknown) => {
+          await db.close()
+          throw error
+        })
   // With --redis-url, rate limits, key revocations and forwarded nonces are shared by every serving process.
-  const redis = config.redisUrl === undefined ? null : await createRedis({ url: config.redisUrl, prefix: config.redisPrefix, logger: logger.child({ module: 'redis' }) })
+  const redis =
+    config.redisUrl === undefined ? null : await createRedis({ url: config.redisUrl, prefix: config.redisPrefix, logger: logger.child({ module: 'redis' }) })
   const upstream = createUpstream({ rpcUrl: config.upstreamRpc, wsUrl: config.upstreamWs })
   const pendingLogger = logger.child({ module: 'pending' })
   const pending = config.flashblocksWs === undefined ? null : createPendingState({ logger: pendingLogger })
@@ -149,7 +163,15 @@ export async function startGateway({ config, logger, cluster = null }: { config:
     redis,
     cluster: redis === null ? link : null,
   })
-  const ingester = createIngester({ db, upstream, logger: logger.child({ module: 'ingest' }), startBlock: config.startBlock, batchSize: config.ingestBatchSize, registry: config.builderCodeRegistry, entryPoints: config.entryPoints })
+  const ingester = createIngester({
+    db,
+    upstream,
+    logger: logger.child({ module: 'ingest' }),
+    startBlock: config.startBlock,
+    batchSize: config.ingestBatchSize,
+    registry: config.builderCodeRegistry,
+    entryPoints: config.entryPoints,
+  })
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres
   // NOTIFY (below), and subscribers everywhere through `resolvers.events`.
   ingester.events.on('head', (head) => resolvers.notify({ reorg: false, head: head.number }))
@@ -194,75 +216,82 @@ export async function startGateway({ config, logger, cluster = null }: { config:
       ? { source: primaryStatus()?.pendingSource ?? null, state: primaryStatus()?.pending ?? null }
       : { source: pendingSource?.status() ?? null, state: pending?.status() ?? null }
 
-  const server = hub !== null ? null : createServer({
-    resolvers,
-    logger: logger.child({ module: 'http' }),
-    port: config.port,
-    host: config.host,
-    policies: createPolicies(config),
-    trustProxy: config.trustProxy,
-    passThrough,
-    chainEvents: resolvers.events,
-    registrationRateLimit: config.registrationRateLimit,
-    corsOrigins: config.corsOrigins,
-    servesApis: config.role !== 'ingest',
-    redis,
-    metrics: {
-      async chain() {
-        const status = ingesterStatus()
-        const view = await resolvers.chain.view().catch(() => null)
-        return { indexHead: view?.head?.number ?? null, upstreamHead: status.upstreamHead, ingesting: status.leader }
-      },
-      ...(pending !== null && {
-        pending: () => {
-          const { source, state } = pendingStatus()
-          return { source: source?.source ?? 'probing', ...(state ?? pending.status()) }
-        },
-      }),
-      history: () => resolvers.historyReads,
-      ...(redis !== null && { redis: () => redis.status() }),
-    },
-    async readiness() {
-      const status = ingesterStatus()
-      const view = await resolvers.chain.view().catch(() => null)
-      const head = view?.head?.number ?? null
-      const lag = head !== null && status.upstreamHead !== null ? status.upstreamHead - head : null
-      // A standby serves from the index another process keeps: ready as long as the database answers.
-      // The ingester is ready while the upstream answers and the index keeps up with it.
-      const silentFor = status.lastUpstreamContactAt === null ? 0 : Date.now() - status.lastUpstreamContactAt
-      const upstreamState = !status.leader
-        ? null
-        : status.lastErrorSource === 'upstream'
-          ? 'unreachable'
-          : silentFor > READY_UPSTREAM_SILENCE_MS
-            ? 'unresponsive'
-            : 'ok'
-      const keepingUp = status.lastError === null && upstreamState === 'ok' && lag !== null && lag <= READY_MAX_LAG_BLOCKS
-      const ready = view !== null && head !== null && (!status.leader || keepingUp)
-      return {
-        ready,
-        details: {
-          database: view === null ? 'unreachable' : 'ok',
-          upstream: upstreamState,
-          flashblocks: feedConnected() === null ? null : feedConnected() ? 'connected' : 'disconnected',
-          pending: (() => {
-            const { source, state } = pendingStatus()
-            return pending === null || source === null || state === null ? null : pendingReadiness(source, state)
-          })(),
-          head,
-          upstreamHead: status.upstreamHead,
-          leader: status.leader,
-          redis: redis === null ? null : redis.status().connected ? 'connected' : 'disconnected',
-          lastError: status.lastError,
-        },
-      }
-    },
-    cluster: link,
-  })
+  const server =
+    hub !== null
+      ? null
+      : createServer({
+          resolvers,
+          logger: logger.child({ module: 'http' }),
+          port: config.port,
+          host: config.host,
+          policies: createPolicies(config),
+          trustProxy: config.trustProxy,
+          passThrough,
+          chainEvents: resolvers.events,
+          registrationRateLimit: config.registrationRateLimit,
+          corsOrigins: config.corsOrigins,
+          servesApis: config.role !== 'ingest',
+          redis,
+          metrics: {
+            async chain() {
+              const status = ingesterStatus()
+              const view = await resolvers.chain.view().catch(() => null)
+              return { indexHead: view?.head?.number ?? null, upstreamHead: status.upstreamHead, ingesting: status.leader }
+            },
+            ...(pending !== null && {
+              pending: () => {
+                const { source, state } = pendingStatus()
+                return { source: source?.source ?? 'probing', ...(state ?? pending.status()) }
+              },
+            }),
+            history: () => resolvers.historyReads,
+            ...(redis !== null && { redis: () => redis.status() }),
+          },
+          async readiness() {
+            const status = ingesterStatus()
+            const view = await resolvers.chain.view().catch(() => null)
+            const head = view?.head?.number ?? null
+            const lag = head !== null && status.upstreamHead !== null ? status.upstreamHead - head : null
+            // A standby serves from the index another process keeps: ready as long as the database answers.
+            // The ingester is ready while the upstream answers and the index keeps up with it.
+            const silentFor = status.lastUpstreamContactAt === null ? 0 : Date.now() - status.lastUpstreamContactAt
+            const upstreamState = !status.leader
+              ? null
+              : status.lastErrorSource === 'upstream'
+                ? 'unreachable'
+                : silentFor > READY_UPSTREAM_SILENCE_MS
+                  ? 'unresponsive'
+                  : 'ok'
+            const keepingUp = status.lastError === null && upstreamState === 'ok' && lag !== null && lag <= READY_MAX_LAG_BLOCKS
+            const ready = view !== null && head !== null && (!status.leader || keepingUp)
+            return {
+              ready,
+              details: {
+                database: view === null ? 'unreachable' : 'ok',
+                upstream: upstreamState,
+                flashblocks: feedConnected() === null ? null : feedConnected() ? 'connected' : 'disconnected',
+                pending: (() => {
+                  const { source, state } = pendingStatus()
+                  return pending === null || source === null || state === null ? null : pendingReadiness(source, state)
+                })(),
+                head,
+                upstreamHead: status.upstreamHead,
+                leader: status.leader,
+                redis: redis === null ? null : redis.status().connected ? 'connected' : 'disconnected',
+                lastError: status.lastError,
+              },
+            }
+          },
+          cluster: link,
+        })
   if (link !== null) link.events.on('metrics-request', async ({ id }) => link.post({ fg: 'metrics-reply', id, metrics: await server!.metrics.json() }))
   const { url, port } = server === null ? { url: `http://${config.host}:${config.port}`, port: config.port } : await server.listen()
   // `null` on PGlite: one process, whose ingester tells it directly.
-  const chainChanges = listenForChainChanges({ databaseUrl: config.databaseUrl, onChange: (change) => resolvers.notify(change), logger: logger.child({ module: 'listen' }) })
+  const chainChanges = listenForChainChanges({
+    databaseUrl: config.databaseUrl,
+    onChange: (change) => resolvers.notify(change),
+    logger: logger.child({ module: 'listen' }),
+  })
   // `--role serve` never ingests (nor takes the ingest lock): another process keeps the index; nor does a worker.
   const ingests = config.role !== 'serve' && link === null
   if (ingests) ingester.start()
@@ -315,7 +344,8 @@ function shareWithWorkers(hub: ClusterHub, { hydrate }: { hydrate: ((hashes: Has
   hub.handle('take', (limiter, client, cost, rate) => {
     const key = `${limiter.name}:${limiter.ratePerSecond}:${limiter.burstSeconds}`
     let shared = limiters.get(key)
-    if (shared === undefined) limiters.set(key, (shared = createRateLimiter({ ratePerSecond: limiter.ratePerSecond, burstSeconds: limiter.burstSeconds, name: limiter.name })))
+    if (shared === undefined)
+      limiters.set(key, (shared = createRateLimiter({ ratePerSecond: limiter.ratePerSecond, burstSeconds: limiter.burstSeconds, name: limiter.name })))
     return shared.take(client, { cost, rate })
   })
   const nonces = createNonceRegistry()

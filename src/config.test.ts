@@ -173,7 +173,9 @@ describe('parseConfig(serveConfigSchema)', () => {
   })
 
   test.each([' ', '0x10', '1e3', '12abc'])('a number option takes plain decimals only: --port %j is refused', (value) => {
-    expect(configErrorOf(() => serveConfig({ port: value })).message).toBe(`invalid configuration: --port (PORT) must be a port number (got ${JSON.stringify(value)})`)
+    expect(configErrorOf(() => serveConfig({ port: value })).message).toBe(
+      `invalid configuration: --port (PORT) must be a port number (got ${JSON.stringify(value)})`,
+    )
   })
 
   test('--start-block: a number, latest, or latest-N', () => {
@@ -293,12 +295,18 @@ describe('builder-code registry', () => {
   test('--builder-code-registry takes an address (lower-cased), default or off, and refuses anything else, naming the flag', () => {
     expect(serveConfig().builderCodeRegistry).toBe('default')
     expect(serveConfig({ 'builder-code-registry': 'off' }).builderCodeRegistry).toBeNull()
-    expect(serveConfig({}, { BUILDER_CODE_REGISTRY: '0x000000BC7E6457E610FE52DCC0CA5B3CE59C8E80' }).builderCodeRegistry).toBe('0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80')
+    expect(serveConfig({}, { BUILDER_CODE_REGISTRY: '0x000000BC7E6457E610FE52DCC0CA5B3CE59C8E80' }).builderCodeRegistry).toBe(
+      '0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80',
+    )
     expect(serveConfig({ 'entry-points': '0.7=0x0000000000000000000000000000000000e0e0e0' }).entryPoints.map((entryPoint) => entryPoint.address)).toEqual([
       '0x0000000000000000000000000000000000e0e0e0',
     ])
-    expect(() => serveConfig({ 'entry-points': '0.5=0x0000000000000000000000000000000000e0e0e0' })).toThrow(/--entry-points \(ENTRY_POINTS\) must be canonical or version=address/)
+    expect(() => serveConfig({ 'entry-points': '0.5=0x0000000000000000000000000000000000e0e0e0' })).toThrow(
+      /--entry-points \(ENTRY_POINTS\) must be canonical or version=address/,
+    )
     for (const given of ['0x1234', 'none', '0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80aa'])
-      expect(() => serveConfig({ 'builder-code-registry': given })).toThrow(/--builder-code-registry \(BUILDER_CODE_REGISTRY\) must be an address, default or off/)
+      expect(() => serveConfig({ 'builder-code-registry': given })).toThrow(
+        /--builder-code-registry \(BUILDER_CODE_REGISTRY\) must be an address, default or off/,
+      )
   })
 })

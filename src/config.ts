@@ -18,17 +18,10 @@ export const MIB = 1024 * 1024
  * `" "` as 0 and `0x10` as 16). Numbers given directly (tests, embedding) pass as they are.
  */
 const decimal = (error: string) =>
-  z.preprocess(
-    (value) => (typeof value === 'string' ? (/^-?\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN) : value),
-    z.number({ error }),
-  )
+  z.preprocess((value) => (typeof value === 'string' ? (/^-?\d+(\.\d+)?$/.test(value) ? Number(value) : Number.NaN) : value), z.number({ error }))
 
 const port = decimal('must be a port number').pipe(
-  z
-    .number()
-    .int({ error: 'must be a whole number' })
-    .min(0, { error: 'must be between 0 and 65535' })
-    .max(65_535, { error: 'must be between 0 and 65535' }),
+  z.number().int({ error: 'must be a whole number' }).min(0, { error: 'must be between 0 and 65535' }).max(65_535, { error: 'must be between 0 and 65535' }),
 )
 
 const positiveInt = decimal('must be a number').pipe(z.number().int({ error: 'must be a whole number' }).positive({ error: 'must be positive' }))
@@ -38,18 +31,16 @@ const nonNegative = decimal('must be a number').pipe(z.number().min(0, { error: 
 const nonNegativeInt = decimal('must be a number').pipe(z.number().int({ error: 'must be a whole number' }).min(0, { error: 'must not be negative' }))
 
 const url = (protocols: string[]) =>
-  z
-    .string()
-    .refine(
-      (value) => {
-        try {
-          return protocols.includes(new URL(value).protocol)
-        } catch {
-          return false
-        }
-      },
-      { error: `must be a ${protocols.map((protocol) => protocol.replace(':', '')).join(' or ')} URL` },
-    )
+  z.string().refine(
+    (value) => {
+      try {
+        return protocols.includes(new URL(value).protocol)
+      } catch {
+        return false
+      }
+    },
+    { error: `must be a ${protocols.map((protocol) => protocol.replace(':', '')).join(' or ')} URL` },
+  )
 
 /** `--start-block`: a block number, or `latest-N` for N blocks behind the upstream's head at first start. */
 export const startBlock = z
@@ -60,7 +51,6 @@ export const startBlock = z
     if (value.startsWith('latest-')) return { latestMinus: Number(value.slice('latest-'.length)) }
     return Number(value)
   })
-
 
 const databaseUrl = z.string().min(1, { error: 'must not be empty' })
 /**
@@ -135,7 +125,9 @@ export type ServeConfig = z.output<typeof serveConfigSchema>
 export const devnetConfigSchema = z.object({
   port: port.default(8546),
   flashblocksPort: port.default(8547),
-  blockTime: decimal('must be a number of seconds').pipe(z.number().positive({ error: 'must be positive' })).default(2),
+  blockTime: decimal('must be a number of seconds')
+    .pipe(z.number().positive({ error: 'must be positive' }))
+    .default(2),
   flashblockInterval: positiveInt.default(200),
   plain: z.stringbool().default(false),
   feedFormat: z.enum(FEED_FORMATS, { error: `must be one of ${FEED_FORMATS.join(', ')}` }).default('current'),
@@ -155,42 +147,132 @@ export const OPTIONS = [
   { key: 'port', flag: 'port', env: 'PORT', help: 'gateway HTTP port (default 8545)' },
   { key: 'host', flag: 'host', env: 'HOST', help: 'interface to bind (default 127.0.0.1)' },
   { key: 'databaseUrl', flag: 'database-url', env: 'DATABASE_URL', help: `postgres://… or a PGlite directory or memory:// (default ${DEFAULT_DATABASE_URL})` },
-  { key: 'databaseReadUrl', flag: 'database-read-url', env: 'DATABASE_READ_URL', help: 'postgres://… of a streaming replica to read from; the head served is the replica\'s own (optional)' },
+  {
+    key: 'databaseReadUrl',
+    flag: 'database-read-url',
+    env: 'DATABASE_READ_URL',
+    help: "postgres://… of a streaming replica to read from; the head served is the replica's own (optional)",
+  },
   { key: 'role', flag: 'role', env: 'ROLE', help: 'all (default), ingest (index only; health and metrics) or serve (APIs only, no ingester)' },
-  { key: 'workers', flag: 'workers', env: 'WORKERS', help: 'serving workers on one port, sharing one feed and ingester (default: one per core on Postgres; 1 on PGlite)' },
+  {
+    key: 'workers',
+    flag: 'workers',
+    env: 'WORKERS',
+    help: 'serving workers on one port, sharing one feed and ingester (default: one per core on Postgres; 1 on PGlite)',
+  },
   { key: 'upstreamRpc', flag: 'upstream-rpc', env: 'UPSTREAM_RPC_URL', help: 'upstream node JSON-RPC URL (http(s) or ws(s))' },
   { key: 'upstreamWs', flag: 'upstream-ws', env: 'UPSTREAM_WS_URL', help: 'upstream WebSocket URL for newHeads (optional; polling otherwise)' },
   { key: 'flashblocksWs', flag: 'flashblocks-ws', env: 'FLASHBLOCKS_WS_URL', help: 'Flashblocks WebSocket feed for the pending view (optional)' },
-  { key: 'pendingSource', flag: 'pending-source', env: 'PENDING_SOURCE', help: 'pre-confirmed receipts and balances when the feed has none: auto|hydrate|frames (default auto)' },
-  { key: 'history', flag: 'history', env: 'HISTORY', help: 'reads below the first indexed block: upstream (answered from the node) or refuse (default upstream)' },
-  { key: 'corsOrigins', flag: 'cors-origins', env: 'CORS_ORIGINS', help: 'origins allowed to call the JSON-RPC endpoints from a browser: * or a comma-separated list (default *)' },
-  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', help: 'redis://… shared by all serving processes: rate limits, key revocations, forwarded nonces (optional; per process otherwise)' },
-  { key: 'redisPrefix', flag: 'redis-prefix', env: 'REDIS_PREFIX', help: `prefix of flashgate's Redis keys and channels, one per deployment sharing a Redis (default ${DEFAULT_REDIS_PREFIX})` },
+  {
+    key: 'pendingSource',
+    flag: 'pending-source',
+    env: 'PENDING_SOURCE',
+    help: 'pre-confirmed receipts and balances when the feed has none: auto|hydrate|frames (default auto)',
+  },
+  {
+    key: 'history',
+    flag: 'history',
+    env: 'HISTORY',
+    help: 'reads below the first indexed block: upstream (answered from the node) or refuse (default upstream)',
+  },
+  {
+    key: 'corsOrigins',
+    flag: 'cors-origins',
+    env: 'CORS_ORIGINS',
+    help: 'origins allowed to call the JSON-RPC endpoints from a browser: * or a comma-separated list (default *)',
+  },
+  {
+    key: 'redisUrl',
+    flag: 'redis-url',
+    env: 'REDIS_URL',
+    help: 'redis://… shared by all serving processes: rate limits, key revocations, forwarded nonces (optional; per process otherwise)',
+  },
+  {
+    key: 'redisPrefix',
+    flag: 'redis-prefix',
+    env: 'REDIS_PREFIX',
+    help: `prefix of flashgate's Redis keys and channels, one per deployment sharing a Redis (default ${DEFAULT_REDIS_PREFIX})`,
+  },
   { key: 'startBlock', flag: 'start-block', env: 'START_BLOCK', help: 'first block of a new index: a number or latest-N (default latest-10000)' },
-  { key: 'builderCodeRegistry', flag: 'builder-code-registry', env: 'BUILDER_CODE_REGISTRY', help: "on-chain Builder Codes registry whose codes' owners and payout addresses are shown: an address, default (Base's, on Base and Base Sepolia) or off" },
-  { key: 'entryPoints', flag: 'entry-points', env: 'ENTRY_POINTS', help: 'ERC-4337 EntryPoints whose user operations are attributed: canonical (0.6, 0.7, 0.8 at their canonical addresses) or version=address,… (default canonical)' },
-  { key: 'retainBlocks', flag: 'retain-blocks', env: 'RETAIN_BLOCKS', help: 'keep the newest N blocks and prune older ones in the background; reads below follow --history (default: keep all)' },
-  { key: 'publicRateLimit', flag: 'public-rate-limit', env: 'PUBLIC_RATE_LIMIT', help: 'public endpoint: requests per second per client address, 0 for no limit (default 50)' },
+  {
+    key: 'builderCodeRegistry',
+    flag: 'builder-code-registry',
+    env: 'BUILDER_CODE_REGISTRY',
+    help: "on-chain Builder Codes registry whose codes' owners and payout addresses are shown: an address, default (Base's, on Base and Base Sepolia) or off",
+  },
+  {
+    key: 'entryPoints',
+    flag: 'entry-points',
+    env: 'ENTRY_POINTS',
+    help: 'ERC-4337 EntryPoints whose user operations are attributed: canonical (0.6, 0.7, 0.8 at their canonical addresses) or version=address,… (default canonical)',
+  },
+  {
+    key: 'retainBlocks',
+    flag: 'retain-blocks',
+    env: 'RETAIN_BLOCKS',
+    help: 'keep the newest N blocks and prune older ones in the background; reads below follow --history (default: keep all)',
+  },
+  {
+    key: 'publicRateLimit',
+    flag: 'public-rate-limit',
+    env: 'PUBLIC_RATE_LIMIT',
+    help: 'public endpoint: requests per second per client address, 0 for no limit (default 50)',
+  },
   { key: 'publicMaxBatch', flag: 'public-max-batch', env: 'PUBLIC_MAX_BATCH', help: 'public endpoint: calls per batch (default 100)' },
   { key: 'publicMaxBody', flag: 'public-max-body', env: 'PUBLIC_MAX_BODY', help: 'public endpoint: bytes per request body (default 1048576)' },
-  { key: 'publicMaxBlockRange', flag: 'public-max-block-range', env: 'PUBLIC_MAX_BLOCK_RANGE', help: 'public endpoint: largest eth_getLogs block range (default 2000)' },
+  {
+    key: 'publicMaxBlockRange',
+    flag: 'public-max-block-range',
+    env: 'PUBLIC_MAX_BLOCK_RANGE',
+    help: 'public endpoint: largest eth_getLogs block range (default 2000)',
+  },
   { key: 'publicMaxLogs', flag: 'public-max-logs', env: 'PUBLIC_MAX_LOGS', help: 'public endpoint: largest eth_getLogs result (default 10000)' },
   { key: 'maxBatch', flag: 'max-batch', env: 'MAX_BATCH', help: 'dedicated endpoints: calls per batch (default 1000)' },
   { key: 'maxBody', flag: 'max-body', env: 'MAX_BODY', help: 'dedicated endpoints: bytes per request body (default 5242880)' },
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'dedicated endpoints: largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'dedicated endpoints: largest eth_getLogs result (default 10000)' },
-  { key: 'maxQueryCost', flag: 'max-query-cost', env: 'MAX_QUERY_COST', help: 'largest planner cost of an eth_getLogs that no index answers exactly, 0 for no estimate (default 250000)' },
-  { key: 'answerCacheMb', flag: 'answer-cache-mb', env: 'ANSWER_CACHE_MB', help: 'memory for answers kept by block (receipts, logs, account reads), in MiB; 0 for none (default 64)' },
-  { key: 'trustProxy', flag: 'trust-proxy', env: 'TRUST_PROXY', help: 'take client addresses from X-Forwarded-For, behind a reverse proxy (true/false, default false)' },
+  {
+    key: 'maxQueryCost',
+    flag: 'max-query-cost',
+    env: 'MAX_QUERY_COST',
+    help: 'largest planner cost of an eth_getLogs that no index answers exactly, 0 for no estimate (default 250000)',
+  },
+  {
+    key: 'answerCacheMb',
+    flag: 'answer-cache-mb',
+    env: 'ANSWER_CACHE_MB',
+    help: 'memory for answers kept by block (receipts, logs, account reads), in MiB; 0 for none (default 64)',
+  },
+  {
+    key: 'trustProxy',
+    flag: 'trust-proxy',
+    env: 'TRUST_PROXY',
+    help: 'take client addresses from X-Forwarded-For, behind a reverse proxy (true/false, default false)',
+  },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
-  { key: 'registrationRateLimit', flag: 'registration-rate-limit', env: 'REGISTRATION_RATE_LIMIT', help: 'builder-code registrations per second per client address, 0 for no limit (default 20)' },
+  {
+    key: 'registrationRateLimit',
+    flag: 'registration-rate-limit',
+    env: 'REGISTRATION_RATE_LIMIT',
+    help: 'builder-code registrations per second per client address, 0 for no limit (default 20)',
+  },
   { key: 'devnetPort', flag: 'devnet-port', env: 'DEVNET_PORT', help: "dev: the devnet's JSON-RPC port (default 8546; devnet itself takes --port)" },
   { key: 'flashblocksPort', flag: 'flashblocks-port', env: 'FLASHBLOCKS_PORT', help: 'devnet: Flashblocks WebSocket port (default 8547)' },
   { key: 'blockTime', flag: 'block-time', env: 'BLOCK_TIME', help: 'devnet: seconds per block (default 2)' },
   { key: 'flashblockInterval', flag: 'flashblock-interval', env: 'FLASHBLOCK_INTERVAL', help: 'devnet: milliseconds per flashblock (default 200)' },
   { key: 'plain', flag: 'plain', env: 'FLASHBLOCKS_PLAIN', help: 'devnet: send JSON text frames instead of Brotli (true/false)' },
-  { key: 'feedFormat', flag: 'feed-format', env: 'FEED_FORMAT', help: "devnet: Flashblocks format, current (Base since Azul) or legacy (with receipts and balances) (default current)" },
-  { key: 'profile', flag: 'profile', env: 'LOAD_PROFILE', help: 'devnet: load profile, none or base (~250 transactions and ~1,500 logs a block, ERC-8021 suffixes on a share) (default none)' },
+  {
+    key: 'feedFormat',
+    flag: 'feed-format',
+    env: 'FEED_FORMAT',
+    help: 'devnet: Flashblocks format, current (Base since Azul) or legacy (with receipts and balances) (default current)',
+  },
+  {
+    key: 'profile',
+    flag: 'profile',
+    env: 'LOAD_PROFILE',
+    help: 'devnet: load profile, none or base (~250 transactions and ~1,500 logs a block, ERC-8021 suffixes on a share) (default none)',
+  },
   { key: 'logLevel', flag: 'log-level', env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
 ] as const
 

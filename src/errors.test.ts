@@ -19,15 +19,27 @@ describe('the error family', () => {
   test('one error answers alike on every API', () => {
     const tooLarge = new PayloadTooLargeError(1024)
     expect([tooLarge.httpStatus, toJsonRpcError(tooLarge)]).toEqual([413, { code: -32600, message: 'request body exceeds 1024 bytes' }])
-    expect(toHttpError(tooLarge)).toEqual({ status: 413, headers: { connection: 'close' }, body: { error: { code: 'payload_too_large', message: 'request body exceeds 1024 bytes' } } })
+    expect(toHttpError(tooLarge)).toEqual({
+      status: 413,
+      headers: { connection: 'close' },
+      body: { error: { code: 'payload_too_large', message: 'request body exceeds 1024 bytes' } },
+    })
 
     const limited = new RateLimitedError(3)
-    expect([limited.httpStatus, limited.headers, toJsonRpcError(limited)]).toEqual([429, { 'retry-after': '3' }, { code: -32005, message: 'rate limit exceeded; retry in 3 s', data: { retryAfter: 3 } }])
+    expect([limited.httpStatus, limited.headers, toJsonRpcError(limited)]).toEqual([
+      429,
+      { 'retry-after': '3' },
+      { code: -32005, message: 'rate limit exceeded; retry in 3 s', data: { retryAfter: 3 } },
+    ])
     expect(toGraphQLError(limited)?.extensions).toEqual({ code: 'RATE_LIMITED', jsonRpcCode: -32005 })
 
     const post = new JsonRpcNeedsPostError()
     expect([post.httpStatus, post.headers, toJsonRpcError(post)]).toEqual([405, { allow: 'POST' }, { code: -32600, message: 'use POST for JSON-RPC' }])
-    expect(toHttpError(new HttpMethodNotAllowedError('PUT', ['GET']))).toMatchObject({ status: 405, headers: { allow: 'GET' }, body: { error: { code: 'method_not_allowed' } } })
+    expect(toHttpError(new HttpMethodNotAllowedError('PUT', ['GET']))).toMatchObject({
+      status: 405,
+      headers: { allow: 'GET' },
+      body: { error: { code: 'method_not_allowed' } },
+    })
 
     const params = new InvalidParamsError('bad topic')
     expect(toHttpError(params)).toEqual({ status: 400, headers: {}, body: { error: { code: 'invalid_request', message: 'bad topic' } } })

@@ -208,7 +208,8 @@ const MAX_LOGGED_MESSAGE_CHARS = 300
 /** An unexpected error as the log may show it: never its parameters, its cause's payload or its full text. */
 export function loggableError(error: unknown): { name: string; message: string; code?: string | number } {
   if (!(error instanceof Error)) return { name: typeof error, message: String(error).slice(0, MAX_LOGGED_MESSAGE_CHARS) }
-  const message = error.message.length > MAX_LOGGED_MESSAGE_CHARS ? `${error.message.slice(0, MAX_LOGGED_MESSAGE_CHARS)}… (${error.message.length} chars)` : error.message
+  const message =
+    error.message.length > MAX_LOGGED_MESSAGE_CHARS ? `${error.message.slice(0, MAX_LOGGED_MESSAGE_CHARS)}… (${error.message.length} chars)` : error.message
   const code = (error as { code?: unknown }).code ?? (error.cause as { code?: unknown } | undefined)?.code
   return typeof code === 'string' || typeof code === 'number' ? { name: error.name, message, code } : { name: error.name, message }
 }
@@ -220,9 +221,7 @@ export function isFlashgateError(error: unknown): error is FlashgateError {
 /** Maps any thrown value to a JSON-RPC error object; unexpected errors are masked (no stack, no SQL). */
 export function toJsonRpcError(error: unknown): JsonRpcErrorObject {
   if (isFlashgateError(error)) {
-    return error.data === undefined
-      ? { code: error.code, message: error.message }
-      : { code: error.code, message: error.message, data: error.data }
+    return error.data === undefined ? { code: error.code, message: error.message } : { code: error.code, message: error.message, data: error.data }
   }
   return { code: -32603, message: 'internal error' }
 }

@@ -12,7 +12,12 @@ import { anvilCall } from './fixtures/sync.js'
 const AGENTS = [1, 2, 3] as const
 const TRANSACTIONS_PER_AGENT = 4
 const POLL_MS = 20
-const devnetChain = defineChain({ id: 31337, name: 'devnet', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } })
+const devnetChain = defineChain({
+  id: 31337,
+  name: 'devnet',
+  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+  rpcUrls: { default: { http: [] } },
+})
 
 let devnet: Devnet
 let database: TestDatabase
@@ -30,7 +35,12 @@ async function counts(code: string): Promise<Counts> {
 beforeAll(async () => {
   devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 1_000, flashblockIntervalMs: 100 })
   database = await createTestDatabase()
-  gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl, registrationRateLimit: 0 })
+  gateway = await startTestGateway({
+    upstreamRpc: devnet.rpcUrl,
+    flashblocksWs: devnet.flashblocksUrl,
+    databaseUrl: database.databaseUrl,
+    registrationRateLimit: 0,
+  })
 })
 
 afterAll(async () => {
@@ -97,6 +107,9 @@ test('agents register and send with dataSuffix: counts move in pending first, th
     expect(seen.some(({ confirmed, pending }) => confirmed + pending === TRANSACTIONS_PER_AGENT && pending > 0)).toBe(true)
   })
   // The leaderboard agrees, with nothing left pending.
-  const { builderCodes } = (await (await fetch(`${gateway.url}/v1/builder-codes`)).json()) as { builderCodes: { builderCode: string; transactions: number; pendingTransactions: number }[] }
-  for (const code of codes) expect(builderCodes.find((entry) => entry.builderCode === code)).toMatchObject({ transactions: TRANSACTIONS_PER_AGENT, pendingTransactions: 0 })
+  const { builderCodes } = (await (await fetch(`${gateway.url}/v1/builder-codes`)).json()) as {
+    builderCodes: { builderCode: string; transactions: number; pendingTransactions: number }[]
+  }
+  for (const code of codes)
+    expect(builderCodes.find((entry) => entry.builderCode === code)).toMatchObject({ transactions: TRANSACTIONS_PER_AGENT, pendingTransactions: 0 })
 }, 60_000)

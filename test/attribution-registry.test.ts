@@ -16,7 +16,12 @@ import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
-const [ALICE, BOB, CAROL, DAVE] = DEV_ACCOUNTS as unknown as [(typeof DEV_ACCOUNTS)[number], (typeof DEV_ACCOUNTS)[number], (typeof DEV_ACCOUNTS)[number], (typeof DEV_ACCOUNTS)[number]]
+const [ALICE, BOB, CAROL, DAVE] = DEV_ACCOUNTS as unknown as [
+  (typeof DEV_ACCOUNTS)[number],
+  (typeof DEV_ACCOUNTS)[number],
+  (typeof DEV_ACCOUNTS)[number],
+  (typeof DEV_ACCOUNTS)[number],
+]
 
 let anvil: Anvil
 let registry: Address
@@ -39,7 +44,12 @@ const register = (code: string, owner: Address, payout: Address) =>
 async function startGateway(options: { startBlock?: string; builderCodeRegistry?: string; database?: TestDatabase } = {}) {
   const database = options.database ?? (await createTestDatabase())
   if (options.database === undefined) databases.push(database)
-  const started = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, builderCodeRegistry: options.builderCodeRegistry ?? registry, startBlock: options.startBlock })
+  const started = await startTestGateway({
+    upstreamRpc: anvil.rpcUrl,
+    databaseUrl: database.databaseUrl,
+    builderCodeRegistry: options.builderCodeRegistry ?? registry,
+    startBlock: options.startBlock,
+  })
   gateways.push(started)
   return { gateway: started, database }
 }
@@ -90,25 +100,40 @@ describe('the on-chain registry', () => {
     const invalid = await getJson(gateway, '/v1/builder-codes/Not-Valid')
     expect(invalid.body.onChain).toMatchObject({ validCode: false, registered: false, owner: null })
 
-    const board = (await getJson(gateway, '/v1/builder-codes')).body.builderCodes as { builderCode: string; onChain: { registered: boolean; validCode: boolean } }[]
+    const board = (await getJson(gateway, '/v1/builder-codes')).body.builderCodes as {
+      builderCode: string
+      onChain: { registered: boolean; validCode: boolean }
+    }[]
     expect(board.find((entry) => entry.builderCode === 'agent_one')?.onChain).toMatchObject({ registered: true, owner: BOB.address })
     expect(board.find((entry) => entry.builderCode === 'Not-Valid')?.onChain).toMatchObject({ registered: false, validCode: false })
 
     // Registered on chain, never seen nor registered here: known all the same.
     await register('quiet_code', ALICE.address, ALICE.address)
     await waitForSameHead(gateway, anvil.rpcUrl)
-    expect(await getJson(gateway, '/v1/builder-codes/quiet_code')).toMatchObject({ status: 200, body: { seen: false, onChain: { registered: true, owner: ALICE.address } } })
+    expect(await getJson(gateway, '/v1/builder-codes/quiet_code')).toMatchObject({
+      status: 200,
+      body: { seen: false, onChain: { registered: true, owner: ALICE.address } },
+    })
     expect((await getJson(gateway, '/v1/builder-codes/quiet_code/stats')).status).toBe(200)
     expect((await getJson(gateway, '/v1/builder-codes/never_seen')).status).toBe(404)
 
     const graphql = await fetch(`${gateway.url}/graphql`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ query: '{ builderCode(code: "agent_one") { code onChain { registered owner payoutAddress registeredBlock tokenId } } builderCodes { code onChain { registered validCode } } }' }),
+      body: JSON.stringify({
+        query:
+          '{ builderCode(code: "agent_one") { code onChain { registered owner payoutAddress registeredBlock tokenId } } builderCodes { code onChain { registered validCode } } }',
+      }),
     })
     const { data, errors } = (await graphql.json()) as { data: any; errors?: unknown }
     expect(errors).toBeUndefined()
-    expect(data.builderCode.onChain).toEqual({ registered: true, owner: BOB.address, payoutAddress: CAROL.address, registeredBlock: String(registeredBlock), tokenId: onChain.tokenId })
+    expect(data.builderCode.onChain).toEqual({
+      registered: true,
+      owner: BOB.address,
+      payoutAddress: CAROL.address,
+      registeredBlock: String(registeredBlock),
+      tokenId: onChain.tokenId,
+    })
     expect(data.builderCodes).toContainEqual({ code: 'Not-Valid', onChain: { registered: false, validCode: false } })
   })
 
@@ -117,7 +142,12 @@ describe('the on-chain registry', () => {
     await send(BOB, { to: registry, data: encodeFunctionData({ abi: registryAbi, functionName: 'transferFrom', args: [BOB.address, DAVE.address, tokenId] }) })
     await send(DAVE, { to: registry, data: encodeFunctionData({ abi: registryAbi, functionName: 'updatePayoutAddress', args: ['agent_one', DAVE.address] }) })
     await waitForSameHead(gateway, anvil.rpcUrl)
-    expect((await getJson(gateway, '/v1/builder-codes/agent_one')).body.onChain).toMatchObject({ registered: true, owner: DAVE.address, payoutAddress: DAVE.address, registeredBlock })
+    expect((await getJson(gateway, '/v1/builder-codes/agent_one')).body.onChain).toMatchObject({
+      registered: true,
+      owner: DAVE.address,
+      payoutAddress: DAVE.address,
+      registeredBlock,
+    })
   })
 
   test('a reorg undoes the registrations, transfers and payout changes of the blocks it removes', async () => {
@@ -153,7 +183,8 @@ describe('the on-chain registry', () => {
     // Off: no registry, no events kept; a code known only from the registry is unknown again.
     await late.gateway.stop()
     const off = await startGateway({ database: late.database, builderCodeRegistry: 'off' })
-    const events = async () => ((await off.gateway.db.query<{ count: number }>(sql`select count(*)::int as count from builder_code_registry_events`)) as [{ count: number }])[0].count
+    const events = async () =>
+      ((await off.gateway.db.query<{ count: number }>(sql`select count(*)::int as count from builder_code_registry_events`)) as [{ count: number }])[0].count
     for (const deadline = Date.now() + 20_000; (await events()) > 0; ) {
       if (Date.now() > deadline) throw new Error('the registry is still followed')
       await new Promise((resolve) => setTimeout(resolve, 50))

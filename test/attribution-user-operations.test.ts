@@ -17,7 +17,12 @@ import { startTestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const CHAIN_ID = 31337
-const devnetChain = defineChain({ id: CHAIN_ID, name: 'devnet', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } })
+const devnetChain = defineChain({
+  id: CHAIN_ID,
+  name: 'devnet',
+  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+  rpcUrls: { default: { http: [] } },
+})
 const DEPLOYER = DEV_ACCOUNTS[0]!
 const BUNDLER = DEV_ACCOUNTS[4]!
 const RECEIVER = `0x${'5e'.repeat(20)}` as Address
@@ -128,7 +133,14 @@ test('user operations with suffixes are attributed to their smart accounts, pend
   expect(reported.find((event) => event.sender.toLowerCase() === second && event.nonce === secondNonce)?.success).toBe(false)
 
   const one = (await stats('agent_one'))!
-  expect(one.confirmed).toMatchObject({ transactions: 0, userOperations: 2, reach: 1, userOperationReach: 1, userOperationGasUsed: gasOf(first).toString(), gasUsed: gasOf(first).toString() })
+  expect(one.confirmed).toMatchObject({
+    transactions: 0,
+    userOperations: 2,
+    reach: 1,
+    userOperationReach: 1,
+    userOperationGasUsed: gasOf(first).toString(),
+    gasUsed: gasOf(first).toString(),
+  })
   const two = (await stats('agent_two'))!
   const revertedGas = reported.find((event) => event.sender.toLowerCase() === second && event.nonce === secondNonce)!.actualGasUsed
   expect(two.confirmed).toMatchObject({ transactions: 0, userOperations: 1, reach: 1, userOperationReach: 1, userOperationGasUsed: revertedGas.toString() })
@@ -143,11 +155,18 @@ test('user operations with suffixes are attributed to their smart accounts, pend
 
   // A gateway told that the chain's EntryPoint v0.7 lives elsewhere reads the same bundle for its own suffix only.
   const elsewhere = await createTestDatabase()
-  const other = await startTestGateway({ upstreamRpc: devnet.rpcUrl, databaseUrl: elsewhere.databaseUrl, entryPoints: '0.7=0x0000000000000000000000000000000000e0e0e0' })
+  const other = await startTestGateway({
+    upstreamRpc: devnet.rpcUrl,
+    databaseUrl: elsewhere.databaseUrl,
+    entryPoints: '0.7=0x0000000000000000000000000000000000e0e0e0',
+  })
   try {
     await waitForSameHead(other, devnet.rpcUrl)
     expect((await fetch(`${other.url}/v1/builder-codes/agent_one/stats`)).status).toBe(404)
-    expect(((await (await fetch(`${other.url}/v1/builder-codes/bundler_co/stats`)).json()) as Stats).confirmed).toMatchObject({ transactions: 1, userOperations: 0 })
+    expect(((await (await fetch(`${other.url}/v1/builder-codes/bundler_co/stats`)).json()) as Stats).confirmed).toMatchObject({
+      transactions: 1,
+      userOperations: 0,
+    })
   } finally {
     await other.stop()
     await elsewhere.drop()

@@ -102,7 +102,13 @@ describe('confirmed attribution', () => {
 
   test('the leaderboard ranks codes by transactions', async () => {
     const { body } = await getJson('/v1/builder-codes?limit=10')
-    expect(body.builderCodes.map((entry: { builderCode: string; transactions: number; registered: boolean }) => [entry.builderCode, entry.transactions, entry.registered])).toEqual([
+    expect(
+      body.builderCodes.map((entry: { builderCode: string; transactions: number; registered: boolean }) => [
+        entry.builderCode,
+        entry.transactions,
+        entry.registered,
+      ]),
+    ).toEqual([
       [codes[0], 3, true],
       [codes[1], 2, true],
       [UNREGISTERED, 1, false],
@@ -161,8 +167,23 @@ describe('user operations and reorgs', () => {
     const [account] = await deploySmartAccounts({ publicClient: client, walletClient, operator: DEV_ACCOUNTS[0]!.address, setCode, count: 1, mined })
     const bundle = async () => {
       const nonce = await entryPointNonce(client, account!.address)
-      const operation = await signedUserOperation(account!, foundry.id, nonce, concat([executeCall(`0x${'55'.repeat(20)}`, 1n, '0x'), attributionSuffix(['reorg_op'])]))
-      await mined(await walletClient.writeContract({ account: DEV_ACCOUNTS[0]!.address, chain: foundry, address: entryPoint07Address, abi: entryPoint07Abi, functionName: 'handleOps', args: [[operation], DEV_ACCOUNTS[0]!.address], gas: 2_000_000n }))
+      const operation = await signedUserOperation(
+        account!,
+        foundry.id,
+        nonce,
+        concat([executeCall(`0x${'55'.repeat(20)}`, 1n, '0x'), attributionSuffix(['reorg_op'])]),
+      )
+      await mined(
+        await walletClient.writeContract({
+          account: DEV_ACCOUNTS[0]!.address,
+          chain: foundry,
+          address: entryPoint07Address,
+          abi: entryPoint07Abi,
+          functionName: 'handleOps',
+          args: [[operation], DEV_ACCOUNTS[0]!.address],
+          gas: 2_000_000n,
+        }),
+      )
     }
     await bundle()
     await waitForSameHead(gateway, anvil.rpcUrl)

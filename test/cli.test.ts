@@ -51,7 +51,10 @@ describe('every CLI failure is one line on stderr with a non-zero exit code', ()
     const runs = await Promise.all([
       flashgate(['attribution', TX_HASH], { cwd, env: { PORT: String(byPort) } }),
       flashgate(['attribution', TX_HASH], { cwd, env: { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` } }),
-      flashgate(['attribution', TX_HASH, '--url', `http://127.0.0.1:${byFlag}`], { cwd, env: { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` } }),
+      flashgate(['attribution', TX_HASH, '--url', `http://127.0.0.1:${byFlag}`], {
+        cwd,
+        env: { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` },
+      }),
       flashgate(['attribution', TX_HASH, '--url', 'not a url'], { cwd }),
     ])
     expectOneLineFailure(runs[0]!, 1, new RegExp(`cannot reach the gateway at http://127.0.0.1:${byPort} \\(ECONNREFUSED\\)`))
@@ -116,7 +119,11 @@ function startDev(env: Record<string, string>): Promise<{ child: ChildProcess; o
       if (!output.includes('  try: ')) return
       clearTimeout(timer)
       const url = (label: string) => new RegExp(`^  ${label} +(\\S+)`, 'm').exec(output)![1]!
-      resolve({ child, output: () => output, urls: { jsonRpc: url('JSON-RPC'), dedicated: url('dedicated'), devnet: url('devnet'), flashblocks: url('flashblocks') } })
+      resolve({
+        child,
+        output: () => output,
+        urls: { jsonRpc: url('JSON-RPC'), dedicated: url('dedicated'), devnet: url('devnet'), flashblocks: url('flashblocks') },
+      })
     })
   })
 }
@@ -140,18 +147,28 @@ test('flashgate dev: devnet ports from the environment; keys reach the running d
     // through the running process (the directory is never opened twice).
     const created = await flashgate(['keys', 'create', '--name', 'ci', '--rate', '0'], { cwd })
     expect(created.code, created.stderr).toBe(0)
-    expect(created.stderr).toMatch(new RegExp(`^database: ./.flashgate/dev-pglite, through the running flashgate dev \\(pid ${dev.child.pid}\\) .*--database-url ./.flashgate/pglite`))
+    expect(created.stderr).toMatch(
+      new RegExp(`^database: ./.flashgate/dev-pglite, through the running flashgate dev \\(pid ${dev.child.pid}\\) .*--database-url ./.flashgate/pglite`),
+    )
     const key = created.stdout.split('\n')[0]!
     expect(await rpc(`${dev.urls.jsonRpc}rpc/${key}`, 'eth_getBlockReceipts', ['latest'])).toMatchObject({ result: expect.any(Array) })
     const listed = await flashgate(['keys', 'list', '--database-url', '.flashgate/dev-pglite'], { cwd })
     expect(listed.stdout).toMatch(/ dev +fg_\S+… +dedicated .* active\n.* ci +fg_\S+… +dedicated +no limit .* active/)
     const revoked = await flashgate(['keys', 'revoke', 'ci'], { cwd })
     expect(revoked.stdout).toMatch(/ ci .* revoked /)
-    const refused = await fetch(`${dev.urls.jsonRpc}rpc/${key}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' })
+    const refused = await fetch(`${dev.urls.jsonRpc}rpc/${key}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}',
+    })
     expect(refused.status).toBe(401)
 
     // Anything else that would open the directory is refused, naming the process that holds it.
-    expectOneLineFailure(await flashgate(['migrate', '--database-url', '.flashgate/dev-pglite'], { cwd }), 1, new RegExp(`in use by flashgate dev \\(pid ${dev.child.pid}\\)`))
+    expectOneLineFailure(
+      await flashgate(['migrate', '--database-url', '.flashgate/dev-pglite'], { cwd }),
+      1,
+      new RegExp(`in use by flashgate dev \\(pid ${dev.child.pid}\\)`),
+    )
   } finally {
     dev.child.kill('SIGTERM')
     await new Promise((resolve) => dev.child.once('exit', resolve))
@@ -164,7 +181,7 @@ test('flashgate dev: devnet ports from the environment; keys reach the running d
 }, 120_000)
 
 describe('the README', () => {
-  test("its suffix example is what `flashgate suffix` prints", async () => {
+  test('its suffix example is what `flashgate suffix` prints', async () => {
     const { readFile } = await import('node:fs/promises')
     const readme = await readFile(new URL('../README.md', import.meta.url), 'utf8')
     const example = /npx flashgate suffix (\S+)\s+# (0x[0-9a-f]+)/.exec(readme)

@@ -76,7 +76,8 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     // An on-chain builder-codes registry (the devnet's), where the code is registered once it is given.
     const operator = createWalletClient({ account: DEV_ACCOUNTS[0]!, chain: foundry, transport: http(anvil.rpcUrl) })
     const client = createPublicClient({ chain: foundry, transport: http(anvil.rpcUrl) })
-    const registry = (await client.waitForTransactionReceipt({ hash: await operator.deployContract({ abi: registryAbi, bytecode: REGISTRY_DEPLOY_BYTECODE }) })).contractAddress!
+    const registry = (await client.waitForTransactionReceipt({ hash: await operator.deployContract({ abi: registryAbi, bytecode: REGISTRY_DEPLOY_BYTECODE }) }))
+      .contractAddress!
     gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, builderCodeRegistry: registry })
     const account = DEV_ACCOUNTS[1]!
     const response = await fetch(`${gateway.url}/v1/agents/builder-codes`, {
@@ -86,7 +87,10 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     })
     code = ((await response.json()) as { builderCode: string }).builderCode
     await client.waitForTransactionReceipt({
-      hash: await operator.sendTransaction({ to: registry, data: encodeFunctionData({ abi: registryAbi, functionName: 'register', args: [code, account.address, DEV_ACCOUNTS[2]!.address] }) }),
+      hash: await operator.sendTransaction({
+        to: registry,
+        data: encodeFunctionData({ abi: registryAbi, functionName: 'register', args: [code, account.address, DEV_ACCOUNTS[2]!.address] }),
+      }),
     })
     const wallet = createWalletClient({ account, chain: foundry, transport: http(anvil.rpcUrl) })
     for (let sent = 0; sent < TRANSACTIONS; sent++)
@@ -145,7 +149,11 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     const statsRequests = requests.filter((url) => url.includes('/stats?'))
     expect(statsRequests.at(-1)).toMatch(/interval=minute&points=[12]$/)
     const bars = await page.$$eval('#chart svg rect.bar', (rects) =>
-      rects.map((rect) => ({ transactions: Number(rect.getAttribute('data-transactions')), x: Number(rect.getAttribute('x')), width: Number(rect.getAttribute('width')) })),
+      rects.map((rect) => ({
+        transactions: Number(rect.getAttribute('data-transactions')),
+        x: Number(rect.getAttribute('x')),
+        width: Number(rect.getAttribute('width')),
+      })),
     )
     expect(bars.length).toBeLessThanOrEqual(2)
     expect(bars.reduce((sum, bar) => sum + bar.transactions, 0)).toBe(TRANSACTIONS)
@@ -166,7 +174,11 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     const page = await browser.newPage({ viewport: { width: 1100, height: 900 } })
     const now = 1_760_000_000
     const asked: string[] = []
-    for (const [span, wanted] of [[5 * 3_600, /interval=hour&points=6$/], [20 * 86_400, /interval=day&points=2[01]$/], [30 * 60, /interval=minute&points=3[01]$/]] as const) {
+    for (const [span, wanted] of [
+      [5 * 3_600, /interval=hour&points=6$/],
+      [20 * 86_400, /interval=day&points=2[01]$/],
+      [30 * 60, /interval=minute&points=3[01]$/],
+    ] as const) {
       await page.unroute('**/stats?*')
       // The gateway's answer for a code first seen `span` seconds before the head, as it would bucket it.
       await page.route('**/stats?*', (route) => {
@@ -175,10 +187,23 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
         const bucket = { minute: 60, hour: 3_600, day: 86_400 }[url.searchParams.get('interval') as 'minute']
         const points = Number(url.searchParams.get('points'))
         const last = Math.floor(now / bucket) * bucket
-        const series = Array.from({ length: points }, (_, index) => ({ timestamp: last - (points - 1 - index) * bucket, transactions: 1, reach: 1, gasUsed: '1' }))
+        const series = Array.from({ length: points }, (_, index) => ({
+          timestamp: last - (points - 1 - index) * bucket,
+          transactions: 1,
+          reach: 1,
+          gasUsed: '1',
+        }))
         const figures = { transactions: points, reach: 1, contracts: 1, gasUsed: '1', suffixGas: '1', value: '0', firstSeen: now - span, lastSeen: now }
         const empty = { ...figures, transactions: 0, firstSeen: null, lastSeen: null }
-        const body = { builderCode: 'bc_mocked00', registered: true, walletAddress: null, head: 1, confirmed: figures, pending: empty, series: { interval: url.searchParams.get('interval'), bucketSeconds: bucket, points: series } }
+        const body = {
+          builderCode: 'bc_mocked00',
+          registered: true,
+          walletAddress: null,
+          head: 1,
+          confirmed: figures,
+          pending: empty,
+          series: { interval: url.searchParams.get('interval'), bucketSeconds: bucket, points: series },
+        }
         return route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(body) })
       })
       if (page.url() === 'about:blank') await page.goto(`${gateway.url}/dashboard`)
@@ -280,7 +305,15 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
     const builderCodes = [
       { builderCode: 'bc_ahead000', registered: true, transactions: 585, pendingTransactions: 2, reach: 40, gasUsed: '12345678901', lastSeen: 1_700_000_000 },
       { builderCode: 'bc_behind00', registered: true, transactions: 586, pendingTransactions: 0, reach: 41, gasUsed: '12345678902', lastSeen: 1_700_000_000 },
-      { builderCode: 'x'.repeat(32), registered: false, transactions: 0, pendingTransactions: 1_234, reach: 1_234, gasUsed: '123456789012345678', lastSeen: null },
+      {
+        builderCode: 'x'.repeat(32),
+        registered: false,
+        transactions: 0,
+        pendingTransactions: 1_234,
+        reach: 1_234,
+        gasUsed: '123456789012345678',
+        lastSeen: null,
+      },
     ].sort((a, b) => b.transactions + b.pendingTransactions - (a.transactions + a.pendingTransactions))
     await page.route('**/v1/builder-codes?limit=*', (route) =>
       route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ builderCodes }) }),

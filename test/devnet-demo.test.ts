@@ -14,7 +14,13 @@ import { createTrafficGenerator, type TrafficGenerator } from '../src/devnet/tra
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
-type Entry = { builderCode: string; registered: boolean; transactions: number; userOperations: number; onChain: { registered: boolean; owner: Address | null; payoutAddress: Address | null } | null }
+type Entry = {
+  builderCode: string
+  registered: boolean
+  transactions: number
+  userOperations: number
+  onChain: { registered: boolean; owner: Address | null; payoutAddress: Address | null } | null
+}
 type Summary = { walletAddress: Address | null; onChain: Entry['onChain'] }
 
 let devnet: Devnet
@@ -60,7 +66,10 @@ test('smart-account agents send user operations that are attributed to their acc
   }
   const client = createPublicClient({ transport: http(devnet.rpcUrl) })
   const event = toEventSelector(getAbiItem({ abi: entryPoint07Abi, name: 'UserOperationEvent' }))
-  const reported = await client.request({ method: 'eth_getLogs', params: [{ address: entryPoint07Address, topics: [event], fromBlock: '0x0', toBlock: 'latest' }] })
+  const reported = await client.request({
+    method: 'eth_getLogs',
+    params: [{ address: entryPoint07Address, topics: [event], fromBlock: '0x0', toBlock: 'latest' }],
+  })
 
   for (const entry of board.filter((candidate) => candidate.userOperations > 0 && candidate.builderCode.startsWith('bc_'))) {
     // The code is the smart account's, registered here by the account's address, on chain to the account.

@@ -6,7 +6,6 @@ import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { anvilCall } from './fixtures/sync.js'
 
 const BURST = 200
 /** Fields anvil adds to receipts that no flashblock carries (a JSON-number `blockTimestamp`, `blobGasPrice`). */

@@ -50,9 +50,9 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
   test('the chain has logs with zero to four topics, reverted transactions and contract creations', async () => {
     const logs = (await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ fromBlock: 'earliest', toBlock: 'latest' }])).result as { topics: string[] }[]
     expect(new Set(logs.map((log) => log.topics.length))).toEqual(new Set([0, 1, 2, 3, 4]))
-    const receipts = (
-      await Promise.all(facts.transactionHashes.map((hash) => rpc(gateway.dedicatedUrl, 'eth_getTransactionReceipt', [hash])))
-    ).map((answer) => answer.result as { status: string; contractAddress: string | null })
+    const receipts = (await Promise.all(facts.transactionHashes.map((hash) => rpc(gateway.dedicatedUrl, 'eth_getTransactionReceipt', [hash])))).map(
+      (answer) => answer.result as { status: string; contractAddress: string | null },
+    )
     expect(receipts.some((receipt) => receipt.status === '0x0')).toBe(true)
     expect(receipts.filter((receipt) => receipt.contractAddress !== null).length).toBeGreaterThanOrEqual(2)
   })
@@ -104,7 +104,9 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
       const bodies = JSON.parse(inflateAny(stored!.transactions).toString('utf8')) as Record<string, unknown>[]
       const answers = JSON.parse(inflateAny(stored!.receipts).toString('utf8')) as Record<string, unknown>[]
       for (const [index, body] of bodies.entries()) {
-        await gateway.db.query(sql`update ${transactions} set body = ${JSON.stringify(body)}::json where block_number = ${number} and transaction_index = ${index}`)
+        await gateway.db.query(
+          sql`update ${transactions} set body = ${JSON.stringify(body)}::json where block_number = ${number} and transaction_index = ${index}`,
+        )
         await gateway.db.query(sql`insert into ${receipts} (transaction_hash, block_number, transaction_index, body)
           select hash, block_number, transaction_index, ${JSON.stringify({ ...answers[index], logs: [] })}::json from ${transactions}
           where block_number = ${number} and transaction_index = ${index}`)
@@ -112,7 +114,9 @@ describe('flashgate answers exactly as anvil for the same chain', () => {
       const text = JSON.stringify(answers)
       if (number % 3 === 0) await gateway.db.query(sql`delete from ${blockReceipts} where block_number = ${number}`)
       else if (number % 3 === 1)
-        await gateway.db.query(sql`update ${blockReceipts} set deflated = ${deflateRawSync(text)}, plain_length = null, adler32 = null, segment_offsets = null where block_number = ${number}`)
+        await gateway.db.query(
+          sql`update ${blockReceipts} set deflated = ${deflateRawSync(text)}, plain_length = null, adler32 = null, segment_offsets = null where block_number = ${number}`,
+        )
       else {
         // Written between 0004 and 0009: an open stream with its length and checksum, without segments. Kept as it is.
         const open = deflateOpen(text, 6)

@@ -21,8 +21,7 @@ const serverInstalled = POSTGRES_BIN_DIR !== null
 if (!serverInstalled) console.warn('faults-postgres: skipped, no PostgreSQL server binaries (apt-get install postgresql, or set POSTGRES_BIN_DIR)')
 
 beforeAll(async () => {
-  if (!serverInstalled) return
-  // Its own throwaway cluster, whatever DATABASE_URL says: this test kills it.
+  if (!serverInstalled) return // Its own throwaway cluster, whatever DATABASE_URL says: this test kills it.
   ;[anvil, cluster] = await Promise.all([startAnvil(), createPostgresCluster()])
 })
 
@@ -78,67 +77,73 @@ function startLoad(url: string) {
   }
 }
 
-test.skipIf(!serverInstalled)('Postgres killed and restarted mid-ingest: clean errors and 503 while down, then flashgate reconnects, takes the ingest lock again, and the index equals the node', async () => {
-  const chain = await generateChain(anvil.rpcUrl, { seed: 41, blocks: 40 })
-  const databaseUrl = await cluster.createDatabase('flashgate_faults')
-  // Small batches: the kill lands in the middle of the backfill, between and during commits.
-  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
-  await gateway.ingester.waitForBlock(12)
-  // On the dedicated endpoint: the public one refuses eth_getBlockReceipts.
-  const load = startLoad(gateway.dedicatedUrl)
-  await sleep(300)
-  // The chain keeps moving while the database is away.
-  const more = generateChain(anvil.rpcUrl, { seed: 42, blocks: 8 })
+test.skipIf(!serverInstalled)(
+  'Postgres killed and restarted mid-ingest: clean errors and 503 while down, then flashgate reconnects, takes the ingest lock again, and the index equals the node',
+  async () => {
+    const chain = await generateChain(anvil.rpcUrl, { seed: 41, blocks: 40 })
+    const databaseUrl = await cluster.createDatabase('flashgate_faults')
+    // Small batches: the kill lands in the middle of the backfill, between and during commits.
+    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
+    await gateway.ingester.waitForBlock(12)
+    // On the dedicated endpoint: the public one refuses eth_getBlockReceipts.
+    const load = startLoad(gateway.dedicatedUrl)
+    await sleep(300)
+    // The chain keeps moving while the database is away.
+    const more = generateChain(anvil.rpcUrl, { seed: 42, blocks: 8 })
 
-  await cluster.kill()
-  const down = Date.now()
-  await expect.poll(async () => (await fetch(`${gateway!.url}/readyz`)).status, { timeout: 15_000 }).toBe(503)
-  expect(await (await fetch(`${gateway.url}/readyz`)).json()).toMatchObject({ ready: false, database: 'unreachable' })
-  expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
-  for (const [method, params] of [
-    ['eth_blockNumber', []],
-    ['eth_getLogs', [{ fromBlock: '0x0', toBlock: '0x2' }]],
-    ['eth_getBlockByNumber', ['0x1', false]],
-  ] as const) {
-    const answer = await rpc(gateway.url, method, [...params])
-    expect(answer, method).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32603, message: 'internal error' } })
-  }
-  await expect.poll(() => gateway!.ingester.status(), { timeout: 15_000 }).toMatchObject({ leader: false, lastErrorSource: 'database' })
-  // Down for a few seconds: long enough for the pool's connections and the ingester's retries to fail.
-  await sleep(Math.max(0, 3_000 - (Date.now() - down)))
-  await cluster.start()
-  await more
+    await cluster.kill()
+    const down = Date.now()
+    await expect.poll(async () => (await fetch(`${gateway!.url}/readyz`)).status, { timeout: 15_000 }).toBe(503)
+    expect(await (await fetch(`${gateway.url}/readyz`)).json()).toMatchObject({ ready: false, database: 'unreachable' })
+    expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
+    for (const [method, params] of [
+      ['eth_blockNumber', []],
+      ['eth_getLogs', [{ fromBlock: '0x0', toBlock: '0x2' }]],
+      ['eth_getBlockByNumber', ['0x1', false]],
+    ] as const) {
+      const answer = await rpc(gateway.url, method, [...params])
+      expect(answer, method).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32603, message: 'internal error' } })
+    }
+    await expect.poll(() => gateway!.ingester.status(), { timeout: 15_000 }).toMatchObject({ leader: false, lastErrorSource: 'database' })
+    // Down for a few seconds: long enough for the pool's connections and the ingester's retries to fail.
+    await sleep(Math.max(0, 3_000 - (Date.now() - down)))
+    await cluster.start()
+    await more
 
-  await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
-  await expect.poll(async () => (await fetch(`${gateway!.url}/readyz`)).status, { timeout: 20_000 }).toBe(200)
-  const readyAt = Date.now()
-  expect(gateway.ingester.status()).toMatchObject({ leader: true, lastError: null })
-  // Served from the database again: the load goes on until it has had answers since the recovery (the
-  // catch-up alone can be too quick to give the load any).
-  const answeredBeforeRecovery = load.answers.length
-  const resultsSinceRecovery = () => load.answers.slice(answeredBeforeRecovery).filter((answer) => 'result' in (answer.body as object)).length
-  await expect.poll(resultsSinceRecovery, { timeout: 15_000 }).toBeGreaterThanOrEqual(200)
-  await load.stop()
+    await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
+    await expect.poll(async () => (await fetch(`${gateway!.url}/readyz`)).status, { timeout: 20_000 }).toBe(200)
+    const readyAt = Date.now()
+    expect(gateway.ingester.status()).toMatchObject({ leader: true, lastError: null })
+    // Served from the database again: the load goes on until it has had answers since the recovery (the
+    // catch-up alone can be too quick to give the load any).
+    const answeredBeforeRecovery = load.answers.length
+    const resultsSinceRecovery = () => load.answers.slice(answeredBeforeRecovery).filter((answer) => 'result' in (answer.body as object)).length
+    await expect.poll(resultsSinceRecovery, { timeout: 15_000 }).toBeGreaterThanOrEqual(200)
+    await load.stop()
 
-  // Throughout: every request got a JSON-RPC answer, a result or the masked internal error, never a dropped
-  // connection, an HTML page or a message with SQL in it.
-  expect(load.failures).toEqual([])
-  const errors = load.answers.filter((answer) => (answer.body as { error?: unknown }).error !== undefined)
-  const results = load.answers.filter((answer) => (answer.body as { result?: unknown }).result !== undefined)
-  expect(errors.length).toBeGreaterThan(0)
-  expect(results.length).toBeGreaterThan(errors.length)
-  expect(results.length + errors.length).toBe(load.answers.length)
-  // Once ready again, nothing fails: no pooled connection carries an error over from the restart.
-  expect(load.answers.filter((answer) => answer.sentAt >= readyAt && 'error' in (answer.body as object))).toEqual([])
-  for (const answer of errors) expect(answer.body).toMatchObject({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' } })
-  for (const answer of load.answers) expect(answer.status).toBe(200)
+    // Throughout: every request got a JSON-RPC answer, a result or the masked internal error, never a dropped
+    // connection, an HTML page or a message with SQL in it.
+    expect(load.failures).toEqual([])
+    const errors = load.answers.filter((answer) => (answer.body as { error?: unknown }).error !== undefined)
+    const results = load.answers.filter((answer) => (answer.body as { result?: unknown }).result !== undefined)
+    expect(errors.length).toBeGreaterThan(0)
+    expect(results.length).toBeGreaterThan(errors.length)
+    expect(results.length + errors.length).toBe(load.answers.length)
+    // Once ready again, nothing fails: no pooled connection carries an error over from the restart.
+    expect(load.answers.filter((answer) => answer.sentAt >= readyAt && 'error' in (answer.body as object))).toEqual([])
+    for (const answer of errors) expect(answer.body).toMatchObject({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' } })
+    for (const answer of load.answers) expect(answer.status).toBe(200)
 
-  // Exactly one session holds the ingest lock: the gateway's new one.
-  expect(await ingestLockHolders(gateway)).toBe(1)
+    // Exactly one session holds the ingest lock: the gateway's new one.
+    expect(await ingestLockHolders(gateway)).toBe(1)
 
-  const facts = await readChainFacts(anvil.rpcUrl, { accounts: chain.senders.concat(chain.recipients), contracts: chain.contracts.concat((await more).contracts) })
-  await expectIndexEqualsNode(gateway, facts, 41)
-})
+    const facts = await readChainFacts(anvil.rpcUrl, {
+      accounts: chain.senders.concat(chain.recipients),
+      contracts: chain.contracts.concat((await more).contracts),
+    })
+    await expectIndexEqualsNode(gateway, facts, 41)
+  },
+)
 
 /** No block lost or written twice, and every answer equal to the node's. */
 async function expectIndexEqualsNode(gateway: TestGateway, facts: ChainFacts, seed: number) {
@@ -170,37 +175,43 @@ async function ingestLockHolders(gateway: TestGateway): Promise<number> {
   return row!.holders
 }
 
-test.skipIf(!serverInstalled)('two gateways on one database across a Postgres restart: the lock goes with the old sessions, exactly one of them takes it again, the other stands by, and the index equals the node', async () => {
-  const chain = await generateChain(anvil.rpcUrl, { seed: 43, blocks: 10 })
-  const databaseUrl = await cluster.createDatabase('flashgate_pair')
-  const first = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
-  const second = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
-  const pair = [first, second]
-  try {
-    await waitForSameHead(first, anvil.rpcUrl, 60_000)
-    expect(pair.map((gateway) => gateway.ingester.status().leader).sort()).toEqual([false, true])
+test.skipIf(!serverInstalled)(
+  'two gateways on one database across a Postgres restart: the lock goes with the old sessions, exactly one of them takes it again, the other stands by, and the index equals the node',
+  async () => {
+    const chain = await generateChain(anvil.rpcUrl, { seed: 43, blocks: 10 })
+    const databaseUrl = await cluster.createDatabase('flashgate_pair')
+    const first = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
+    const second = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
+    const pair = [first, second]
+    try {
+      await waitForSameHead(first, anvil.rpcUrl, 60_000)
+      expect(pair.map((gateway) => gateway.ingester.status().leader).sort()).toEqual([false, true])
 
-    const more = generateChain(anvil.rpcUrl, { seed: 44, blocks: 8 })
-    await cluster.kill()
-    await expect.poll(() => pair.map((gateway) => gateway.ingester.status().leader), { timeout: 15_000 }).toEqual([false, false])
-    await sleep(1_000)
-    await cluster.start()
-    await more
+      const more = generateChain(anvil.rpcUrl, { seed: 44, blocks: 8 })
+      await cluster.kill()
+      await expect.poll(() => pair.map((gateway) => gateway.ingester.status().leader), { timeout: 15_000 }).toEqual([false, false])
+      await sleep(1_000)
+      await cluster.start()
+      await more
 
-    // Whichever wins, never both: sampled while they compete and catch up.
-    const leaders: number[] = []
-    const deadline = Date.now() + 4_000
-    while (Date.now() < deadline) {
-      leaders.push(pair.filter((gateway) => gateway.ingester.status().leader).length)
-      await sleep(25)
+      // Whichever wins, never both: sampled while they compete and catch up.
+      const leaders: number[] = []
+      const deadline = Date.now() + 4_000
+      while (Date.now() < deadline) {
+        leaders.push(pair.filter((gateway) => gateway.ingester.status().leader).length)
+        await sleep(25)
+      }
+      expect(Math.max(...leaders)).toBe(1)
+      expect(leaders.at(-1)).toBe(1)
+      for (const gateway of pair) await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
+      expect(await ingestLockHolders(first)).toBe(1)
+      const facts = await readChainFacts(anvil.rpcUrl, {
+        accounts: chain.senders.concat(chain.recipients),
+        contracts: chain.contracts.concat((await more).contracts),
+      })
+      await expectIndexEqualsNode(second, facts, 43)
+    } finally {
+      await Promise.all(pair.map((gateway) => gateway.stop()))
     }
-    expect(Math.max(...leaders)).toBe(1)
-    expect(leaders.at(-1)).toBe(1)
-    for (const gateway of pair) await waitForSameHead(gateway, anvil.rpcUrl, 60_000)
-    expect(await ingestLockHolders(first)).toBe(1)
-    const facts = await readChainFacts(anvil.rpcUrl, { accounts: chain.senders.concat(chain.recipients), contracts: chain.contracts.concat((await more).contracts) })
-    await expectIndexEqualsNode(second, facts, 43)
-  } finally {
-    await Promise.all(pair.map((gateway) => gateway.stop()))
-  }
-})
+  },
+)

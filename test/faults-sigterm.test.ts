@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { Agent, type IncomingMessage, request } from 'node:http'
 import { fileURLToPath } from 'node:url'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { createDb } from '../src/db/index.js'
@@ -29,7 +28,6 @@ afterAll(async () => {
   await database?.drop()
 })
 
-
 /** Reads a whole JSON answer off an HTTP response. */
 function collectAnswer(response: IncomingMessage, resolve: (answer: { status: number; body: unknown }) => void, reject: (error: Error) => void) {
   const chunks: Buffer[] = []
@@ -48,7 +46,14 @@ function slowCall(port: number, body: unknown) {
   let finish = () => {}
   const answer = new Promise<{ status: number; body: unknown }>((resolve, reject) => {
     const outgoing = request(
-      { host: '127.0.0.1', port, method: 'POST', path: '/', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } },
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      },
       (response) => collectAnswer(response, resolve, reject),
     )
     outgoing.on('error', reject)
@@ -98,16 +103,39 @@ test('SIGTERM to `flashgate serve` mid-ingest with requests in flight: no new co
   let output = ''
   child = spawn(
     process.execPath,
-    [CLI, 'serve', '--upstream-rpc', anvil.rpcUrl, '--database-url', database.databaseUrl, '--port', String(port), '--start-block', '0', '--ingest-batch-size', String(BATCH_SIZE), '--public-rate-limit', '0', '--workers', '1', '--log-level', 'info'],
+    [
+      CLI,
+      'serve',
+      '--upstream-rpc',
+      anvil.rpcUrl,
+      '--database-url',
+      database.databaseUrl,
+      '--port',
+      String(port),
+      '--start-block',
+      '0',
+      '--ingest-batch-size',
+      String(BATCH_SIZE),
+      '--public-rate-limit',
+      '0',
+      '--workers',
+      '1',
+      '--log-level',
+      'info',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   )
   child.stdout!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)))
   child.stderr!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child!.once('exit', (code, signal) => resolve({ code, signal })))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child!.once('exit', (code, signal) => resolve({ code, signal })),
+  )
   const url = `http://127.0.0.1:${port}`
 
   // Serving, and ingesting: the backfill has begun and is far from done.
-  await expect.poll(async () => Number((await rpc(url, 'eth_blockNumber').catch(() => ({ result: '-0x1' }))).result), { timeout: 60_000, interval: 50 }).toBeGreaterThanOrEqual(20)
+  await expect
+    .poll(async () => Number((await rpc(url, 'eth_blockNumber').catch(() => ({ result: '-0x1' }))).result), { timeout: 60_000, interval: 50 })
+    .toBeGreaterThanOrEqual(20)
 
   const logsCall = { jsonrpc: '2.0', id: 7, method: 'eth_getLogs', params: [{ fromBlock: '0x0', toBlock: '0xa' }] }
   const blockCall = { jsonrpc: '2.0', id: 8, method: 'eth_getBlockByNumber', params: ['0x3', true] }
@@ -150,7 +178,9 @@ test('SIGTERM to `flashgate serve` mid-ingest with requests in flight: no new co
     expect(last).toBeLessThan(head)
     expect((last + 1) % BATCH_SIZE).toBe(0)
     const blocks = await Promise.all(
-      Array.from({ length: last + 1 }, (_, number) => anvilCall<{ transactions: string[] }>(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${number.toString(16)}`, false])),
+      Array.from({ length: last + 1 }, (_, number) =>
+        anvilCall<{ transactions: string[] }>(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${number.toString(16)}`, false]),
+      ),
     )
     const logs = await anvilCall<unknown[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: `0x${last.toString(16)}` }])
     expect(stored).toEqual({

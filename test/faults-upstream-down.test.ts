@@ -98,17 +98,20 @@ test('anvil killed mid-ingest and restarted with its state: ingest pauses and re
 async function startHangingProxy(targetUrl: string) {
   const target = new URL(targetUrl)
   let hanging = false
-  let held: (() => void)[] = []
+  const held: (() => void)[] = []
   const server = createServer((incoming: IncomingMessage, response: ServerResponse) => {
     const chunks: Buffer[] = []
     incoming.on('data', (chunk: Buffer) => chunks.push(chunk))
     incoming.on('end', () => {
       const forward = () => {
-        const outgoing = request({ host: target.hostname, port: target.port, path: '/', method: 'POST', headers: { 'content-type': 'application/json' } }, (answer) => {
-          const parts: Buffer[] = []
-          answer.on('data', (part: Buffer) => parts.push(part))
-          answer.on('end', () => response.writeHead(answer.statusCode ?? 502, { 'content-type': 'application/json' }).end(Buffer.concat(parts)))
-        })
+        const outgoing = request(
+          { host: target.hostname, port: target.port, path: '/', method: 'POST', headers: { 'content-type': 'application/json' } },
+          (answer) => {
+            const parts: Buffer[] = []
+            answer.on('data', (part: Buffer) => parts.push(part))
+            answer.on('end', () => response.writeHead(answer.statusCode ?? 502, { 'content-type': 'application/json' }).end(Buffer.concat(parts)))
+          },
+        )
         outgoing.on('error', () => response.destroy())
         outgoing.end(Buffer.concat(chunks))
       }

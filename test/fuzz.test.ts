@@ -19,7 +19,16 @@ import { PASS_THROUGH_METHODS } from '../src/upstream/pass-through.js'
 import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { type FuzzRequest, type FuzzWorld, graphqlBody, hostilePathRequest, type JsonRpcEndpoint, jsonRpcBody, registrationBody, unknownKeyPath } from './fixtures/fuzz.js'
+import {
+  type FuzzRequest,
+  type FuzzWorld,
+  graphqlBody,
+  hostilePathRequest,
+  type JsonRpcEndpoint,
+  jsonRpcBody,
+  registrationBody,
+  unknownKeyPath,
+} from './fixtures/fuzz.js'
 import {
   type CapturedLog,
   createHttpClient,
@@ -161,8 +170,18 @@ function checkJsonRpcResponse(response: unknown, expected: ExpectedEntry, echoed
     return
   }
   const error = response.error
-  check(isObject(error) && Number.isInteger(error.code) && typeof error.message === 'string' && error.message !== '', 'error is not {code, message}', request, answer)
-  check(Object.keys(error).every((key) => ['code', 'message', 'data'].includes(key)), 'error has members besides code, message, data', request, answer)
+  check(
+    isObject(error) && Number.isInteger(error.code) && typeof error.message === 'string' && error.message !== '',
+    'error is not {code, message}',
+    request,
+    answer,
+  )
+  check(
+    Object.keys(error).every((key) => ['code', 'message', 'data'].includes(key)),
+    'error has members besides code, message, data',
+    request,
+    answer,
+  )
   const code = error.code as number
   tally(`rpc ${code}`)
   check(code !== -32603 || expected.codes === null, 'internal error (-32603)', request, answer)
@@ -181,12 +200,18 @@ async function fuzzJsonRpc(request: FuzzRequest): Promise<void> {
   check(answer.status < 500, 'a 5xx answer', request, answer)
   if (request.method === 'OPTIONS') {
     // A browser's CORS preflight: answered before anything else, with no body.
-    check(answer.status === 204 && typeof answer.headers['access-control-allow-methods'] === 'string', 'a preflight is not 204 with CORS headers', request, answer)
+    check(
+      answer.status === 204 && typeof answer.headers['access-control-allow-methods'] === 'string',
+      'a preflight is not 204 with CORS headers',
+      request,
+      answer,
+    )
     return
   }
   if (request.method !== 'POST') {
     check(answer.status === 405 && answer.headers.allow === 'POST', 'not 405 with allow: POST', request, answer)
-    if (request.method !== 'HEAD') checkJsonRpcResponse(parseJson(request, answer), { answered: true, id: null, codes: INVALID, resultAllowed: false }, new Set(), request, answer)
+    if (request.method !== 'HEAD')
+      checkJsonRpcResponse(parseJson(request, answer), { answered: true, id: null, codes: INVALID, resultAllowed: false }, new Set(), request, answer)
     return
   }
   const bytes = typeof request.body === 'string' ? Buffer.from(request.body, 'utf8') : (request.body ?? Buffer.alloc(0))
@@ -222,7 +247,9 @@ async function fuzzJsonRpc(request: FuzzRequest): Promise<void> {
     check(answer.status === 200, 'a batch is not HTTP 200', request, answer)
     const body = parseJson(request, answer)
     check(Array.isArray(body) && body.length === expected.length, `a batch answer is not an array of ${expected.length}`, request, answer)
-    body.forEach((response, index) => checkJsonRpcResponse(response, expected[index]!, echoed, request, answer))
+    body.forEach((response, index) => {
+      checkJsonRpcResponse(response, expected[index]!, echoed, request, answer)
+    })
     return
   }
   sent.jsonRpcEntries++
@@ -273,7 +300,12 @@ async function fuzzGraphql(request: FuzzRequest): Promise<void> {
   const body = parseJson(request, answer)
   check(isObject(body) && ('data' in body || 'errors' in body), 'not {data} or {errors}', request, answer)
   tally(`graphql ${answer.status} ${isObject(body.data) ? 'data' : 'no data'}${'errors' in body ? ' errors' : ''}`)
-  check(Object.keys(body).every((key) => ['data', 'errors', 'extensions'].includes(key)), 'members besides data, errors, extensions', request, answer)
+  check(
+    Object.keys(body).every((key) => ['data', 'errors', 'extensions'].includes(key)),
+    'members besides data, errors, extensions',
+    request,
+    answer,
+  )
   check(!('data' in body) || body.data === null || isObject(body.data), 'data is neither null nor an object', request, answer)
   if (!('data' in body)) check(Array.isArray(body.errors) && body.errors.length > 0, 'neither data nor errors', request, answer)
   if ('errors' in body) {
@@ -339,7 +371,8 @@ async function fuzzPath(request: FuzzRequest): Promise<void> {
   if (request.method === 'HEAD' || !String(answer.headers['content-type']).includes('json')) return
   const body = parseJson(request, answer)
   check(typeof body === 'object' && body !== null, 'a JSON answer that is not an object or array', request, answer)
-  if (answer.status >= 400) check(isObject(body) && (isObject(body.error) || Array.isArray(body.errors)), 'an error answer without error or errors', request, answer)
+  if (answer.status >= 400)
+    check(isObject(body) && (isObject(body.error) || Array.isArray(body.errors)), 'an error answer without error or errors', request, answer)
 }
 
 /** Runs `runs` groups of CONCURRENCY generated requests, each group sent at once. */
@@ -395,7 +428,7 @@ async function knownAnswers(): Promise<Record<string, string>> {
         ${world.registeredWallets.map((wallet, index) => `w${index}: builderCode(wallet: "${wallet}") { code wallet }`).join(' ')} }`,
     }),
   })
-  answers['GraphQL'] = `${graphql.status} ${graphql.body.toString('utf8')}`
+  answers.GraphQL = `${graphql.status} ${graphql.body.toString('utf8')}`
   return answers
 }
 
@@ -426,7 +459,12 @@ beforeAll(async () => {
   codeOfWallet = new Map()
   for (let index = 0; index < REGISTERED_WALLETS; index++) {
     const wallet = `0x${Buffer.from(`fuzz-wallet-${index}`.padEnd(20, '.')).toString('hex')}`
-    const answer = await client.send({ method: 'POST', path: '/v1/agents/builder-codes', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ walletAddress: wallet }) })
+    const answer = await client.send({
+      method: 'POST',
+      path: '/v1/agents/builder-codes',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ walletAddress: wallet }),
+    })
     expect(answer.status).toBe(201)
     codeOfWallet.set(wallet, (JSON.parse(answer.body.toString('utf8')) as { builderCode: string }).builderCode)
   }
@@ -435,7 +473,14 @@ beforeAll(async () => {
     method: 'POST',
     path: dedicatedPath,
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(Array.from({ length: head + 1 }, (_, number) => ({ jsonrpc: '2.0', id: number, method: 'eth_getBlockByNumber', params: [`0x${number.toString(16)}`, false] }))),
+    body: JSON.stringify(
+      Array.from({ length: head + 1 }, (_, number) => ({
+        jsonrpc: '2.0',
+        id: number,
+        method: 'eth_getBlockByNumber',
+        params: [`0x${number.toString(16)}`, false],
+      })),
+    ),
   })
   const blockList = (JSON.parse(blocks.body.toString('utf8')) as { result: { hash: string; transactions: string[] } }[]).map((answer) => answer.result)
   world = {
@@ -459,44 +504,80 @@ afterAll(async () => {
 })
 
 describe('fuzz: every hostile request gets its documented answer, never a 5xx', () => {
-  test(`JSON-RPC: ${BODIES.jsonRpc} generated bodies on the public and dedicated endpoints`, async () => {
-    await fuzz(jsonRpcBody(world, endpoints), BODIES.jsonRpc, fuzzJsonRpc)
-  }, FUZZ_TEST_TIMEOUT_MS)
+  test(
+    `JSON-RPC: ${BODIES.jsonRpc} generated bodies on the public and dedicated endpoints`,
+    async () => {
+      await fuzz(jsonRpcBody(world, endpoints), BODIES.jsonRpc, fuzzJsonRpc)
+    },
+    FUZZ_TEST_TIMEOUT_MS,
+  )
 
   test('JSON-RPC: bodies over each endpoint’s size limit are 413 with a JSON-RPC error', async () => {
     for (const endpoint of endpoints)
       for (const size of [endpoint.maxBodyBytes + 1, endpoint.maxBodyBytes + 100_000]) {
         await fuzzJsonRpc({ method: 'POST', path: endpoint.path, headers: { 'content-type': 'application/json' }, body: `[${' '.repeat(size - 2)}]` })
-        await fuzzJsonRpc({ method: 'POST', path: endpoint.path, headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, body: `[${' '.repeat(size - 2)}]` })
+        await fuzzJsonRpc({
+          method: 'POST',
+          path: endpoint.path,
+          headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+          body: `[${' '.repeat(size - 2)}]`,
+        })
       }
   })
 
-  test(`JSON-RPC: ${BODIES.unknownKey} requests to /rpc/<key> with keys that are not keys are 401`, async () => {
-    const arbitrary = fc.tuple(unknownKeyPath, fc.constantFrom('POST', 'GET')).map(
-      ([path, method]): FuzzRequest => ({ method, path, headers: { 'content-type': 'application/json' }, body: method === 'POST' ? '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' : undefined }),
-    )
-    await fuzz(arbitrary, BODIES.unknownKey, async (request) => {
-      sent.unknownKey++
-      const answer = await send(request)
-      check(answer.status === 401, 'not 401', request, answer)
-      // The request's id comes back when there was one (a GET has none).
-      checkJsonRpcResponse(parseJson(request, answer), { answered: true, id: request.method === 'POST' ? 1 : null, codes: new Set([-32000]), resultAllowed: false }, new Set(), request, answer)
-    })
-  }, FUZZ_TEST_TIMEOUT_MS)
+  test(
+    `JSON-RPC: ${BODIES.unknownKey} requests to /rpc/<key> with keys that are not keys are 401`,
+    async () => {
+      const arbitrary = fc.tuple(unknownKeyPath, fc.constantFrom('POST', 'GET')).map(
+        ([path, method]): FuzzRequest => ({
+          method,
+          path,
+          headers: { 'content-type': 'application/json' },
+          body: method === 'POST' ? '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' : undefined,
+        }),
+      )
+      await fuzz(arbitrary, BODIES.unknownKey, async (request) => {
+        sent.unknownKey++
+        const answer = await send(request)
+        check(answer.status === 401, 'not 401', request, answer)
+        // The request's id comes back when there was one (a GET has none).
+        checkJsonRpcResponse(
+          parseJson(request, answer),
+          { answered: true, id: request.method === 'POST' ? 1 : null, codes: new Set([-32000]), resultAllowed: false },
+          new Set(),
+          request,
+          answer,
+        )
+      })
+    },
+    FUZZ_TEST_TIMEOUT_MS,
+  )
 
-  test(`GraphQL: ${BODIES.graphql} generated documents and envelopes`, async () => {
-    await fuzz(graphqlBody(schema, world), BODIES.graphql, fuzzGraphql)
-  }, FUZZ_TEST_TIMEOUT_MS)
+  test(
+    `GraphQL: ${BODIES.graphql} generated documents and envelopes`,
+    async () => {
+      await fuzz(graphqlBody(schema, world), BODIES.graphql, fuzzGraphql)
+    },
+    FUZZ_TEST_TIMEOUT_MS,
+  )
 
-  test(`registration: ${BODIES.registration} generated bodies`, async () => {
-    await fuzz(registrationBody(world), BODIES.registration, fuzzRegistration)
-  }, FUZZ_TEST_TIMEOUT_MS)
+  test(
+    `registration: ${BODIES.registration} generated bodies`,
+    async () => {
+      await fuzz(registrationBody(world), BODIES.registration, fuzzRegistration)
+    },
+    FUZZ_TEST_TIMEOUT_MS,
+  )
 })
 
 describe('fuzz: odd request targets on every route', () => {
-  test(`${BODIES.paths} requests with doubled slashes, dot segments, bad escapes, absolute and asterisk forms`, async () => {
-    await fuzz(hostilePathRequest(world), BODIES.paths, fuzzPath)
-  }, FUZZ_TEST_TIMEOUT_MS)
+  test(
+    `${BODIES.paths} requests with doubled slashes, dot segments, bad escapes, absolute and asterisk forms`,
+    async () => {
+      await fuzz(hostilePathRequest(world), BODIES.paths, fuzzPath)
+    },
+    FUZZ_TEST_TIMEOUT_MS,
+  )
 })
 
 describe('after the fuzz', () => {
@@ -521,7 +602,12 @@ describe('after the fuzz', () => {
   })
 
   test('the gateway still serves: a good call answers correctly', async () => {
-    const answer = await client.send({ method: 'POST', path: '/rpc', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}' })
+    const answer = await client.send({
+      method: 'POST',
+      path: '/rpc',
+      headers: { 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}',
+    })
     expect(answer.status).toBe(200)
     expect(JSON.parse(answer.body.toString('utf8'))).toEqual({ jsonrpc: '2.0', id: 1, result: `0x${world.head.toString(16)}` })
   })

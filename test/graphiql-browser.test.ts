@@ -7,7 +7,6 @@ import { CHROMIUM_PATH, hasChromium, keepScreenshot, launchChromium, warnIfNoChr
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startTestGateway } from './fixtures/gateway.js'
 
-
 warnIfNoChromium('GraphiQL browser test')
 
 describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : ` (skipped: no ${CHROMIUM_PATH})`}`, () => {
@@ -48,7 +47,12 @@ describe.skipIf(!hasChromium)(`GraphiQL in a real Chromium${hasChromium ? '' : `
     // Bytes on the wire: every response's headers and (encoded) body, as Chromium received them.
     const measured: Promise<number | null>[] = []
     page.on('requestfinished', (request) => {
-      measured.push(request.sizes().then((sizes) => sizes.responseHeadersSize + sizes.responseBodySize, () => null))
+      measured.push(
+        request.sizes().then(
+          (sizes) => sizes.responseHeadersSize + sizes.responseBodySize,
+          () => null,
+        ),
+      )
     })
     await page.goto(`${gateway.url}/graphql`)
     await page.waitForSelector('.graphiql-execute-button', { timeout: 20_000 })

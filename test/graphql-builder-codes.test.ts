@@ -107,7 +107,9 @@ describe('GraphQL builderCode answers what REST answers for the same code', () =
       expect(answer.data!.builderCode, code).toEqual(expectedBuilderCode(rest.body, defaults.body))
     }
     // The figures are those sent above, not merely equal to REST's.
-    const first = (await graphql(`{ builderCode(code: "${codes[0]}") { stats { confirmed { transactions reach contracts value } pending { transactions } } } }`)).data!
+    const first = (
+      await graphql(`{ builderCode(code: "${codes[0]}") { stats { confirmed { transactions reach contracts value } pending { transactions } } } }`)
+    ).data!
     expect(first.builderCode.stats).toEqual({ confirmed: { transactions: 3, reach: 2, contracts: 2, value: '60' }, pending: { transactions: 0 } })
     const unregistered = (await graphql(`{ builderCode(code: "${UNREGISTERED}") { wallet registered stats { confirmed { transactions } } } }`)).data!
     expect(unregistered.builderCode).toEqual({ wallet: null, registered: false, stats: { confirmed: { transactions: 1 } } })
@@ -140,7 +142,9 @@ describe('GraphQL builderCode answers what REST answers for the same code', () =
   test('builderCodes(limit) is the REST leaderboard', async () => {
     for (const limit of [1, 2, 10]) {
       const rest = await getJson(`/v1/builder-codes?limit=${limit}`)
-      const answer = await graphql(`{ builderCodes(limit: ${limit}) { code registered transactions userOperations pendingTransactions reach gasUsed lastSeen onChain { registered owner } } }`)
+      const answer = await graphql(
+        `{ builderCodes(limit: ${limit}) { code registered transactions userOperations pendingTransactions reach gasUsed lastSeen onChain { registered owner } } }`,
+      )
       expect(answer.errors).toBeUndefined()
       expect(answer.data!.builderCodes).toEqual(
         rest.body.builderCodes.map(({ builderCode, lastSeen, ...entry }: any) => ({ code: builderCode, ...entry, lastSeen: decimal(lastSeen) })),

@@ -59,10 +59,12 @@ describe('GraphQL subscriptions over server-sent events', () => {
     const expected = await Promise.all(
       [head - 1, head].map(async (number) => (await rpc(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${number.toString(16)}`, false])).result as { hash: string }),
     )
-    await expect.poll(() => heads.items).toEqual([
-      { number: String(head - 1), hash: expected[0]!.hash },
-      { number: String(head), hash: expected[1]!.hash },
-    ])
+    await expect
+      .poll(() => heads.items)
+      .toEqual([
+        { number: String(head - 1), hash: expected[0]!.hash },
+        { number: String(head), hash: expected[1]!.hash },
+      ])
     await heads.close()
     expect(heads.errors).toEqual([])
   })
@@ -85,11 +87,13 @@ describe('GraphQL subscriptions over server-sent events', () => {
     await anvilCall(anvil.rpcUrl, 'evm_mine')
     await anvilCall(anvil.rpcUrl, 'evm_mine')
     await waitForSameHead(gateway, anvil.rpcUrl)
-    await expect.poll(() => logs.items.map((log) => [log.transactionHash, log.removed])).toEqual([
-      [hash, false],
-      [hash, true],
-      [replacement, false],
-    ])
+    await expect
+      .poll(() => logs.items.map((log) => [log.transactionHash, log.removed]))
+      .toEqual([
+        [hash, false],
+        [hash, true],
+        [replacement, false],
+      ])
     await logs.close()
     expect(logs.errors).toEqual([])
   })
@@ -130,9 +134,13 @@ describe('GraphQL subscriptions over server-sent events', () => {
     expect(data.block.transactionHashes).toEqual([plain.hash, logged.hash])
     expect(data.block.transactions.map((transaction: { hash: string }) => transaction.hash)).toEqual([plain.hash, logged.hash])
     expect(data.logs.nodes).toEqual([{ transactionHash: logged.hash, block: { number: String(head + 1) } }])
-    expect(data.account.transactionCount).toBe(BigInt((await rpc(gateway.url, 'eth_getTransactionCount', [logged.from, 'pending'])).result as string).toString())
+    expect(data.account.transactionCount).toBe(
+      BigInt((await rpc(gateway.url, 'eth_getTransactionCount', [logged.from, 'pending'])).result as string).toString(),
+    )
     expect(data.receipts.map((receipt: { transactionHash: string }) => receipt.transactionHash)).toEqual(
-      ((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as { transactionHash: string }[]).map((receipt) => receipt.transactionHash),
+      ((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as { transactionHash: string }[]).map(
+        (receipt) => receipt.transactionHash,
+      ),
     )
   })
 

@@ -147,7 +147,14 @@ beforeAll(async () => {
   chain = await generateChain(anvil.rpcUrl, { seed: SEED, blocks: BLOCKS })
   head = Number(chain.headNumber)
   database = await createTestDatabase()
-  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, maxLogs: MAX_LOGS, maxBlockRange: 1_000, publicMaxLogs: MAX_LOGS, publicMaxBlockRange: 1_000 })
+  gateway = await startTestGateway({
+    upstreamRpc: anvil.rpcUrl,
+    databaseUrl: database.databaseUrl,
+    maxLogs: MAX_LOGS,
+    maxBlockRange: 1_000,
+    publicMaxLogs: MAX_LOGS,
+    publicMaxBlockRange: 1_000,
+  })
   await gateway.ingester.waitForBlock(head)
   client = new GraphQLClient(`${gateway.url}/graphql`)
   yoga = createGraphqlServer({ resolvers: gateway.resolvers, logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) })
@@ -220,11 +227,16 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     }
     for (const number of [1, Math.floor(head / 2), head]) {
       const reference = await call<RpcTransactionReceipt[]>('eth_getBlockReceipts', [hex(number)])
-      const data: any = await client.request(`query ($n: BigInt!) { receipts(block: { number: $n }) { ${RECEIPT_FIELDS} } block(number: $n) { receipts { transactionHash } logs { logIndex } } }`, {
-        n: String(number),
-      })
+      const data: any = await client.request(
+        `query ($n: BigInt!) { receipts(block: { number: $n }) { ${RECEIPT_FIELDS} } block(number: $n) { receipts { transactionHash } logs { logIndex } } }`,
+        {
+          n: String(number),
+        },
+      )
       expect(data.receipts).toEqual(reference.map(expectedReceipt))
-      expect(data.block.receipts.map((receipt: { transactionHash: string }) => receipt.transactionHash)).toEqual(reference.map((receipt) => receipt.transactionHash))
+      expect(data.block.receipts.map((receipt: { transactionHash: string }) => receipt.transactionHash)).toEqual(
+        reference.map((receipt) => receipt.transactionHash),
+      )
       expect(data.block.logs.length).toBe(reference.flatMap((receipt) => receipt.logs).length)
     }
     expect((await client.request<any>(`{ receipts(block: { number: "999999" }) { transactionHash } }`)).receipts).toBeNull()
@@ -245,9 +257,18 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     // Address and topic filters (OR lists, null wildcards), one block by hash: the same logs as eth_getLogs.
     const topic = chain.topics[0]!
     const filters: [Record<string, unknown>, Record<string, unknown>][] = [
-      [{ address: chain.contracts[0], fromBlock: '0x1', toBlock: 'latest' }, { addresses: [chain.contracts[0]], fromBlock: { number: 1 }, toBlock: { tag: 'LATEST' } }],
-      [{ address: chain.contracts, topics: [null, [topic, chain.topics[1]]], fromBlock: '0x1' }, { addresses: chain.contracts, topics: [null, [topic, chain.topics[1]]], fromBlock: { number: 1 } }],
-      [{ topics: [topic], fromBlock: hex(2), toBlock: hex(head - 1) }, { topics: [[topic]], fromBlock: { number: 2 }, toBlock: { number: head - 1 } }],
+      [
+        { address: chain.contracts[0], fromBlock: '0x1', toBlock: 'latest' },
+        { addresses: [chain.contracts[0]], fromBlock: { number: 1 }, toBlock: { tag: 'LATEST' } },
+      ],
+      [
+        { address: chain.contracts, topics: [null, [topic, chain.topics[1]]], fromBlock: '0x1' },
+        { addresses: chain.contracts, topics: [null, [topic, chain.topics[1]]], fromBlock: { number: 1 } },
+      ],
+      [
+        { topics: [topic], fromBlock: hex(2), toBlock: hex(head - 1) },
+        { topics: [[topic]], fromBlock: { number: 2 }, toBlock: { number: head - 1 } },
+      ],
     ]
     const busiest = everything.reduce((counts, log) => counts.set(log.blockHash!, (counts.get(log.blockHash!) ?? 0) + 1), new Map<string, number>())
     const blockHash = [...busiest.entries()].sort((a, b) => b[1] - a[1])[0]![0]
@@ -259,7 +280,9 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     }
     // A filter that fits is exactly what flashgate's own eth_getLogs answers.
     const fits = await call<RpcLog[]>('eth_getLogs', [{ blockHash }])
-    const data: any = await client.request(`query ($h: Hash!) { logs(filter: { blockHash: $h }) { nodes { ${LOG_FIELDS} } pageInfo { hasNextPage } } }`, { h: blockHash })
+    const data: any = await client.request(`query ($h: Hash!) { logs(filter: { blockHash: $h }) { nodes { ${LOG_FIELDS} } pageInfo { hasNextPage } } }`, {
+      h: blockHash,
+    })
     expect(data.logs.nodes).toEqual(fits.map(expectedLog))
     expect(data.logs.pageInfo.hasNextPage).toBe(false)
   })
@@ -268,19 +291,27 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     const sender = chain.senders[0]!
     const contract = chain.contracts[0]!
     for (const number of [0, Math.floor(head / 2), head]) {
-      const data: any = await client.request(`query ($a: Address!, $n: BigInt!) { account(address: $a, block: { number: $n }) { address balance transactionCount } }`, {
-        a: sender,
-        n: String(number),
-      })
+      const data: any = await client.request(
+        `query ($a: Address!, $n: BigInt!) { account(address: $a, block: { number: $n }) { address balance transactionCount } }`,
+        {
+          a: sender,
+          n: String(number),
+        },
+      )
       expect(data.account.balance).toBe(decimal(await call<string>('eth_getBalance', [sender, hex(number)])))
       expect(data.account.transactionCount).toBe(decimal(await call<string>('eth_getTransactionCount', [sender, hex(number)])))
     }
-    const latest: any = await client.request(`query ($a: Address!) { account(address: $a) { balance } pending: account(address: $a, block: { tag: PENDING }) { balance transactionCount } }`, { a: sender })
+    const latest: any = await client.request(
+      `query ($a: Address!) { account(address: $a) { balance } pending: account(address: $a, block: { tag: PENDING }) { balance transactionCount } }`,
+      { a: sender },
+    )
     expect(latest.account.balance).toBe(decimal(await call<string>('eth_getBalance', [sender, 'latest'])))
     expect(latest.pending.transactionCount).toBe(decimal(await call<string>('eth_getTransactionCount', [sender, 'pending'])))
 
     // The account's transactions: every transaction of the chain it sent or received, in chain order.
-    const blocks = await Promise.all(Array.from({ length: head + 1 }, (_, number) => call<RpcBlock<'latest', true>>('eth_getBlockByNumber', [hex(number), true])))
+    const blocks = await Promise.all(
+      Array.from({ length: head + 1 }, (_, number) => call<RpcBlock<'latest', true>>('eth_getBlockByNumber', [hex(number), true])),
+    )
     const involved = blocks
       .flatMap((block) => block.transactions)
       .filter((transaction) => transaction.from === sender.toLowerCase() || transaction.to === sender.toLowerCase())
@@ -372,7 +403,11 @@ describe('GraphQL errors', () => {
     await expectError(`{ block(tag: NEWEST) { number } }`, 'GRAPHQL_VALIDATION_FAILED', /NEWEST/)
     await expectError(`{ block(number: "1", tag: LATEST) { number } }`, 'BAD_USER_INPUT', /at most one/)
     await expectError(`{ blocks(from: { number: 1, tag: LATEST }) { number } }`, 'GRAPHQL_VALIDATION_FAILED', /exactly one/)
-    await expectError(`{ logs(filter: { blockHash: "0x${'11'.repeat(32)}", fromBlock: { number: 1 } }) { nodes { logIndex } } }`, 'BAD_USER_INPUT', /BlockHash and FromBlock/)
+    await expectError(
+      `{ logs(filter: { blockHash: "0x${'11'.repeat(32)}", fromBlock: { number: 1 } }) { nodes { logIndex } } }`,
+      'BAD_USER_INPUT',
+      /BlockHash and FromBlock/,
+    )
     await expectError(`{ logs(filter: { topics: [null, null, null, null, null] }) { nodes { logIndex } } }`, 'BAD_USER_INPUT', /exceed max topics/)
     await expectError(`{ logs(filter: {}, after: "bogus") { nodes { logIndex } } }`, 'BAD_USER_INPUT', /cursor/)
     await expectError(`{ logs(filter: { fromBlock: { number: 5 }, toBlock: { number: 2 } }) { nodes { logIndex } } }`, 'BAD_USER_INPUT', /invalid block range/)
@@ -419,7 +454,9 @@ describe('GraphQL errors', () => {
   })
 
   test('graphql-request sees expected errors as ClientError with extensions.code', async () => {
-    const error = await client.request(`{ logs(filter: { fromBlock: { number: 0 }, toBlock: { number: 5000 } }) { nodes { logIndex } } }`).catch((error: unknown) => error)
+    const error = await client
+      .request(`{ logs(filter: { fromBlock: { number: 0 }, toBlock: { number: 5000 } }) { nodes { logIndex } } }`)
+      .catch((error: unknown) => error)
     expect(error).toBeInstanceOf(ClientError)
     expect((error as ClientError).response.errors?.[0]?.extensions?.code).toBe('BLOCK_RANGE_BEYOND_HEAD')
   })

@@ -49,7 +49,11 @@ describe('history older than the index', () => {
       }
     // GraphQL sees one chain too.
     const graphql = (await (
-      await fetch(`${gateway.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ block(number: "5") { number hash } }' }) })
+      await fetch(`${gateway.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ block(number: "5") { number hash } }' }),
+      })
     ).json()) as { data: { block: { number: string; hash: Hex } | null } }
     expect(graphql.data.block).toEqual({ number: '5', hash: facts.blockHashes[5] })
     // Unknown stays unknown.
@@ -80,7 +84,12 @@ describe('history older than the index', () => {
     let refusing: TestGateway
     beforeAll(async () => {
       database = await createTestDatabase()
-      refusing = await startTestGateway({ upstreamRpc: followed().anvil.rpcUrl, databaseUrl: database.databaseUrl, startBlock: String(FIRST_INDEXED), history: 'refuse' })
+      refusing = await startTestGateway({
+        upstreamRpc: followed().anvil.rpcUrl,
+        databaseUrl: database.databaseUrl,
+        startBlock: String(FIRST_INDEXED),
+        history: 'refuse',
+      })
       await refusing.ingester.waitForBlock(followed().facts.head)
     })
     afterAll(async () => {
@@ -100,7 +109,9 @@ describe('history older than the index', () => {
         expect(error, method).toMatchObject({ code: -32000, message: expect.stringContaining(`before block 0x${FIRST_INDEXED.toString(16)}`) })
       }
       // The range the index can answer, as words a retrying client parses and as data.
-      const { error } = (await answer(refusing.dedicatedUrl, 'eth_getLogs', [{ fromBlock: '0x2', toBlock: '0x18' }])) as { error?: { message: string; data?: unknown } }
+      const { error } = (await answer(refusing.dedicatedUrl, 'eth_getLogs', [{ fromBlock: '0x2', toBlock: '0x18' }])) as {
+        error?: { message: string; data?: unknown }
+      }
       expect(error?.message).toContain('Try with this block range [0x14, 0x18].')
       expect(error?.data).toMatchObject({ from: '0x14', to: '0x18' })
     })

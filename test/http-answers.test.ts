@@ -91,7 +91,9 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
       if (coding !== undefined) sizes[coding] = answer.body.length
     }
     const ratio = (coding: string) => `${sizes[coding]} (${(sizes.identity! / sizes[coding]!).toFixed(1)}×)`
-    console.log(`eth_getBlockReceipts(${busiest.number}): ${busiest.logs} logs, ${sizes.identity} bytes; br ${ratio('br')}, gzip ${ratio('gzip')}, stored deflate ${ratio('deflate')}`)
+    console.log(
+      `eth_getBlockReceipts(${busiest.number}): ${busiest.logs} logs, ${sizes.identity} bytes; br ${ratio('br')}, gzip ${ratio('gzip')}, stored deflate ${ratio('deflate')}`,
+    )
     expect(sizes.br!).toBeLessThan(sizes.identity! / 4)
   })
 
@@ -104,7 +106,9 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
       return { deflated: Buffer.from(row!.deflated), plainLength: row!.plainLength }
     }
     const stored = await storedStream()
-    expect(stored.plainLength).toBe(JSON.parse(busiest.receipts).result.length === 0 ? 2 : Buffer.byteLength(JSON.stringify(JSON.parse(busiest.receipts).result)))
+    expect(stored.plainLength).toBe(
+      JSON.parse(busiest.receipts).result.length === 0 ? 2 : Buffer.byteLength(JSON.stringify(JSON.parse(busiest.receipts).result)),
+    )
     const deflate = { ...json, 'accept-encoding': 'deflate' }
     const single = await raw(gateway.dedicatedUrl, { method: 'POST', headers: deflate, body: call('eth_getBlockReceipts', [busiest.number], 7) })
     expect(single.headers['content-encoding']).toBe('deflate')
@@ -129,7 +133,11 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
     await upgradeStorage(gateway.db)
     gateway.resolvers.notify({ reorg: true })
     for (const accept of ['deflate', 'br', 'gzip', 'identity']) {
-      const answer = await raw(gateway.dedicatedUrl, { method: 'POST', headers: { ...json, 'accept-encoding': accept }, body: call('eth_getBlockReceipts', [busiest.number]) })
+      const answer = await raw(gateway.dedicatedUrl, {
+        method: 'POST',
+        headers: { ...json, 'accept-encoding': accept },
+        body: call('eth_getBlockReceipts', [busiest.number]),
+      })
       expect(decode(answer), accept).toBe(busiest.receipts)
     }
   })
@@ -170,7 +178,9 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
   test('GraphQL refusals have bodies: 415 for text/plain, 406 for a subscription over POST without event-stream', async () => {
     const plain = await raw(`${gateway.url}/graphql`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{"query":"{ blockNumber }"}' })
     expect(plain.status).toBe(415)
-    expect(JSON.parse(plain.body.toString())).toMatchObject({ errors: [{ message: expect.stringContaining('content-type'), extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }] })
+    expect(JSON.parse(plain.body.toString())).toMatchObject({
+      errors: [{ message: expect.stringContaining('content-type'), extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }],
+    })
     const subscription = await raw(`${gateway.url}/graphql`, {
       method: 'POST',
       headers: { ...json, accept: 'application/json' },
@@ -181,7 +191,9 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
   })
 
   test('a 60 KB query string is a 431 with a JSON body', async () => {
-    const answer = await raw(`${gateway.url}/graphql?query=${encodeURIComponent(`{ blockNumber ${' '.repeat(60_000)}}`)}`, { headers: { accept: 'application/json' } })
+    const answer = await raw(`${gateway.url}/graphql?query=${encodeURIComponent(`{ blockNumber ${' '.repeat(60_000)}}`)}`, {
+      headers: { accept: 'application/json' },
+    })
     expect(answer.status).toBe(431)
     expect(JSON.parse(answer.body.toString())).toMatchObject({ error: { code: 'request_header_fields_too_large', message: expect.stringContaining('POST') } })
   })

@@ -26,7 +26,14 @@ beforeAll(async () => {
   })
   database = await createTestDatabase()
   // Small limits so that the limit errors are cheap to reach.
-  gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, maxBlockRange: 5, maxLogs: 10, publicMaxBlockRange: 5, publicMaxLogs: 10 })
+  gateway = await startTestGateway({
+    upstreamRpc: anvil.rpcUrl,
+    databaseUrl: database.databaseUrl,
+    maxBlockRange: 5,
+    maxLogs: 10,
+    publicMaxBlockRange: 5,
+    publicMaxLogs: 10,
+  })
   await gateway.ingester.waitForBlock(20)
 })
 
@@ -142,8 +149,16 @@ describe('JSON-RPC params errors', () => {
     ['eth_getBalance', ['0x123', 'latest'], /^invalid argument 0: hex string has length 3, want 40 for common.Address \(a 0x-prefixed 20-byte hex address\)$/],
     ['eth_getBalance', [ADDRESS.slice(2), 'latest'], /^invalid argument 0: hex string without 0x prefix/],
     ['eth_getBalance', [42, 'latest'], /^invalid argument 0: expected a 0x-prefixed 20-byte hex address, got a number$/],
-    ['eth_getLogs', [{ address: [ADDRESS, '0x12'] }], /^invalid argument 0 \(address.1\): hex string has length 2, want 40 for common.Address \(a 0x-prefixed 20-byte hex address\)$/],
-    ['eth_getTransactionReceipt', [`0x${'ab'.repeat(31)}`], /^invalid argument 0: hex string has length 62, want 64 for common.Hash \(a 0x-prefixed 32-byte hex hash\)$/],
+    [
+      'eth_getLogs',
+      [{ address: [ADDRESS, '0x12'] }],
+      /^invalid argument 0 \(address.1\): hex string has length 2, want 40 for common.Address \(a 0x-prefixed 20-byte hex address\)$/,
+    ],
+    [
+      'eth_getTransactionReceipt',
+      [`0x${'ab'.repeat(31)}`],
+      /^invalid argument 0: hex string has length 62, want 64 for common.Hash \(a 0x-prefixed 32-byte hex hash\)$/,
+    ],
     ['eth_getLogs', ['latest'], /invalid argument 0/],
     ['eth_getLogs', [{ address: '0x12' }], /invalid argument 0/],
     ['eth_getLogs', [{ topics: ['0x12'] }], /invalid argument 0/],
@@ -167,7 +182,16 @@ describe('JSON-RPC params errors', () => {
 describe('block arguments in every form the node takes', () => {
   test('a bare 32-byte block hash, an EIP-1898 object, 0X and null name the same block as its number', async () => {
     const block = (await rpc(gateway.url, 'eth_getBlockByNumber', ['0x5', false])).result as { hash: string }
-    const forms = [block.hash, block.hash.toUpperCase().replace('0X', '0x'), `0X${block.hash.slice(2)}`, { blockHash: block.hash }, { blockHash: block.hash, requireCanonical: true }, { blockNumber: '0x5' }, '0X5', '0x0005']
+    const forms = [
+      block.hash,
+      block.hash.toUpperCase().replace('0X', '0x'),
+      `0X${block.hash.slice(2)}`,
+      { blockHash: block.hash },
+      { blockHash: block.hash, requireCanonical: true },
+      { blockNumber: '0x5' },
+      '0X5',
+      '0x0005',
+    ]
     for (const method of ['eth_getBalance', 'eth_getTransactionCount']) {
       const expected = (await rpc(gateway.url, method, [ADDRESS, '0x5'])).result
       for (const form of forms) expect(await rpc(gateway.url, method, [ADDRESS, form]), `${method} ${JSON.stringify(form)}`).toMatchObject({ result: expected })

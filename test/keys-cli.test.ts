@@ -68,7 +68,11 @@ test('flashgate keys create, list and revoke; the key opens a dedicated endpoint
   expect((await keys('revoke', 'indexer-1')).lines[0]).toMatch(/indexer-1 .* revoked /)
   expect((await keys('revoke', 'nobody')).error).toBe('no API key named or numbered "nobody"')
   // A name that looks like an id: revoking it takes that key only, not the key with that number too.
-  const idOf = async (name: string) => (await keys('list')).lines.find((line) => line.includes(` ${name} `))!.trim().split(/\s+/)[0]!
+  const idOf = async (name: string) =>
+    (await keys('list')).lines
+      .find((line) => line.includes(` ${name} `))!
+      .trim()
+      .split(/\s+/)[0]!
   expect((await keys('create', '--name', 'indexer-2')).error).toBeNull()
   const id = await idOf('indexer-2')
   expect((await keys('create', '--name', id)).error).toBeNull()
@@ -80,7 +84,11 @@ test('flashgate keys create, list and revoke; the key opens a dedicated endpoint
 
   const again = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
   try {
-    const response = await fetch(`${again.url}/rpc/${key}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' })
+    const response = await fetch(`${again.url}/rpc/${key}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}',
+    })
     expect(response.status).toBe(401)
   } finally {
     await again.stop()
@@ -90,7 +98,9 @@ test('flashgate keys create, list and revoke; the key opens a dedicated endpoint
 test('the flashgate binary runs the keys command: output on stdout, a bad option is one line on stderr and exit 1', async () => {
   const [listed, refused] = await Promise.all([
     run(process.execPath, [BIN, 'keys', 'list', '--database-url', database.databaseUrl]),
-    run(process.execPath, [BIN, 'keys', 'create', '--name', 'bad name', '--database-url', database.databaseUrl]).catch((error: { code: number; stderr: string }) => error),
+    run(process.execPath, [BIN, 'keys', 'create', '--name', 'bad name', '--database-url', database.databaseUrl]).catch(
+      (error: { code: number; stderr: string }) => error,
+    ),
   ])
   expect(listed.stdout).toMatch(/indexer-1 .* revoked /)
   expect(refused).toMatchObject({ code: 1, stderr: expect.stringMatching(/^flashgate: --name must be 1 to 64 letters/) })
@@ -113,8 +123,13 @@ test.skipIf(isPostgresUrl(process.env.DATABASE_URL ?? ''))(
     // This process holds the directory (a gateway embedded without the CLI's admin endpoint).
     const gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
     try {
-      const refused = await run(process.execPath, [BIN, 'keys', 'list', '--database-url', database.databaseUrl]).catch((error: { code: number; stderr: string }) => error)
-      expect(refused).toMatchObject({ code: 1, stderr: expect.stringMatching(new RegExp(`^flashgate: the PGlite database \\S+ is in use by flashgate \\S+ \\(pid ${process.pid}\\)[^\\n]*\\n$`)) })
+      const refused = await run(process.execPath, [BIN, 'keys', 'list', '--database-url', database.databaseUrl]).catch(
+        (error: { code: number; stderr: string }) => error,
+      )
+      expect(refused).toMatchObject({
+        code: 1,
+        stderr: expect.stringMatching(new RegExp(`^flashgate: the PGlite database \\S+ is in use by flashgate \\S+ \\(pid ${process.pid}\\)[^\\n]*\\n$`)),
+      })
       expect(await rpc(gateway.url, 'eth_chainId')).toMatchObject({ result: expect.any(String) })
     } finally {
       await gateway.stop()

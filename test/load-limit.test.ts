@@ -92,7 +92,25 @@ beforeAll(async () => {
   gateway = spawn(
     process.execPath,
     // The inspector lets the test ask for a full collection before it reads memory (settledRss).
-    ['--inspect=127.0.0.1:0', BIN, 'serve', '--upstream-rpc', anvil.rpcUrl, '--database-url', database.databaseUrl, '--port', '0', '--start-block', '0', '--public-rate-limit', String(RATE_LIMIT), '--workers', '1', '--log-level', 'silent'],
+    [
+      '--inspect=127.0.0.1:0',
+      BIN,
+      'serve',
+      '--upstream-rpc',
+      anvil.rpcUrl,
+      '--database-url',
+      database.databaseUrl,
+      '--port',
+      '0',
+      '--start-block',
+      '0',
+      '--public-rate-limit',
+      String(RATE_LIMIT),
+      '--workers',
+      '1',
+      '--log-level',
+      'silent',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   )
   gateway.stderr!.setEncoding('utf8')

@@ -54,7 +54,11 @@ test('without an answer cache, blocks asked for at the same moment are read in o
   // One of them not indexed (yet): its answer is null, as the node's.
   blocks.push(`0x${(facts.head + 1000).toString(16)}`)
   const batch = blocks.map((block, id) => ({ jsonrpc: '2.0', id, method: 'eth_getBlockReceipts', params: [block] }))
-  const post = async (url: string) => (await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch) })).json()) as { id: number; result: unknown }[]
+  const post = async (url: string) =>
+    (await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch) })).json()) as {
+      id: number
+      result: unknown
+    }[]
   const counter = countStatements(gateway.db)
   let answers: { id: number; result: unknown }[]
   try {

@@ -1,12 +1,4 @@
-import {
-  BaseError,
-  ContractFunctionRevertedError,
-  createPublicClient,
-  createWalletClient,
-  http,
-  parseEther,
-  type PublicClient,
-} from 'viem'
+import { BaseError, ContractFunctionRevertedError, createPublicClient, createWalletClient, http, parseEther, type PublicClient } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { foundry } from 'viem/chains'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -93,15 +85,22 @@ describe('forwarding', () => {
     expect(await rpc(gateway.url, 'eth_call', [call, 'latest'])).toEqual({ jsonrpc: '2.0', id: 1, error: direct.error })
   })
 
-  test.each(['eth_sendTransaction', 'eth_sign', 'personal_sign', 'eth_accounts', 'anvil_mine', 'evm_mine', 'debug_traceTransaction', 'admin_nodeInfo', 'eth_newFilter'])(
-    '%s is not on the allowlist: -32601, and the upstream never sees it',
-    async (method) => {
-      const head = await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', [])
-      const { error } = await rpc(gateway.url, method, method === 'anvil_mine' ? ['0x5'] : [])
-      expect(error).toEqual({ code: -32601, message: `the method ${method} does not exist/is not available` })
-      expect(await anvilCall(anvil.rpcUrl, 'eth_blockNumber', [])).toBe(head)
-    },
-  )
+  test.each([
+    'eth_sendTransaction',
+    'eth_sign',
+    'personal_sign',
+    'eth_accounts',
+    'anvil_mine',
+    'evm_mine',
+    'debug_traceTransaction',
+    'admin_nodeInfo',
+    'eth_newFilter',
+  ])('%s is not on the allowlist: -32601, and the upstream never sees it', async (method) => {
+    const head = await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', [])
+    const { error } = await rpc(gateway.url, method, method === 'anvil_mine' ? ['0x5'] : [])
+    expect(error).toEqual({ code: -32601, message: `the method ${method} does not exist/is not available` })
+    expect(await anvilCall(anvil.rpcUrl, 'eth_blockNumber', [])).toBe(head)
+  })
 
   test('the allowlist answers on the dedicated endpoint too, and inside batches', async () => {
     const response = await fetch(gateway.dedicatedUrl, {
@@ -119,7 +118,7 @@ describe('forwarding', () => {
     expect(answers[1]!.result).toBe(false)
   })
 
-  test('over a WebSocket upstream too, errors keep the node\'s code, message and data', async () => {
+  test("over a WebSocket upstream too, errors keep the node's code, message and data", async () => {
     const token = await deployToken(createWalletClient({ account: privateKeyToAccount(PRIVATE_KEY), chain: foundry, transport: http(gateway.url) }), client)
     const call = { to: token, data: `0xa9059cbb${RECIPIENT.slice(2).toLowerCase().padStart(64, '0')}${'0'.repeat(64)}` }
     const wsDatabase = await createTestDatabase()

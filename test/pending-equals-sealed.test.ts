@@ -41,9 +41,12 @@ for (const feedFormat of ['current', 'legacy'] as const)
       devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 1_000, flashblockIntervalMs: 100, feedFormat })
       database = await createTestDatabase()
       gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl })
-      const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [{ from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }])
+      const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [
+        { from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' },
+      ])
       let deployed: Json | null = null
-      while (deployed === null || deployed.blockHash === ZERO_HASH) deployed = await result<Json | null>(devnet.rpcUrl, 'eth_getTransactionReceipt', [deployment])
+      while (deployed === null || deployed.blockHash === ZERO_HASH)
+        deployed = await result<Json | null>(devnet.rpcUrl, 'eth_getTransactionReceipt', [deployment])
       token = deployed.contractAddress as Address
       await gateway.ingester.waitForBlock(Number(deployed.blockNumber), 10_000)
     })
@@ -89,7 +92,9 @@ for (const feedFormat of ['current', 'legacy'] as const)
       await expect
         .poll(
           async () => {
-            const block = state.blocks((await gateway.resolvers.chain.view()).head?.number ?? -1).find((candidate) => candidate.transactions.some((t) => t.hash === hashes[0]))
+            const block = state
+              .blocks((await gateway.resolvers.chain.view()).head?.number ?? -1)
+              .find((candidate) => candidate.transactions.some((t) => t.hash === hashes[0]))
             if (block === undefined) return false
             number = block.number
             const known = hashes.map((hash) => block.receipts[block.transactions.findIndex((t) => t.hash === hash)] ?? null)

@@ -60,17 +60,25 @@ describe('pending view from a Flashblocks feed', () => {
   test.each(['brotli', 'binary', 'text'] as const)('%s frames feed all four methods with pre-confirmed data', async (kind) => {
     const confirmedNonce = Number((await rpc(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER, 'latest'])).result)
     const { plain, withLog } = await pendingBlock(kind, confirmedNonce)
-    await expect.poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result).toBe(`0x${(confirmedNonce + 2).toString(16)}`)
+    await expect
+      .poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result)
+      .toBe(`0x${(confirmedNonce + 2).toString(16)}`)
     expect((await rpc(gateway.url, 'eth_getBalance', [RECIPIENT, 'pending'])).result).toBe('0xb')
     expect((await rpc(gateway.url, 'eth_getBalance', [RECIPIENT, 'latest'])).result).toBe('0x0')
     const receipts = (await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as { transactionHash: string; blockHash: string }[]
     expect(receipts.map((receipt) => receipt.transactionHash)).toEqual([plain.hash, withLog.hash])
     expect(new Set(receipts.map((receipt) => receipt.blockHash))).toEqual(new Set([`0x${'00'.repeat(32)}`]))
     const logs = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', address: TOKEN }])).result
-    expect(logs).toEqual([expect.objectContaining({ transactionHash: withLog.hash, logIndex: '0x0', transactionIndex: '0x1', blockNumber: `0x${(head + 1).toString(16)}` })])
+    expect(logs).toEqual([
+      expect.objectContaining({ transactionHash: withLog.hash, logIndex: '0x0', transactionIndex: '0x1', blockNumber: `0x${(head + 1).toString(16)}` }),
+    ])
     // `fromBlock` earlier than pending: confirmed logs up to latest, then the pending ones.
     expect((await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'pending', topics: [TOPIC] }])).result).toEqual(logs)
-    expect((await rpc(gateway.url, 'eth_getTransactionByHash', [withLog.hash])).result).toMatchObject({ hash: withLog.hash, from: SENDER, transactionIndex: '0x1' })
+    expect((await rpc(gateway.url, 'eth_getTransactionByHash', [withLog.hash])).result).toMatchObject({
+      hash: withLog.hash,
+      from: SENDER,
+      transactionIndex: '0x1',
+    })
     expect((await rpc(gateway.url, 'eth_getTransactionReceipt', [plain.hash])).result).toMatchObject({ status: '0x1', gasUsed: '0x5208' })
     expect((await rpc(gateway.url, 'eth_getBlockByNumber', ['pending', false])).result).toMatchObject({
       number: `0x${(head + 1).toString(16)}`,
@@ -83,7 +91,9 @@ describe('pending view from a Flashblocks feed', () => {
     feed.sendRaw('{"payload_id": 5}')
     const confirmedNonce = Number((await rpc(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER, 'latest'])).result)
     await pendingBlock('brotli', confirmedNonce + 10)
-    await expect.poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result).toBe(`0x${(confirmedNonce + 12).toString(16)}`)
+    await expect
+      .poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result)
+      .toBe(`0x${(confirmedNonce + 12).toString(16)}`)
     expect(gateway.feed?.status().rejected).toBeGreaterThanOrEqual(2)
   })
 
@@ -91,9 +101,11 @@ describe('pending view from a Flashblocks feed', () => {
     await pendingBlock('brotli', 100)
     await expect.poll(async () => ((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as unknown[]).length).toBe(2)
     feed.dropConnections()
-    await expect.poll(async () => (await rpc(gateway.url, 'eth_getBlockByNumber', ['pending', false])).result).toMatchObject({
-      number: `0x${head.toString(16)}`,
-    })
+    await expect
+      .poll(async () => (await rpc(gateway.url, 'eth_getBlockByNumber', ['pending', false])).result)
+      .toMatchObject({
+        number: `0x${head.toString(16)}`,
+      })
     await expect.poll(() => feed.clientCount, { timeout: 5_000 }).toBe(1)
     await pendingBlock('text', 200)
     await expect.poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result).toBe('0xca')
@@ -119,12 +131,19 @@ describe('pending view from a Flashblocks feed', () => {
     // Once indexed, so that confirming that block does not void the pre-confirmation below.
     await waitForSameHead(gateway, anvil.rpcUrl)
     const blockNumber = Number(upstreamReceipt.blockNumber) + 100
-    feed.send(flashblock({ payloadId: `0x${(++payloadCounter).toString(16).padStart(16, '0')}`, index: 0, blockNumber, transactions: [{ raw, hash }], receiptForm: 'none' }))
-    // The upstream has this transaction in an older, sealed block: not the pre-confirmation of this one.
-    const pendingNumber = async () => ((await rpc(gateway.dedicatedUrl, 'eth_getBlockByNumber', ['pending', false])).result as { number?: string } | null)?.number
-    await expect.poll(pendingNumber).toBe(
-      `0x${blockNumber.toString(16)}`,
+    feed.send(
+      flashblock({
+        payloadId: `0x${(++payloadCounter).toString(16).padStart(16, '0')}`,
+        index: 0,
+        blockNumber,
+        transactions: [{ raw, hash }],
+        receiptForm: 'none',
+      }),
     )
+    // The upstream has this transaction in an older, sealed block: not the pre-confirmation of this one.
+    const pendingNumber = async () =>
+      ((await rpc(gateway.dedicatedUrl, 'eth_getBlockByNumber', ['pending', false])).result as { number?: string } | null)?.number
+    await expect.poll(pendingNumber).toBe(`0x${blockNumber.toString(16)}`)
     await expect.poll(() => gateway.pending!.status().hydration.missingReceipts, { timeout: 5_000 }).toBe(1)
     expect((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result).toEqual([])
   })

@@ -45,36 +45,39 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
     expect((await readyz()).source).toBe('probing')
     const sender = (await signedTransfer({ from: SENDER_INDEX, nonce: 0 })).from
     const confirmedNonce = BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'latest']))
-    const transactions = await Promise.all(Array.from({ length: 4 }, (_, offset) => signedTransfer({ from: SENDER_INDEX, nonce: Number(confirmedNonce) + offset })))
+    const transactions = await Promise.all(
+      Array.from({ length: 4 }, (_, offset) => signedTransfer({ from: SENDER_INDEX, nonce: Number(confirmedNonce) + offset })),
+    )
     const payloadId = '0x00000000000000aa'
     let index = 0
-    const send = (sent: typeof transactions) => feed.send(flashblock({ payloadId, index: index++, blockNumber: head + 1, transactions: sent, format: 'current' }))
+    const send = (sent: typeof transactions) =>
+      feed.send(flashblock({ payloadId, index: index++, blockNumber: head + 1, transactions: sent, format: 'current' }))
     for (const transaction of transactions) send([transaction])
     // A live feed sends a flashblock every 200 ms, with or without transactions (silence would be stale).
     const ticking = setInterval(() => send([]), 200)
     try {
-    await expect.poll(async () => (await readyz()).source, { timeout: 10_000, interval: 50 }).toBe('frames')
-    expect(await readyz()).toMatchObject({ mode: 'auto', upstreamFlashblocksAware: false, hydrationFailures: 0 })
-    expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/flashgate_pending_source\{source="frames"\} 1/)
+      await expect.poll(async () => (await readyz()).source, { timeout: 10_000, interval: 50 }).toBe('frames')
+      expect(await readyz()).toMatchObject({ mode: 'auto', upstreamFlashblocksAware: false, hydrationFailures: 0 })
+      expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/flashgate_pending_source\{source="frames"\} 1/)
 
-    // What the frames give: every transaction, at its position, and the nonce after them.
-    expect(BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 4n)
-    const pendingBlock = await result<{ number: Hex; transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])
-    expect(pendingBlock.number).toBe(`0x${(head + 1).toString(16)}`)
-    expect(pendingBlock.transactions).toEqual(transactions.map((transaction) => transaction.hash))
-    expect(await result('eth_getTransactionByHash', [transactions[2]!.hash])).toMatchObject({ transactionIndex: '0x2', blockHash: `0x${'00'.repeat(32)}` })
-    // What they do not: no receipt or log is made up.
-    expect(await result('eth_getBlockReceipts', ['pending'])).toEqual([])
-    expect(await result('eth_getTransactionReceipt', [transactions[0]!.hash])).toBeNull()
-    expect(await result('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toEqual([])
+      // What the frames give: every transaction, at its position, and the nonce after them.
+      expect(BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 4n)
+      const pendingBlock = await result<{ number: Hex; transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])
+      expect(pendingBlock.number).toBe(`0x${(head + 1).toString(16)}`)
+      expect(pendingBlock.transactions).toEqual(transactions.map((transaction) => transaction.hash))
+      expect(await result('eth_getTransactionByHash', [transactions[2]!.hash])).toMatchObject({ transactionIndex: '0x2', blockHash: `0x${'00'.repeat(32)}` })
+      // What they do not: no receipt or log is made up.
+      expect(await result('eth_getBlockReceipts', ['pending'])).toEqual([])
+      expect(await result('eth_getTransactionReceipt', [transactions[0]!.hash])).toBeNull()
+      expect(await result('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toEqual([])
 
-    // From now on the upstream is not asked for receipts at all.
-    const asked = gateway.pending!.status().hydration.completed
-    const next = await signedTransfer({ from: SENDER_INDEX, nonce: Number(confirmedNonce) + 4 })
-    send([next])
-    await expect.poll(async () => BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 5n)
-    await gateway.pending!.settled()
-    expect(gateway.pending!.status().hydration).toMatchObject({ completed: asked, inFlight: 0 })
+      // From now on the upstream is not asked for receipts at all.
+      const asked = gateway.pending!.status().hydration.completed
+      const next = await signedTransfer({ from: SENDER_INDEX, nonce: Number(confirmedNonce) + 4 })
+      send([next])
+      await expect.poll(async () => BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 5n)
+      await gateway.pending!.settled()
+      expect(gateway.pending!.status().hydration).toMatchObject({ completed: asked, inFlight: 0 })
     } finally {
       clearInterval(ticking)
     }

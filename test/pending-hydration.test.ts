@@ -65,7 +65,10 @@ describe('hydration from a flashblocks-aware upstream', () => {
     }
     await gateway.ingester.waitForBlock(Number(pendingReceipt.blockNumber), 10_000)
     const sealed = await result<Record<string, unknown>>(devnet.rpcUrl, 'eth_getTransactionReceipt', [hash])
-    const withoutHash = ({ blockHash: _hash, logs, ...rest }: Record<string, unknown>) => ({ ...rest, logs: (logs as Record<string, unknown>[]).map(({ blockHash: _h, ...log }) => log) })
+    const withoutHash = ({ blockHash: _hash, logs, ...rest }: Record<string, unknown>) => ({
+      ...rest,
+      logs: (logs as Record<string, unknown>[]).map(({ blockHash: _h, ...log }) => log),
+    })
     expect(withoutHash(pendingReceipt)).toEqual(withoutHash(sealed))
     const { pending } = await readyz()
     expect(pending).toMatchObject({ mode: 'auto', source: 'hydrate', upstreamFlashblocksAware: true, hydrationFailures: 0 })
@@ -89,7 +92,9 @@ describe('hydration from a flashblocks-aware upstream', () => {
           appliedAt.set(transaction.hash, performance.now())
           // Asked the moment the frame is applied, while its receipts are still out.
           if (transaction.from === sender.toLowerCase())
-            noncesWhileHydrating.push(result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [sender, 'pending']).then((nonce) => [BigInt(nonce), transaction.nonce]))
+            noncesWhileHydrating.push(
+              result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [sender, 'pending']).then((nonce) => [BigInt(nonce), transaction.nonce]),
+            )
         }
       })
       state.events.on('receipts', (_block, receipts) => {
@@ -136,10 +141,13 @@ describe('an upstream whose pending account reads fail', () => {
       const sent = await result<{ nonce: Hex }>(devnet.rpcUrl, 'eth_getTransactionByHash', [hash])
       // Pre-confirmed in flashgate's view, not yet sealed.
       await expect
-        .poll(async () => {
-          const head = (await refused.resolvers.chain.view()).head?.number ?? -1
-          return refused.pending!.blocks(head).some((block) => block.transactions.some((transaction) => transaction.hash === hash))
-        }, { timeout: 10_000, interval: 10 })
+        .poll(
+          async () => {
+            const head = (await refused.resolvers.chain.view()).head?.number ?? -1
+            return refused.pending!.blocks(head).some((block) => block.transactions.some((transaction) => transaction.hash === hash))
+          },
+          { timeout: 10_000, interval: 10 },
+        )
         .toBe(true)
       const nonce = await rpc(refused.dedicatedUrl, 'eth_getTransactionCount', [sender, 'pending'])
       const balance = await rpc(refused.dedicatedUrl, 'eth_getBalance', [sender, 'pending'])

@@ -56,7 +56,12 @@ const SYNC_FLOOR_MS = 1_000
 const WALL_FLOOR_MS = 3_000
 const RECIPIENT: Address = `0x${'5e'.repeat(20)}`
 
-const devnetChain = defineChain({ id: CHAIN_ID, name: 'devnet', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } })
+const devnetChain = defineChain({
+  id: CHAIN_ID,
+  name: 'devnet',
+  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+  rpcUrls: { default: { http: [] } },
+})
 
 let devnet: Devnet
 let database: TestDatabase
@@ -84,7 +89,9 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
         const answered = JSON.parse(text) as { error?: unknown } | { error?: unknown }[]
         const sentList = Array.isArray(sent) ? sent : [sent]
         const answeredList = Array.isArray(answered) ? answered : [answered]
-        sentList.forEach((call, index) => calls.push({ method: call.method, params: call.params, error: answeredList[index]?.error, at, ms: Date.now() - at }))
+        sentList.forEach((call, index) => {
+          calls.push({ method: call.method, params: call.params, error: answeredList[index]?.error, at, ms: Date.now() - at })
+        })
       } catch {
         calls.push({ method: '(unparsed)', params: body.slice(0, 200), error: `HTTP ${upstream.status}: ${text.slice(0, 200)}` })
       }
@@ -102,7 +109,6 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
     close: () => new Promise((resolve) => server.close(() => resolve())),
   }
 }
-
 
 type PonderLog = { level: number; msg: string; service?: string; time?: number }
 
@@ -178,7 +184,11 @@ async function startPonder(rpcUrl: string, includeReceipts: boolean): Promise<Po
   const logs: PonderLog[] = []
   const raw: string[] = []
   const started = Date.now()
-  const child = spawn(process.execPath, [PONDER_BIN, 'start', '--root', app, '--port', String(port), '--log-format', 'json'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [PONDER_BIN, 'start', '--root', app, '--port', String(port), '--log-format', 'json'], {
+    cwd: app,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let pending = ''
   const onData = (chunk: Buffer) => {
     pending += chunk.toString('utf8')
@@ -209,7 +219,10 @@ async function startPonder(rpcUrl: string, includeReceipts: boolean): Promise<Po
       for (;;) {
         if (child.exitCode !== null) throw fail(`exited with ${child.exitCode} before /ready`)
         if (Date.now() - started > READY_TIMEOUT_MS) throw fail(`not ready within ${READY_TIMEOUT_MS} ms`)
-        const status = await fetch(`${base}/ready`).then((response) => response.status, () => 0)
+        const status = await fetch(`${base}/ready`).then(
+          (response) => response.status,
+          () => 0,
+        )
         if (status === 200) return Date.now() - started
         await sleep(POLL_MS)
       }
@@ -259,7 +272,8 @@ async function runPonderPair(rpcUrl: string): Promise<Map<boolean, PonderRun>> {
       const logs = [...ponder.logs]
       if (process.env.PONDER_TEST_TIMELINE) {
         for (const log of logs) console.log(`${(log.time ?? 0) - ponder.started} ${log.level} ${log.service} ${log.msg}`)
-        for (const call of ponder.calls) console.log(`rpc ${(call.at ?? 0) - ponder.started} +${call.ms} ${call.method} ${String(JSON.stringify(call.params)).slice(0, 160)}`)
+        for (const call of ponder.calls)
+          console.log(`rpc ${(call.at ?? 0) - ponder.started} +${call.ms} ${call.method} ${String(JSON.stringify(call.params)).slice(0, 160)}`)
       }
       const syncStarted = logs.find((log) => /^Started '.*' historical sync/.test(log.msg))?.time
       const readyLogged = logs.find((log) => log.msg === 'Started returning 200 responses from /ready endpoint')?.time
@@ -364,7 +378,11 @@ function summary(name: string, run: PonderRun): string {
 
 const reorgLines = (run: PonderRun) => run.logs.filter((log) => /reorg/i.test(log.msg)).map((log) => log.msg)
 const warnings = (run: PonderRun) => run.logs.filter((log) => log.level >= 40).map((log) => log.msg)
-const errorCalls = (run: PonderRun) => run.calls.filter((call) => call.error !== undefined).slice(0, 5).map((call) => JSON.stringify(call))
+const errorCalls = (run: PonderRun) =>
+  run.calls
+    .filter((call) => call.error !== undefined)
+    .slice(0, 5)
+    .map((call) => JSON.stringify(call))
 
 describe('Ponder 1.0 through flashgate and directly', () => {
   let through: Map<boolean, PonderRun>

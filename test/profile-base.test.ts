@@ -54,7 +54,8 @@ beforeAll(async () => {
   gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl })
 
   // Whole blocks: their flashblocks seen from index 0; the first one is skipped (sends may have begun mid-block).
-  const whole = () => [...frames.entries()].filter(([, messages]) => messages[0]?.index === 0 && messages.length === FLASHBLOCKS_PER_BLOCK).map(([number]) => number)
+  const whole = () =>
+    [...frames.entries()].filter(([, messages]) => messages[0]?.index === 0 && messages.length === FLASHBLOCKS_PER_BLOCK).map(([number]) => number)
   const deadline = Date.now() + FEED_TIMEOUT_MS
   while (whole().length < BLOCKS_CHECKED + 1) {
     if (Date.now() > deadline) throw new Error(`the feed did not carry ${BLOCKS_CHECKED + 1} whole blocks within ${FEED_TIMEOUT_MS} ms`)
@@ -77,7 +78,10 @@ afterAll(async () => {
 describe('the base load profile on the devnet', () => {
   test(`each block carries ~${BASE_TRANSACTIONS_PER_BLOCK} transactions and ~${TARGET_LOGS_PER_BLOCK} logs, spread over its ten flashblocks`, () => {
     for (const { number, flashblocks, block, receipts } of checked) {
-      expect(flashblocks.map((message) => message.index), `block ${number}`).toEqual([...Array(FLASHBLOCKS_PER_BLOCK).keys()])
+      expect(
+        flashblocks.map((message) => message.index),
+        `block ${number}`,
+      ).toEqual([...Array(FLASHBLOCKS_PER_BLOCK).keys()])
       const perFlashblock = flashblocks.map((message) => message.diff.transactions.length)
       // The feed announced exactly the sealed block's transactions, in order.
       expect(flashblocks.flatMap((message) => message.diff.transactions.map((raw) => keccak256(raw)))).toEqual(block.transactions.map((tx) => tx.hash))

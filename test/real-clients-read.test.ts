@@ -12,17 +12,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { JsonRpcProvider, Network, WebSocketProvider } from 'ethers'
-import {
-  type Address,
-  createPublicClient,
-  encodeFunctionData,
-  type Hash,
-  http,
-  type PublicClient,
-  parseAbiItem,
-  type Transport,
-  webSocket,
-} from 'viem'
+import { type Address, createPublicClient, encodeFunctionData, type Hash, http, type PublicClient, parseAbiItem, type Transport, webSocket } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { Web3, WebSocketProvider as Web3WebSocketProvider } from 'web3'
 import { WebSocket } from 'ws'
@@ -47,7 +37,6 @@ const SENDER: Address = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'
 const RECIPIENT: Address = `0x${'7e'.repeat(20)}`
 
 const castBinary = resolveCastBinary()
-
 
 const followed = useFollowedChain({ seed: SEED, blocks: BLOCKS })
 let anvil: Anvil
@@ -106,8 +95,26 @@ describe('viem: the same parsed answers through flashgate as from anvil', () => 
     await same(viem, (client) => client.getBlock({ blockHash: busy.hash }), 'by hash')
     await same(viem, (client) => client.getBlock({ blockHash: busy.hash, includeTransactions: true }), 'by hash, full')
     // flashgate learns the upstream's safe and finalized heads after a commit: wait until it has them.
-    await expect.poll(() => viem.flashgate.getBlock({ blockTag: 'finalized' }).then(() => true, () => false), { timeout: 10_000 }).toBe(true)
-    await expect.poll(() => viem.flashgate.getBlock({ blockTag: 'safe' }).then(() => true, () => false), { timeout: 10_000 }).toBe(true)
+    await expect
+      .poll(
+        () =>
+          viem.flashgate.getBlock({ blockTag: 'finalized' }).then(
+            () => true,
+            () => false,
+          ),
+        { timeout: 10_000 },
+      )
+      .toBe(true)
+    await expect
+      .poll(
+        () =>
+          viem.flashgate.getBlock({ blockTag: 'safe' }).then(
+            () => true,
+            () => false,
+          ),
+        { timeout: 10_000 },
+      )
+      .toBe(true)
     for (const blockTag of ['latest', 'earliest', 'safe', 'finalized'] as const) await same(viem, (client) => client.getBlock({ blockTag }), blockTag)
     await same(viem, (client) => client.getBlockNumber({ cacheTime: 0 }), 'getBlockNumber')
   })
@@ -150,7 +157,11 @@ describe('viem: the same parsed answers through flashgate as from anvil', () => 
         await same(viem, (client) => client.getTransactionCount({ address, blockNumber: BigInt(number) }), `nonce ${address} @${number}`)
       }
       await same(viem, (client) => client.getBalance({ address, blockHash: busy.hash }), `balance ${address} @{blockHash}`)
-      await same(viem, (client) => client.getBalance({ address, blockHash: busy.hash, requireCanonical: true }), `balance ${address} @{blockHash, requireCanonical}`)
+      await same(
+        viem,
+        (client) => client.getBalance({ address, blockHash: busy.hash, requireCanonical: true }),
+        `balance ${address} @{blockHash, requireCanonical}`,
+      )
       await same(viem, (client) => client.getTransactionCount({ address, blockHash: busy.hash }), `nonce ${address} @{blockHash}`)
       await same(viem, (client) => client.getBalance({ address, blockTag: 'earliest' }), `balance ${address} @earliest`)
       await same(viem, (client) => client.getTransactionCount({ address, blockTag: 'safe' }), `nonce ${address} @safe`)
@@ -183,7 +194,11 @@ describe('ethers 6: the same parsed answers through flashgate as from anvil', ()
   test('getBlock by number, hash and tag, with prefetched transactions', async () => {
     const block = await same(ethers, async (provider) => (await provider.getBlock(busy.number, true))!.toJSON(), 'by number')
     expect(block.transactions.length).toBeGreaterThan(0)
-    await same(ethers, async (provider) => (await provider.getBlock(busy.number, true))!.prefetchedTransactions.map((transaction) => transaction.toJSON()), 'prefetched')
+    await same(
+      ethers,
+      async (provider) => (await provider.getBlock(busy.number, true))!.prefetchedTransactions.map((transaction) => transaction.toJSON()),
+      'prefetched',
+    )
     await same(ethers, async (provider) => (await provider.getBlock(busy.hash))!.toJSON(), 'by hash')
     for (const tag of ['latest', 'earliest', 'safe', 'finalized']) await same(ethers, async (provider) => (await provider.getBlock(tag))!.toJSON(), tag)
   })
@@ -204,7 +219,9 @@ describe('ethers 6: the same parsed answers through flashgate as from anvil', ()
     const [topic0] = facts.topics[0] ?? []
     expect(await same(ethers, async (provider) => json(await provider.getLogs({ topics: [topic0!], fromBlock: 'earliest' })), 'topic0')).not.toEqual([])
     const alternatives = facts.topics[1]!.slice(0, 3)
-    expect(await same(ethers, async (provider) => json(await provider.getLogs({ topics: [null, alternatives], fromBlock: 0 })), 'topic1 alternatives')).not.toEqual([])
+    expect(
+      await same(ethers, async (provider) => json(await provider.getLogs({ topics: [null, alternatives], fromBlock: 0 })), 'topic1 alternatives'),
+    ).not.toEqual([])
     await same(ethers, async (provider) => json(await provider.getLogs({ blockHash: busy.hash })), 'by block hash')
   })
 
@@ -281,7 +298,9 @@ describe('foundry cast: the same output through flashgate as through anvil', () 
     const range = ['--from-block', '1', '--to-block', String(facts.head)]
     expect(await sameCast(['logs', ...range, '--address', token])).not.toBe('')
     expect(await sameCast(['logs', '--json', ...range, '--address', token])).not.toBe('[]')
-    const transfers = JSON.parse(await sameCast(['logs', '--json', ...range, '--address', token, 'Transfer(address indexed from, address indexed to, uint256 value)']))
+    const transfers = JSON.parse(
+      await sameCast(['logs', '--json', ...range, '--address', token, 'Transfer(address indexed from, address indexed to, uint256 value)']),
+    )
     expect(transfers.length).toBeGreaterThan(0)
     const inBusyBlock = JSON.parse(await sameCast(['logs', '--json', '--from-block', String(busy.number), '--to-block', String(busy.number)]))
     expect(inBusyBlock).toHaveLength(busy.logs)
@@ -321,7 +340,9 @@ describe('watching over WebSocket: the same events from flashgate as from anvil'
         const seen = streams[side]
         const viem = createPublicClient({ transport: webSocket(urls[side], { retryCount: 0 }) })
         stops.push(async () => (await viem.transport.getRpcClient()).close())
-        stops.push(viem.watchBlocks({ onBlock: (block) => void seen.viemBlocks.push(block), onError: (error) => void seen.viemBlocks.push(`error: ${error.message}`) }))
+        stops.push(
+          viem.watchBlocks({ onBlock: (block) => void seen.viemBlocks.push(block), onError: (error) => void seen.viemBlocks.push(`error: ${error.message}`) }),
+        )
         stops.push(
           viem.watchEvent({
             address: token,
@@ -406,7 +427,10 @@ describe('watching over WebSocket: the same events from flashgate as from anvil'
       expect(theirs.viemBlocks).toHaveLength(mined)
       expect(ours.viemBlocks, 'viem watchBlocks').toEqual(theirs.viemBlocks)
       expect(ours.viemEvents, 'viem watchEvent').toEqual(theirs.viemEvents)
-      expect(ours.ethersBlocks.filter((number) => number >= first), "ethers on('block')").toEqual(theirs.ethersBlocks.filter((number) => number >= first))
+      expect(
+        ours.ethersBlocks.filter((number) => number >= first),
+        "ethers on('block')",
+      ).toEqual(theirs.ethersBlocks.filter((number) => number >= first))
       expect(theirs.ethersBlocks.filter((number) => number >= first)).toEqual(Array.from({ length: mined }, (_, offset) => first + offset))
       expect(ours.web3Logs, 'web3 logs').toEqual(theirs.web3Logs)
       expect(ours.rawLogs, 'logs frames').toEqual(theirs.rawLogs)
@@ -415,7 +439,9 @@ describe('watching over WebSocket: the same events from flashgate as from anvil'
       // the fields, is the same.
       expect(theirs.rawHeads.every((header) => Array.isArray(header.transactions))).toBe(true)
       expect(ours.rawHeads.map(withoutTransactions), 'newHeads frames').toEqual(theirs.rawHeads.map(withoutTransactions))
-      expect(ours.rawHeads.map((header) => Object.keys(withoutTransactions(header)))).toEqual(theirs.rawHeads.map((header) => Object.keys(withoutTransactions(header))))
+      expect(ours.rawHeads.map((header) => Object.keys(withoutTransactions(header)))).toEqual(
+        theirs.rawHeads.map((header) => Object.keys(withoutTransactions(header))),
+      )
       expect(ours.web3Headers.map(withoutTransactions), 'web3 newBlockHeaders').toEqual(theirs.web3Headers.map(withoutTransactions))
     } finally {
       for (const stop of stops.reverse()) await Promise.resolve(stop()).catch(() => {})

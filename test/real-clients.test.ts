@@ -62,7 +62,6 @@ let devnet: Devnet
 let database: TestDatabase
 let gateway: TestGateway
 
-
 async function result<value>(method: string, params: unknown[] = []): Promise<value> {
   const answer = await rpc(gateway.url, method, params)
   if (answer.error) throw new Error(`${method} ${JSON.stringify(params)}: ${answer.error.code} ${answer.error.message}`)
@@ -155,7 +154,9 @@ describe('real clients through flashgate', () => {
     for (let sent = 0; sent < TRANSFERS; sent++) hashes.push(await wallet.sendTransaction({ to: RECIPIENT, value: 1n }))
 
     expect(new Set(hashes).size).toBe(TRANSFERS)
-    const receipts = await Promise.all(hashes.map((hash) => reader.waitForTransactionReceipt({ hash, pollingInterval: RECEIPT_POLL_MS, timeout: SEALED_WAIT_MS })))
+    const receipts = await Promise.all(
+      hashes.map((hash) => reader.waitForTransactionReceipt({ hash, pollingInterval: RECEIPT_POLL_MS, timeout: SEALED_WAIT_MS })),
+    )
     expect(receipts.map((receipt) => receipt.status)).toEqual(hashes.map(() => 'success'))
     expect(await noncesOf(hashes)).toEqual(consecutive(nonceBefore, TRANSFERS))
     await waitForSealedReceipt(hashes.at(-1)!)
@@ -216,7 +217,19 @@ describe('real clients through flashgate', () => {
       const pendingNonce = () => cast(['nonce', '--rpc-url', gateway.url, '--block', 'pending', account.address])
       for (let sent = 0; sent < TRANSFERS; sent++) {
         const nonce = await pendingNonce()
-        const output = await cast(['send', '--rpc-url', gateway.url, '--private-key', privateKeyOf(account), '--nonce', nonce, '--async', RECIPIENT, '--value', '1'])
+        const output = await cast([
+          'send',
+          '--rpc-url',
+          gateway.url,
+          '--private-key',
+          privateKeyOf(account),
+          '--nonce',
+          nonce,
+          '--async',
+          RECIPIENT,
+          '--value',
+          '1',
+        ])
         expect(output).toMatch(/^0x[0-9a-f]{64}$/)
         hashes.push(output as Hash)
       }

@@ -149,7 +149,9 @@ describe.runIf(postgresAvailable)('with --redis-url, two serving processes act a
     for (const gateway of shared) expect((await post(`${gateway.url}/rpc/${key}`, call('eth_blockNumber'), freshClient())).status).toBe(200)
     const revokedAt = Date.now()
     await a.resolvers.revokeApiKey(name)
-    await expect.poll(async () => (await post(`${b.url}/rpc/${key}`, call('eth_blockNumber'), freshClient())).status, { timeout: 5_000, interval: 20 }).toBe(401)
+    await expect
+      .poll(async () => (await post(`${b.url}/rpc/${key}`, call('eth_blockNumber'), freshClient())).status, { timeout: 5_000, interval: 20 })
+      .toBe(401)
     expect(Date.now() - revokedAt).toBeLessThan(REVOCATION_PUSHED_WITHIN_MS)
     expect((await post(`${a.url}/rpc/${key}`, call('eth_blockNumber'), freshClient())).status).toBe(401)
   })
@@ -170,7 +172,9 @@ describe.runIf(postgresAvailable)('with --redis-url, two serving processes act a
     })
     expect(printed[0]).toMatch(/ revoked /)
     for (const gateway of shared)
-      await expect.poll(async () => (await post(`${gateway.url}/rpc/${key}`, call('eth_blockNumber'), freshClient())).status, { timeout: 5_000, interval: 20 }).toBe(401)
+      await expect
+        .poll(async () => (await post(`${gateway.url}/rpc/${key}`, call('eth_blockNumber'), freshClient())).status, { timeout: 5_000, interval: 20 })
+        .toBe(401)
     expect(Date.now() - revokedAt).toBeLessThan(REVOCATION_PUSHED_WITHIN_MS + 1_000)
   })
 

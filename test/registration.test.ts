@@ -76,7 +76,9 @@ describe('POST /v1/agents/builder-codes', () => {
     expect(answers.filter((answer) => answer.status === 201)).toHaveLength(1)
     expect(answers.filter((answer) => answer.status === 200)).toHaveLength(99)
     expect(new Set(answers.map((answer) => answer.body.builderCode)).size).toBe(1)
-    const [row] = await gateway.db.query<{ count: number }>(sql`select count(*)::int as count from builder_codes where wallet = ${Buffer.from(wallet.slice(2), 'hex')}`)
+    const [row] = await gateway.db.query<{ count: number }>(
+      sql`select count(*)::int as count from builder_codes where wallet = ${Buffer.from(wallet.slice(2), 'hex')}`,
+    )
     expect(row!.count).toBe(1)
   })
 
@@ -91,7 +93,13 @@ describe('errors: JSON {"error":{"code","message"}}, and the database unchanged'
     { name: 'malformed JSON', status: 400, code: 'invalid_json', send: () => register(null, { raw: '{"walletAddress": ' }) },
     { name: 'a JSON array', status: 400, code: 'invalid_request', send: () => register([WALLET]) },
     { name: 'no walletAddress', status: 400, code: 'invalid_request', message: /walletAddress is required/, send: () => register({ wallet: WALLET }) },
-    { name: 'an address that is not hex', status: 400, code: 'invalid_address', message: /walletAddress must be a 0x-prefixed 20-byte hex address/, send: () => register({ walletAddress: '0xnothex' }) },
+    {
+      name: 'an address that is not hex',
+      status: 400,
+      code: 'invalid_address',
+      message: /walletAddress must be a 0x-prefixed 20-byte hex address/,
+      send: () => register({ walletAddress: '0xnothex' }),
+    },
     { name: 'an address of the wrong length', status: 400, code: 'invalid_address', send: () => register({ walletAddress: `0x${'ab'.repeat(19)}` }) },
     { name: 'an address that is a number', status: 400, code: 'invalid_address', message: /must be a string/, send: () => register({ walletAddress: 42 }) },
     {
@@ -101,7 +109,12 @@ describe('errors: JSON {"error":{"code","message"}}, and the database unchanged'
       message: /checksum/,
       send: () => register({ walletAddress: CHECKSUMMED.replace(/[a-f]/, (letter) => letter.toUpperCase()) }),
     },
-    { name: 'a text/plain body', status: 415, code: 'unsupported_media_type', send: () => register({ walletAddress: randomWallet() }, { contentType: 'text/plain' }) },
+    {
+      name: 'a text/plain body',
+      status: 415,
+      code: 'unsupported_media_type',
+      send: () => register({ walletAddress: randomWallet() }, { contentType: 'text/plain' }),
+    },
     { name: 'no content type', status: 415, code: 'unsupported_media_type', send: () => register({ walletAddress: randomWallet() }, { contentType: '' }) },
     { name: 'a body over 4 KiB', status: 413, code: 'payload_too_large', send: () => register({ walletAddress: randomWallet(), padding: 'x'.repeat(5_000) }) },
     { name: 'GET on the collection', status: 405, code: 'method_not_allowed', send: () => register(null, { method: 'GET' }) },
@@ -128,7 +141,13 @@ describe('errors: JSON {"error":{"code","message"}}, and the database unchanged'
   })
 
   test('over the per-client rate: 429 with retry-after, and no code created', async () => {
-    const limited = createServer({ resolvers: gateway.resolvers, logger: pino({ level: 'silent' }), port: 0, policies: defaultPolicies(), registrationRateLimit: 1 })
+    const limited = createServer({
+      resolvers: gateway.resolvers,
+      logger: pino({ level: 'silent' }),
+      port: 0,
+      policies: defaultPolicies(),
+      registrationRateLimit: 1,
+    })
     const { url } = await limited.listen()
     try {
       const before = await codeCount()

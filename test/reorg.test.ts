@@ -49,8 +49,7 @@ describe('reorgs', () => {
     const snapshot = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
     await generateChain(anvil.rpcUrl, { seed: 2, blocks: 6 })
     await waitForSameHead(gateway, anvil.rpcUrl)
-    const orphaned = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: `0x${(ancestor + 1).toString(16)}`, toBlock: 'latest' }]))
-      .result as unknown[]
+    const orphaned = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: `0x${(ancestor + 1).toString(16)}`, toBlock: 'latest' }])).result as unknown[]
     expect(orphaned.length).toBeGreaterThan(0)
 
     expect(await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])).toBe(true)

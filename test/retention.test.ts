@@ -34,82 +34,78 @@ afterAll(async () => {
 
 const hex = (number: number) => `0x${number.toString(16)}`
 
-test(
-  `--retain-blocks ${RETAIN}: history is pruned while readers query the boundary; every answer is complete or the documented refusal, never partial`,
-  async () => {
-    const head = Number(chain.headNumber)
-    const cut = head - RETAIN + 1
-    const [account] = chain.senders
-    // Ranges across the cut, a block below it, and state below it: what a reader at the boundary asks.
-    const calls = [
-      { method: 'eth_getLogs', params: [{ fromBlock: hex(cut - 10), toBlock: hex(head) }] },
-      { method: 'eth_getLogs', params: [{ fromBlock: hex(cut - 1), toBlock: hex(cut + 3) }] },
-      { method: 'eth_getBlockReceipts', params: [hex(cut - 2)] },
-      { method: 'eth_getBlockByNumber', params: [hex(cut - 1), true] },
-      { method: 'eth_getBalance', params: [account, hex(cut - 3)] },
-    ]
-    const expected = await Promise.all(calls.map(({ method, params }) => anvilCall(anvil.rpcUrl, method, params)))
-    for (const answer of expected) expect(answer).not.toBeNull()
+test(`--retain-blocks ${RETAIN}: history is pruned while readers query the boundary; every answer is complete or the documented refusal, never partial`, async () => {
+  const head = Number(chain.headNumber)
+  const cut = head - RETAIN + 1
+  const [account] = chain.senders
+  // Ranges across the cut, a block below it, and state below it: what a reader at the boundary asks.
+  const calls = [
+    { method: 'eth_getLogs', params: [{ fromBlock: hex(cut - 10), toBlock: hex(head) }] },
+    { method: 'eth_getLogs', params: [{ fromBlock: hex(cut - 1), toBlock: hex(cut + 3) }] },
+    { method: 'eth_getBlockReceipts', params: [hex(cut - 2)] },
+    { method: 'eth_getBlockByNumber', params: [hex(cut - 1), true] },
+    { method: 'eth_getBalance', params: [account, hex(cut - 3)] },
+  ]
+  const expected = await Promise.all(calls.map(({ method, params }) => anvilCall(anvil.rpcUrl, method, params)))
+  for (const answer of expected) expect(answer).not.toBeNull()
 
-    const outcomes = { complete: 0, refused: 0, other: [] as string[] }
-    let reading = true
-    const reader = (async () => {
-      for (let round = 0; reading; round++) {
-        const index = round % calls.length
-        const answer = await rpc(gateway.dedicatedUrl, calls[index]!.method, calls[index]!.params)
-        if (answer.error?.code === HISTORY_REFUSED) outcomes.refused++
-        else if (JSON.stringify(answer.result) === JSON.stringify(expected[index])) outcomes.complete++
-        else outcomes.other.push(`${calls[index]!.method}: ${JSON.stringify(answer).slice(0, 300)}`)
-        await sleep(5)
-      }
-    })()
-
-    const oldest = async () => Number((await gateway.db.query<{ n: string }>(sql`select min(number)::text as n from blocks`))[0]!.n)
-    try {
-      await expect.poll(oldest, { timeout: 45_000, interval: 200 }).toBe(cut)
-    } finally {
-      reading = false
-      await reader
+  const outcomes = { complete: 0, refused: 0, other: [] as string[] }
+  let reading = true
+  const reader = (async () => {
+    for (let round = 0; reading; round++) {
+      const index = round % calls.length
+      const answer = await rpc(gateway.dedicatedUrl, calls[index]!.method, calls[index]!.params)
+      if (answer.error?.code === HISTORY_REFUSED) outcomes.refused++
+      else if (JSON.stringify(answer.result) === JSON.stringify(expected[index])) outcomes.complete++
+      else outcomes.other.push(`${calls[index]!.method}: ${JSON.stringify(answer).slice(0, 300)}`)
+      await sleep(5)
     }
-    expect(outcomes.other).toEqual([])
-    expect(outcomes.complete).toBeGreaterThan(0)
-    expect(outcomes.refused).toBeGreaterThan(0)
+  })()
 
-    // Refusals name the first retained block and a range to retry with.
-    const refusal = await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ fromBlock: hex(cut - 10), toBlock: hex(head) }])
-    expect(refusal.error).toMatchObject({ code: HISTORY_REFUSED, message: expect.stringContaining(`Try with this block range [${hex(cut)}, ${hex(head)}]`) })
-    expect((await rpc(gateway.dedicatedUrl, 'eth_getBlockByNumber', [hex(cut - 1), false])).error?.code).toBe(HISTORY_REFUSED)
+  const oldest = async () => Number((await gateway.db.query<{ n: string }>(sql`select min(number)::text as n from blocks`))[0]!.n)
+  try {
+    await expect.poll(oldest, { timeout: 45_000, interval: 200 }).toBe(cut)
+  } finally {
+    reading = false
+    await reader
+  }
+  expect(outcomes.other).toEqual([])
+  expect(outcomes.complete).toBeGreaterThan(0)
+  expect(outcomes.refused).toBeGreaterThan(0)
 
-    // Nothing below the cut is left, except each account's newest change below it (state at the cut).
-    const [left] = await gateway.db.query<Record<string, string>>(sql`select
+  // Refusals name the first retained block and a range to retry with.
+  const refusal = await rpc(gateway.dedicatedUrl, 'eth_getLogs', [{ fromBlock: hex(cut - 10), toBlock: hex(head) }])
+  expect(refusal.error).toMatchObject({ code: HISTORY_REFUSED, message: expect.stringContaining(`Try with this block range [${hex(cut)}, ${hex(head)}]`) })
+  expect((await rpc(gateway.dedicatedUrl, 'eth_getBlockByNumber', [hex(cut - 1), false])).error?.code).toBe(HISTORY_REFUSED)
+
+  // Nothing below the cut is left, except each account's newest change below it (state at the cut).
+  const [left] = await gateway.db.query<Record<string, string>>(sql`select
       (select count(*) from logs where block_number < ${cut})::text as logs,
       (select count(*) from block_transactions where block_number < ${cut})::text as block_transactions,
       (select count(*) from block_receipts where block_number < ${cut})::text as block_receipts,
       (select count(*) from transactions where block_number < ${cut})::text as transactions,
       (select count(*) from (select address from account_changes where block_number < ${cut} group by address having count(*) > 1) as twice)::text as superseded`)
-    expect(left).toEqual({ logs: '0', block_transactions: '0', block_receipts: '0', transactions: '0', superseded: '0' })
+  expect(left).toEqual({ logs: '0', block_transactions: '0', block_receipts: '0', transactions: '0', superseded: '0' })
 
-    // What is kept still answers as the node does, state included.
-    const kept = [cut, Math.floor((cut + head) / 2), head]
-    const queries = [
-      ...kept.flatMap((number) => [
-        { method: 'eth_getBlockReceipts', params: [hex(number)] },
-        { method: 'eth_getLogs', params: [{ fromBlock: hex(cut), toBlock: hex(number) }] },
+  // What is kept still answers as the node does, state included.
+  const kept = [cut, Math.floor((cut + head) / 2), head]
+  const queries = [
+    ...kept.flatMap((number) => [
+      { method: 'eth_getBlockReceipts', params: [hex(number)] },
+      { method: 'eth_getLogs', params: [{ fromBlock: hex(cut), toBlock: hex(number) }] },
+    ]),
+    ...[...chain.senders, ...chain.recipients].flatMap((address) =>
+      kept.flatMap((number) => [
+        { method: 'eth_getBalance', params: [address, hex(number)] },
+        { method: 'eth_getTransactionCount', params: [address, hex(number)] },
       ]),
-      ...[...chain.senders, ...chain.recipients].flatMap((address) =>
-        kept.flatMap((number) => [
-          { method: 'eth_getBalance', params: [address, hex(number)] },
-          { method: 'eth_getTransactionCount', params: [address, hex(number)] },
-        ]),
-      ),
-    ]
-    const { errors } = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, queries)
-    expect(errors).toBe(0)
+    ),
+  ]
+  const { errors } = await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, queries)
+  expect(errors).toBe(0)
 
-    // Ingest goes on, and the first block follows the head.
-    await anvilCall(anvil.rpcUrl, 'anvil_mine', ['0x4'])
-    await waitForSameHead(gateway, anvil.rpcUrl)
-    await expect.poll(async () => (await gateway.resolvers.chain.view()).firstBlock, { timeout: 10_000 }).toBe(cut + 4)
-  },
-  120_000,
-)
+  // Ingest goes on, and the first block follows the head.
+  await anvilCall(anvil.rpcUrl, 'anvil_mine', ['0x4'])
+  await waitForSameHead(gateway, anvil.rpcUrl)
+  await expect.poll(async () => (await gateway.resolvers.chain.view()).firstBlock, { timeout: 10_000 }).toBe(cut + 4)
+}, 120_000)

@@ -30,11 +30,24 @@ let standby: PostgresCluster
 const ingesters: { child: ChildProcess; port: number; output: () => string }[] = []
 const servers: TestGateway[] = []
 
-
 /** `flashgate serve --role ingest` as a process of its own, which the test can kill outright. */
 async function startIngester(databaseUrl: string, upstreamRpc: string) {
   const port = await freePort()
-  const args = ['serve', '--role', 'ingest', '--port', String(port), '--database-url', databaseUrl, '--upstream-rpc', upstreamRpc, '--start-block', '0', '--ingest-batch-size', '3']
+  const args = [
+    'serve',
+    '--role',
+    'ingest',
+    '--port',
+    String(port),
+    '--database-url',
+    databaseUrl,
+    '--upstream-rpc',
+    upstreamRpc,
+    '--start-block',
+    '0',
+    '--ingest-batch-size',
+    '3',
+  ]
   const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
@@ -128,9 +141,10 @@ test.skipIf(!serverInstalled)(
       console.log(`roles-replica: leader killed at block ${killedAt} of ${head}; the other ingester led after ${takeoverMs} ms`)
 
       // No gap, no duplicate on the primary.
-      const [{ count, low, high }] = (await primarySql`select count(*)::int as count, min(number)::int as low, max(number)::int as high from blocks`) as unknown as [
-        { count: number; low: number; high: number },
-      ]
+      const [{ count, low, high }] =
+        (await primarySql`select count(*)::int as count, min(number)::int as low, max(number)::int as high from blocks`) as unknown as [
+          { count: number; low: number; high: number },
+        ]
       expect({ count, low, high }).toEqual({ count: head + 1, low: 0, high: head })
 
       // The servers catch up with the replica, and answer exactly as the node does.
@@ -138,7 +152,8 @@ test.skipIf(!serverInstalled)(
       reading = false
       await Promise.all(readers)
       const hashes = new Map<number, string>()
-      for (let number = 0; number <= head; number++) hashes.set(number, (await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${number.toString(16)}`, false])).hash)
+      for (let number = 0; number <= head; number++)
+        hashes.set(number, (await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${number.toString(16)}`, false])).hash)
       const named = seen.filter((entry) => entry.number > 0)
       expect(named.length).toBeGreaterThan(20)
       expect(named.filter((entry) => entry.hash !== hashes.get(entry.number))).toEqual([])
@@ -149,7 +164,10 @@ test.skipIf(!serverInstalled)(
       expect(heads[0]).toBeLessThanOrEqual(1)
       const facts = await readChainFacts(anvil.rpcUrl, { accounts: [...chain.senders, ...chain.recipients], contracts: chain.contracts })
       for (const server of servers) {
-        const { nonEmpty } = await compareWithReference(server.dedicatedUrl, anvil.rpcUrl, [...wholeChainQueries(facts), ...generateQueries(createRandom(14), facts, 300)])
+        const { nonEmpty } = await compareWithReference(server.dedicatedUrl, anvil.rpcUrl, [
+          ...wholeChainQueries(facts),
+          ...generateQueries(createRandom(14), facts, 300),
+        ])
         expect(nonEmpty.eth_getLogs).toBeGreaterThan(0)
       }
     } finally {
@@ -169,7 +187,10 @@ test.skipIf(!serverInstalled)('a serving process on a replica writes nothing the
     await expect(standbySql`create table flashgate_probe (id int)`).rejects.toThrow(/read-only transaction/)
     // The servers' reads are there: their pools hold connections to the replica.
     await rpc(server!.url, 'eth_getBlockByNumber', ['latest', false])
-    const [{ clients }] = (await standbySql`select count(*)::int as clients from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()`) as unknown as [{ clients: number }]
+    const [{ clients }] =
+      (await standbySql`select count(*)::int as clients from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()`) as unknown as [
+        { clients: number },
+      ]
     expect(clients).toBeGreaterThanOrEqual(1)
   } finally {
     await standbySql.end()
@@ -184,13 +205,19 @@ test.skipIf(!serverInstalled)('a serving process on a replica writes nothing the
   const { builderCode } = (await registered.json()) as { builderCode: string }
   // Read back through the other server, from the replica once it has replayed the write.
   await expect
-    .poll(async () => ((await (await fetch(`${servers[1]!.url}/v1/agents/builder-codes/${wallet}`)).json()) as { builderCode?: string }).builderCode, { timeout: 10_000 })
+    .poll(async () => ((await (await fetch(`${servers[1]!.url}/v1/agents/builder-codes/${wallet}`)).json()) as { builderCode?: string }).builderCode, {
+      timeout: 10_000,
+    })
     .toBe(builderCode)
 })
 
 test.skipIf(!serverInstalled)('--role ingest answers health, readiness and metrics only; --role serve never takes the ingest lock', async () => {
   const ingester = ingesters.find((candidate) => candidate.child.exitCode === null && candidate.child.signalCode === null)!
-  const answer = await fetch(`http://127.0.0.1:${ingester.port}/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }) })
+  const answer = await fetch(`http://127.0.0.1:${ingester.port}/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] }),
+  })
   expect(answer.status).toBe(404)
   expect(((await answer.json()) as { error: { message: string } }).error.message).toMatch(/only ingests/)
   expect((await fetch(`http://127.0.0.1:${ingester.port}/metrics`)).status).toBe(200)

@@ -34,7 +34,9 @@ function record(resolvers: Resolvers) {
   return {
     events,
     heads: () => events.filter((event) => event.startsWith('head ')).map((event) => (JSON.parse(event.slice(5)) as { hash: Hash }).hash),
-    close: () => unsubscribe.forEach((stop) => stop()),
+    close: () => {
+      for (const stop of unsubscribe) stop()
+    },
   }
 }
 

@@ -84,7 +84,9 @@ async function mine(transfers: number[]): Promise<{ hash: Hash; transactions: Ha
 }
 
 async function listenerPids(): Promise<number[]> {
-  const rows = await admin<{ pid: number }[]>`select pid from pg_stat_activity where application_name = ${LISTENER_APPLICATION} and datname = current_database()`
+  const rows = await admin<
+    { pid: number }[]
+  >`select pid from pg_stat_activity where application_name = ${LISTENER_APPLICATION} and datname = current_database()`
   return rows.map((row) => row.pid)
 }
 

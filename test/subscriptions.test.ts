@@ -38,7 +38,10 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await client?.transport.getRpcClient?.().then((socket: { close(): void }) => socket.close()).catch(() => {})
+  await client?.transport
+    .getRpcClient?.()
+    .then((socket: { close(): void }) => socket.close())
+    .catch(() => {})
   await gateway?.stop()
   await feed?.stop()
   await anvil?.stop()
@@ -76,11 +79,13 @@ describe('eth_subscribe over WebSocket, through viem', () => {
     await anvilCall(anvil.rpcUrl, 'evm_mine')
     await anvilCall(anvil.rpcUrl, 'evm_mine')
     await waitForSameHead(gateway, anvil.rpcUrl)
-    await expect.poll(() => logs.map((log) => [log.transactionHash, log.removed])).toEqual([
-      [hash, false],
-      [hash, true],
-      [replacement, false],
-    ])
+    await expect
+      .poll(() => logs.map((log) => [log.transactionHash, log.removed]))
+      .toEqual([
+        [hash, false],
+        [hash, true],
+        [replacement, false],
+      ])
     unwatch()
   })
 
@@ -90,9 +95,21 @@ describe('eth_subscribe over WebSocket, through viem', () => {
     const flashblocks: { number: string }[] = []
     const socket = client.transport
     const subscriptions = await Promise.all([
-      socket.subscribe({ params: ['pendingLogs', { address: `0x${'5c'.repeat(20)}` }], onData: ({ result }: { result: { transactionHash: string } }) => void pendingLogs.push(result), onError: () => {} }),
-      socket.subscribe({ params: ['newFlashblockTransactions'], onData: ({ result }: { result: string }) => void transactions.push(result), onError: () => {} }),
-      socket.subscribe({ params: ['newFlashblocks'], onData: ({ result }: { result: { number: string } }) => void flashblocks.push(result), onError: () => {} }),
+      socket.subscribe({
+        params: ['pendingLogs', { address: `0x${'5c'.repeat(20)}` }],
+        onData: ({ result }: { result: { transactionHash: string } }) => void pendingLogs.push(result),
+        onError: () => {},
+      }),
+      socket.subscribe({
+        params: ['newFlashblockTransactions'],
+        onData: ({ result }: { result: string }) => void transactions.push(result),
+        onError: () => {},
+      }),
+      socket.subscribe({
+        params: ['newFlashblocks'],
+        onData: ({ result }: { result: { number: string } }) => void flashblocks.push(result),
+        onError: () => {},
+      }),
     ])
     const head = Number((await rpc(gateway.url, 'eth_blockNumber')).result)
     const [plain, logged] = await Promise.all([signedTransfer({ from: 2, nonce: 50 }), signedTransfer({ from: 2, nonce: 51 })])

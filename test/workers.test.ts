@@ -42,12 +42,23 @@ function post(path: string, body: unknown, from = freshClient()): Promise<Answer
   const text = JSON.stringify(body)
   return new Promise((resolve, reject) => {
     const outgoing = request(
-      { host: '127.0.0.1', port, method: 'POST', path, agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': from } },
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path,
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': from },
+      },
       (response) => {
         const chunks: Buffer[] = []
         response.on('data', (chunk: Buffer) => chunks.push(chunk))
         response.on('end', () =>
-          resolve({ status: response.statusCode ?? 0, worker: (response.headers['x-flashgate-worker'] as string | undefined) ?? null, body: JSON.parse(Buffer.concat(chunks).toString()) }),
+          resolve({
+            status: response.statusCode ?? 0,
+            worker: (response.headers['x-flashgate-worker'] as string | undefined) ?? null,
+            body: JSON.parse(Buffer.concat(chunks).toString()),
+          }),
         )
         response.on('error', reject)
       },
@@ -91,28 +102,45 @@ beforeAll(async () => {
     freePort(),
   ])
   child = startCluster(port)
-  await until(async () => /JSON-RPC/.test(output), 60_000, () => `the gateway did not start:\n${output}`)
+  await until(
+    async () => /JSON-RPC/.test(output),
+    60_000,
+    () => `the gateway did not start:\n${output}`,
+  )
   // Both workers see the devnet's head (the primary ingests; they read the same database).
-  await until(async () => {
-    const head = Number((await (await fetch(devnet.rpcUrl, { method: 'POST', body: JSON.stringify(call('eth_blockNumber')) })).json()).result)
-    const answers = await fromEachWorker('/', call('eth_blockNumber'))
-    return [...answers.values()].every((answer) => Number(answer.body.result) >= head && head > 0)
-  }, 30_000, () => 'the workers did not reach the devnet head')
+  await until(
+    async () => {
+      const head = Number((await (await fetch(devnet.rpcUrl, { method: 'POST', body: JSON.stringify(call('eth_blockNumber')) })).json()).result)
+      const answers = await fromEachWorker('/', call('eth_blockNumber'))
+      return [...answers.values()].every((answer) => Number(answer.body.result) >= head && head > 0)
+    },
+    30_000,
+    () => 'the workers did not reach the devnet head',
+  )
 }, 120_000)
 
 /** `flashgate serve --workers 2` on `listenPort`, its output collected into `output`. */
 function startCluster(listenPort: number): ChildProcess {
   const args = [
     'serve',
-    '--workers', '2',
-    '--port', String(listenPort),
-    '--database-url', database.databaseUrl,
-    '--upstream-rpc', devnet.rpcUrl,
-    '--flashblocks-ws', devnet.flashblocksUrl,
-    '--start-block', '0',
-    '--public-rate-limit', String(RATE),
-    '--trust-proxy', 'true',
-    '--log-level', 'warn',
+    '--workers',
+    '2',
+    '--port',
+    String(listenPort),
+    '--database-url',
+    database.databaseUrl,
+    '--upstream-rpc',
+    devnet.rpcUrl,
+    '--flashblocks-ws',
+    devnet.flashblocksUrl,
+    '--start-block',
+    '0',
+    '--public-rate-limit',
+    String(RATE),
+    '--trust-proxy',
+    'true',
+    '--log-level',
+    'warn',
   ]
   const started = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
   started.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
@@ -250,11 +278,24 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
       let finish = () => {}
       const answer = new Promise<Answer>((resolve, reject) => {
         const outgoing = request(
-          { host: '127.0.0.1', port, method: 'POST', path: '/', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': freshClient() } },
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: '/',
+            agent: false,
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': freshClient() },
+          },
           (response) => {
             const chunks: Buffer[] = []
             response.on('data', (chunk: Buffer) => chunks.push(chunk))
-            response.on('end', () => resolve({ status: response.statusCode ?? 0, worker: (response.headers['x-flashgate-worker'] as string) ?? null, body: JSON.parse(Buffer.concat(chunks).toString()) }))
+            response.on('end', () =>
+              resolve({
+                status: response.statusCode ?? 0,
+                worker: (response.headers['x-flashgate-worker'] as string) ?? null,
+                body: JSON.parse(Buffer.concat(chunks).toString()),
+              }),
+            )
           },
         )
         outgoing.on('error', reject)
@@ -280,12 +321,25 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
     port = await freePort()
     const primary = startCluster(port)
     try {
-      await until(async () => childrenOf(primary.pid!).length === 2 && (await post('/', call('eth_chainId')).then(() => true, () => false)), 60_000, () => `the second cluster did not start:\n${output}`)
+      await until(
+        async () =>
+          childrenOf(primary.pid!).length === 2 &&
+          (await post('/', call('eth_chainId')).then(
+            () => true,
+            () => false,
+          )),
+        60_000,
+        () => `the second cluster did not start:\n${output}`,
+      )
       // Past the crash-loop guard (a worker dying within 5 s of its start is not replaced).
       await new Promise((resolve) => setTimeout(resolve, 5_500))
       const [victim] = childrenOf(primary.pid!)
       process.kill(victim!, 'SIGKILL')
-      await until(async () => !alive(victim!) && childrenOf(primary.pid!).length === 2, 30_000, () => `no replacement for worker ${victim}:\n${output}`)
+      await until(
+        async () => !alive(victim!) && childrenOf(primary.pid!).length === 2,
+        30_000,
+        () => `no replacement for worker ${victim}:\n${output}`,
+      )
       // The replacement follows the primary's feed as the other worker does: both answer the same pending block.
       await until(
         async () => {
@@ -301,7 +355,11 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
       )
       const workers = childrenOf(primary.pid!)
       primary.kill('SIGKILL')
-      await until(async () => workers.every((pid) => !alive(pid)), 20_000, () => `workers ${workers.filter(alive)} outlived their primary`)
+      await until(
+        async () => workers.every((pid) => !alive(pid)),
+        20_000,
+        () => `workers ${workers.filter(alive)} outlived their primary`,
+      )
     } finally {
       if (primary.exitCode === null) primary.kill('SIGKILL')
     }

@@ -11,7 +11,11 @@ const CALL = '0xdddddddd'
 
 describe('ERC-8021 vectors', () => {
   test('schema 0: one code', () => {
-    expect(decodeAttribution('0xdddddddd62617365617070070080218021802180218021802180218021')).toMatchObject({ codes: ['baseapp'], schemas: [0], suffixBytes: 25 })
+    expect(decodeAttribution('0xdddddddd62617365617070070080218021802180218021802180218021')).toMatchObject({
+      codes: ['baseapp'],
+      schemas: [0],
+      suffixBytes: 25,
+    })
   })
 
   test('schema 0: two codes, comma-separated', () => {
@@ -35,7 +39,13 @@ describe('ERC-8021 vectors', () => {
   test('schema 2 in full: each code keeps its role, registries (chain id as hex or as a number) and metadata are kept', () => {
     const registry = '0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80'
     const suffixWith = (chainId: unknown) => {
-      const cbor = Cbor.encode({ a: 'bc_app00001', w: 'privy', s: ['relay', 'solver'], r: { a: { c: chainId, a: registry } }, m: { source: 'webapp', version: 2 } })
+      const cbor = Cbor.encode({
+        a: 'bc_app00001',
+        w: 'privy',
+        s: ['relay', 'solver'],
+        r: { a: { c: chainId, a: registry } },
+        m: { source: 'webapp', version: 2 },
+      })
       return concat([cbor, numberToHex(size(cbor), { size: 2 }), '0x02', Attribution.ercSuffix])
     }
     for (const chainId of ['0x2105', 8453]) {
@@ -49,7 +59,11 @@ describe('ERC-8021 vectors', () => {
       })
     }
     // Schemas 0 and 1 do not say what a code stands for.
-    expect(decodeAttribution(concat([CALL, attributionSuffix(['baseapp', 'morpho'])]))).toMatchObject({ roles: ['code', 'code'], registries: {}, metadata: null })
+    expect(decodeAttribution(concat([CALL, attributionSuffix(['baseapp', 'morpho'])]))).toMatchObject({
+      roles: ['code', 'code'],
+      registries: {},
+      metadata: null,
+    })
   })
 
   test('an unknown schema id is ignored', () => {

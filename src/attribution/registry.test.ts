@@ -11,9 +11,19 @@ const log = (topics: Hex[], data: Hex, logIndex = 0, address: string = REGISTRY)
 const registered = (code: string, tokenId = registryTokenId(code)) =>
   log(encodeEventTopics({ abi: registryAbi, eventName: 'CodeRegistered', args: { tokenId } }) as Hex[], encodeAbiParameters([{ type: 'string' }], [code]))
 const minted = (code: string, to: Address = OWNER) =>
-  log(encodeEventTopics({ abi: registryAbi, eventName: 'Transfer', args: { from: '0x0000000000000000000000000000000000000000', to, tokenId: registryTokenId(code) } }) as Hex[], '0x')
+  log(
+    encodeEventTopics({
+      abi: registryAbi,
+      eventName: 'Transfer',
+      args: { from: '0x0000000000000000000000000000000000000000', to, tokenId: registryTokenId(code) },
+    }) as Hex[],
+    '0x',
+  )
 const payout = (code: string, to: Address = PAYOUT) =>
-  log(encodeEventTopics({ abi: registryAbi, eventName: 'PayoutAddressUpdated', args: { tokenId: registryTokenId(code) } }) as Hex[], encodeAbiParameters([{ type: 'address' }], [to]))
+  log(
+    encodeEventTopics({ abi: registryAbi, eventName: 'PayoutAddressUpdated', args: { tokenId: registryTokenId(code) } }) as Hex[],
+    encodeAbiParameters([{ type: 'address' }], [to]),
+  )
 
 describe('registry codes', () => {
   test('valid codes are 1 to 32 of [0-9a-z_]', () => {
@@ -29,7 +39,11 @@ describe('registry codes', () => {
 
 describe('registryEvents', () => {
   test('decodes a registration (mint, code, payout) into events the fold turns into the code state', () => {
-    const events = registryEvents(REGISTRY, BLOCK, [minted('agent'), registered('agent'), payout('agent')].map((entry, index) => ({ ...entry, logIndex: index })))
+    const events = registryEvents(
+      REGISTRY,
+      BLOCK,
+      [minted('agent'), registered('agent'), payout('agent')].map((entry, index) => ({ ...entry, logIndex: index })),
+    )
     expect(events.map((event) => event.kind)).toEqual(['transfer', 'registered', 'payout'])
     const fold = createRegistryFold()
     for (const event of events) fold.apply(event)

@@ -88,7 +88,12 @@ export function registryEvents(registry: Address, block: { number: number; times
       continue
     }
     const tokenId = numberToHex(decoded.args.tokenId as bigint, { size: 32 })
-    const base = { blockNumber: block.number, logIndex: typeof log.logIndex === 'number' ? log.logIndex : Number(log.logIndex ?? 0), blockTimestamp: block.timestamp, tokenId }
+    const base = {
+      blockNumber: block.number,
+      logIndex: typeof log.logIndex === 'number' ? log.logIndex : Number(log.logIndex ?? 0),
+      blockTimestamp: block.timestamp,
+      tokenId,
+    }
     if (decoded.eventName === 'Transfer') events.push({ ...base, kind: 'transfer', code: null, account: getAddress(decoded.args.to as Address) })
     else if (decoded.eventName === 'CodeRegistered') {
       const code = decoded.args.code as string
@@ -126,7 +131,11 @@ export function createRegistryFold() {
 
   function apply(event: RegistryEvent) {
     let token = byToken.get(event.tokenId)
-    if (token === undefined) byToken.set(event.tokenId, (token = { code: null, registeredBlock: event.blockNumber, registeredAt: event.blockTimestamp, owner: null, payoutAddress: null }))
+    if (token === undefined)
+      byToken.set(
+        event.tokenId,
+        (token = { code: null, registeredBlock: event.blockNumber, registeredAt: event.blockTimestamp, owner: null, payoutAddress: null }),
+      )
     if (event.kind === 'transfer') token.owner = event.account === null || event.account === ZERO_ADDRESS ? null : event.account
     else if (event.kind === 'payout') token.payoutAddress = event.account
     else {
@@ -136,7 +145,14 @@ export function createRegistryFold() {
     }
     if (token.code !== null) {
       if (token.owner === null && event.kind === 'transfer') byCode.delete(token.code)
-      else byCode.set(token.code, { tokenId: event.tokenId, registeredBlock: token.registeredBlock, registeredAt: token.registeredAt, owner: token.owner, payoutAddress: token.payoutAddress })
+      else
+        byCode.set(token.code, {
+          tokenId: event.tokenId,
+          registeredBlock: token.registeredBlock,
+          registeredAt: token.registeredAt,
+          owner: token.owner,
+          payoutAddress: token.payoutAddress,
+        })
     }
   }
 

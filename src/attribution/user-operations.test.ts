@@ -9,7 +9,8 @@ const BUNDLER = '0x00000000000000000000000000000000000b0b00' as Address
 const ACCOUNT_A = '0x000000000000000000000000000000000000aaaa' as Address
 const ACCOUNT_B = '0x000000000000000000000000000000000000bbbb' as Address
 /** An account's own call (SimpleAccount `execute(dest, value, func)`), to which the suffix is appended. */
-const EXECUTE = '0xb61d27f6000000000000000000000000000000000000000000000000000000000000dead00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000060' as Hex
+const EXECUTE =
+  '0xb61d27f6000000000000000000000000000000000000000000000000000000000000dead00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000060' as Hex
 const withSuffix = (codes: string[]) => concat([EXECUTE, attributionSuffix(codes)])
 
 function packed(sender: Address, nonce: bigint, callData: Hex) {
@@ -18,9 +19,9 @@ function packed(sender: Address, nonce: bigint, callData: Hex) {
     nonce,
     initCode: '0x' as Hex,
     callData,
-    accountGasLimits: pad(toHex(100_000n << 128n | 200_000n), { size: 32 }),
+    accountGasLimits: pad(toHex((100_000n << 128n) | 200_000n), { size: 32 }),
     preVerificationGas: 50_000n,
-    gasFees: pad(toHex(1_000_000_000n << 128n | 2_000_000_000n), { size: 32 }),
+    gasFees: pad(toHex((1_000_000_000n << 128n) | 2_000_000_000n), { size: 32 }),
     paymasterAndData: '0x' as Hex,
     signature: '0x1234' as Hex,
   }
@@ -44,8 +45,15 @@ function unpacked(sender: Address, nonce: bigint, callData: Hex) {
 
 /** A `UserOperationEvent` log as the EntryPoint emits it (the event is the same in 0.6, 0.7 and 0.8). */
 function operationEvent(entryPoint: Address, sender: Address, nonce: bigint, success: boolean, actualGasUsed: bigint) {
-  const topics = encodeEventTopics({ abi: entryPoint07Abi, eventName: 'UserOperationEvent', args: { userOpHash: pad('0x01', { size: 32 }), sender, paymaster: '0x0000000000000000000000000000000000000000' } }) as Hex[]
-  const data = encodeAbiParameters([{ type: 'uint256' }, { type: 'bool' }, { type: 'uint256' }, { type: 'uint256' }], [nonce, success, actualGasUsed * 2_000_000_000n, actualGasUsed])
+  const topics = encodeEventTopics({
+    abi: entryPoint07Abi,
+    eventName: 'UserOperationEvent',
+    args: { userOpHash: pad('0x01', { size: 32 }), sender, paymaster: '0x0000000000000000000000000000000000000000' },
+  }) as Hex[]
+  const data = encodeAbiParameters(
+    [{ type: 'uint256' }, { type: 'bool' }, { type: 'uint256' }, { type: 'uint256' }],
+    [nonce, success, actualGasUsed * 2_000_000_000n, actualGasUsed],
+  )
   return { address: entryPoint, topics, data }
 }
 
@@ -54,14 +62,30 @@ describe('user operations (ERC-4337)', () => {
     const input = encodeFunctionData({
       abi: entryPoint07Abi,
       functionName: 'handleOps',
-      args: [[packed(ACCOUNT_A, 1n, withSuffix(['agent_a'])), packed(ACCOUNT_B, 7n, EXECUTE), packed(ACCOUNT_B, 8n, withSuffix(['agent_b', 'wallet_x']))], BUNDLER],
+      args: [
+        [packed(ACCOUNT_A, 1n, withSuffix(['agent_a'])), packed(ACCOUNT_B, 7n, EXECUTE), packed(ACCOUNT_B, 8n, withSuffix(['agent_b', 'wallet_x']))],
+        BUNDLER,
+      ],
     })
     const receipt = {
       gasUsed: '0x30d40',
-      logs: [operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 90_000n), operationEvent(entryPoint07Address, ACCOUNT_B, 7n, true, 40_000n), operationEvent(entryPoint07Address, ACCOUNT_B, 8n, false, 60_000n)],
+      logs: [
+        operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 90_000n),
+        operationEvent(entryPoint07Address, ACCOUNT_B, 7n, true, 40_000n),
+        operationEvent(entryPoint07Address, ACCOUNT_B, 8n, false, 60_000n),
+      ],
     }
     const actions = attributedActions({ from: BUNDLER, to: entryPoint07Address, input, value: '0x0' }, receipt)
-    expect(actions.map(({ kind, operationIndex, sender, gasUsed, success, attribution }) => ({ kind, operationIndex, sender, gasUsed, success, codes: attribution.codes }))).toEqual([
+    expect(
+      actions.map(({ kind, operationIndex, sender, gasUsed, success, attribution }) => ({
+        kind,
+        operationIndex,
+        sender,
+        gasUsed,
+        success,
+        codes: attribution.codes,
+      })),
+    ).toEqual([
       { kind: 'userOperation', operationIndex: 0, sender: ACCOUNT_A, gasUsed: 90_000n, success: true, codes: ['agent_a'] },
       // An operation whose call reverted still spent its gas under its code.
       { kind: 'userOperation', operationIndex: 2, sender: ACCOUNT_B, gasUsed: 60_000n, success: false, codes: ['agent_b', 'wallet_x'] },
@@ -71,7 +95,10 @@ describe('user operations (ERC-4337)', () => {
   test('a bundle with a suffix of its own: the bundler is attributed too, and the operations apart', () => {
     const calldata = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [[packed(ACCOUNT_A, 1n, withSuffix(['agent_a']))], BUNDLER] })
     const input = concat([calldata, attributionSuffix(['bundler_co'])])
-    const actions = attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, { gasUsed: 100_000n, logs: [operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 80_000n)] })
+    const actions = attributedActions(
+      { from: BUNDLER, to: entryPoint07Address, input },
+      { gasUsed: 100_000n, logs: [operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 80_000n)] },
+    )
     expect(actions.map(({ kind, sender, gasUsed, attribution }) => [kind, sender, gasUsed, attribution.codes])).toEqual([
       ['transaction', BUNDLER, 100_000n, ['bundler_co']],
       ['userOperation', ACCOUNT_A, 80_000n, ['agent_a']],
@@ -80,11 +107,18 @@ describe('user operations (ERC-4337)', () => {
 
   test('EntryPoint v0.6 (unpacked operations) and v0.8 handleAggregatedOps decode the same way', () => {
     const v06 = encodeFunctionData({ abi: entryPoint06Abi, functionName: 'handleOps', args: [[unpacked(ACCOUNT_A, 3n, withSuffix(['six']))], BUNDLER] })
-    expect(attributedActions({ from: BUNDLER, to: entryPoint06Address, input: v06 }, { logs: [operationEvent(entryPoint06Address, ACCOUNT_A, 3n, true, 1n)] }).map((action) => action.attribution.codes)).toEqual([['six']])
+    expect(
+      attributedActions({ from: BUNDLER, to: entryPoint06Address, input: v06 }, { logs: [operationEvent(entryPoint06Address, ACCOUNT_A, 3n, true, 1n)] }).map(
+        (action) => action.attribution.codes,
+      ),
+    ).toEqual([['six']])
     const v08 = encodeFunctionData({
       abi: entryPoint08Abi,
       functionName: 'handleAggregatedOps',
-      args: [[{ userOps: [packed(ACCOUNT_A, 1n, withSuffix(['eight'])), packed(ACCOUNT_B, 2n, withSuffix(['eight']))], aggregator: ACCOUNT_B, signature: '0x' }], BUNDLER],
+      args: [
+        [{ userOps: [packed(ACCOUNT_A, 1n, withSuffix(['eight'])), packed(ACCOUNT_B, 2n, withSuffix(['eight']))], aggregator: ACCOUNT_B, signature: '0x' }],
+        BUNDLER,
+      ],
     })
     expect(decodeUserOperations(ENTRY_POINTS[2], v08).map((operation) => [operation.index, operation.sender, operation.nonce])).toEqual([
       [0, ACCOUNT_A, 1n],
@@ -114,11 +148,15 @@ describe('user operations (ERC-4337)', () => {
     for (const input of hostile) expect(attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, null)).toEqual([])
     expect(userOperationDecodeFailures.calldata).toBeGreaterThanOrEqual(before + hostile.length)
     const { body } = await createMetrics().scrape()
-    expect(Number(body.match(/^flashgate_attribution_user_operation_decode_failures_total\{part="calldata"\} (\d+)$/m)?.[1])).toBeGreaterThanOrEqual(before + hostile.length)
+    expect(Number(body.match(/^flashgate_attribution_user_operation_decode_failures_total\{part="calldata"\} (\d+)$/m)?.[1])).toBeGreaterThanOrEqual(
+      before + hostile.length,
+    )
     // A bogus suffix inside an operation (a marker with impossible lengths) attributes nothing.
     const bogus = concat([EXECUTE, '0xff01', '0x00', '0x80218021802180218021802180218021'])
     const input = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [[packed(ACCOUNT_A, 1n, bogus)], BUNDLER] })
-    expect(attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, { logs: [operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 1n)] })).toEqual([])
+    expect(
+      attributedActions({ from: BUNDLER, to: entryPoint07Address, input }, { logs: [operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 1n)] }),
+    ).toEqual([])
     // A UserOperationEvent whose data does not decode: the operation has no outcome (not attributed), and it is counted.
     const events = userOperationDecodeFailures.events
     const truncated = { ...operationEvent(entryPoint07Address, ACCOUNT_A, 1n, true, 1n), data: '0x01' as Hex }
@@ -136,7 +174,8 @@ describe('user operations (ERC-4337)', () => {
     const entryPoints = parseEntryPoints(`0.7=${elsewhere}`)
     expect(entryPoints.map(({ version, address }) => [version, address])).toEqual([['0.7', elsewhere]])
     const input = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [[packed(ACCOUNT_A, 1n, withSuffix(['agent_a']))], BUNDLER] })
-    const at = (to: Address) => attributedActions({ from: BUNDLER, to, input }, { gasUsed: 100_000n, logs: [operationEvent(to, ACCOUNT_A, 1n, true, 80_000n)] }, entryPoints)
+    const at = (to: Address) =>
+      attributedActions({ from: BUNDLER, to, input }, { gasUsed: 100_000n, logs: [operationEvent(to, ACCOUNT_A, 1n, true, 80_000n)] }, entryPoints)
     expect(at(elsewhere).map(({ kind, sender, gasUsed }) => [kind, sender, gasUsed])).toEqual([['userOperation', ACCOUNT_A, 80_000n]])
     expect(at(entryPoint07Address)).toEqual([])
     expect(parseEntryPoints('canonical')).toEqual([...ENTRY_POINTS])

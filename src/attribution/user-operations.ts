@@ -27,7 +27,10 @@ export function parseEntryPoints(setting: string): EntryPoint[] {
   return setting.split(',').map((item) => {
     const [version, address, extra] = item.trim().split('=')
     const known = ENTRY_POINTS.find((entryPoint) => entryPoint.version === version?.trim())
-    if (known === undefined || extra !== undefined) throw new RangeError(`${JSON.stringify(item.trim())} is not version=address with a version of ${ENTRY_POINTS.map((entryPoint) => entryPoint.version).join(', ')}`)
+    if (known === undefined || extra !== undefined)
+      throw new RangeError(
+        `${JSON.stringify(item.trim())} is not version=address with a version of ${ENTRY_POINTS.map((entryPoint) => entryPoint.version).join(', ')}`,
+      )
     if (!isAddress(address?.trim() ?? '', { strict: false })) throw new RangeError(`${JSON.stringify(address ?? '')} is not an address`)
     return { ...known, address: address!.trim() as Address } as EntryPoint
   })

@@ -23,12 +23,18 @@ const nonEmpty = (value: string | undefined) => (value === '' ? undefined : valu
  * PGlite directory — or, when nothing holds that one and a running `flashgate dev` holds its own, the dev
  * database (what someone running `npm start` means). `note` says how to reach the other one.
  */
-export function chooseDatabase(flags: Record<string, string | undefined>, env: Record<string, string | undefined>): { databaseUrl: string; note: string | null } {
+export function chooseDatabase(
+  flags: Record<string, string | undefined>,
+  env: Record<string, string | undefined>,
+): { databaseUrl: string; note: string | null } {
   const given = nonEmpty(flags['database-url']) ?? nonEmpty(env.DATABASE_URL)
   if (given !== undefined) return { databaseUrl: given, note: null }
   const dev = directoryHolder(pgliteDirectory(DEV_DATABASE_DIR)!)
   if (dev === null) return { databaseUrl: DEFAULT_DATABASE_URL, note: null }
   if (directoryHolder(pgliteDirectory(DEFAULT_DATABASE_URL)!) === null)
-    return { databaseUrl: DEV_DATABASE_DIR, note: `the running flashgate dev's, as nothing runs on the default ${DEFAULT_DATABASE_URL}: --database-url ${DEFAULT_DATABASE_URL} for that one` }
+    return {
+      databaseUrl: DEV_DATABASE_DIR,
+      note: `the running flashgate dev's, as nothing runs on the default ${DEFAULT_DATABASE_URL}: --database-url ${DEFAULT_DATABASE_URL} for that one`,
+    }
   return { databaseUrl: DEFAULT_DATABASE_URL, note: `the default: --database-url ${DEV_DATABASE_DIR} for the running flashgate dev's (pid ${dev.pid})` }
 }

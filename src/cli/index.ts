@@ -73,12 +73,13 @@ function readFlags(argv: string[]) {
       i++
     } else args.push(arg)
   }
-  let parsed
+  let parsed: ReturnType<typeof parseArgs<{ args: string[]; allowPositionals: true; strict: true; options: typeof FLAG_OPTIONS }>>
   try {
     parsed = parseArgs({ args, allowPositionals: true, strict: true, options: FLAG_OPTIONS })
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException
-    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new CommandLineError(`unknown option ${/'([^']+)'/.exec(message)?.[1] ?? ''} (flashgate --help lists them)`)
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION')
+      throw new CommandLineError(`unknown option ${/'([^']+)'/.exec(message)?.[1] ?? ''} (flashgate --help lists them)`)
     if (code?.startsWith('ERR_PARSE_ARGS_')) throw new CommandLineError(message.split('\n')[0]!)
     throw error
   }
@@ -219,7 +220,7 @@ function feedFormatLabel(format: FeedFormat): string {
  * checkout is refused before it deletes anything; the lock then passes to the gateway that opens the directory.
  */
 function wipeDevDatabase() {
-  let lock
+  let lock: ReturnType<typeof lockDirectory>
   try {
     lock = lockDirectory(DEV_DATABASE_DIR, 'dev')
   } catch (error) {
@@ -265,7 +266,9 @@ async function dev(flags: Record<string, string | undefined>) {
         'log-level': logLevel,
         // The demo traffic deploys a registry there (src/devnet/registry-contract.ts); a load profile does not.
         'builder-code-registry':
-          nonEmpty(flags['builder-code-registry']) ?? nonEmpty(process.env.BUILDER_CODE_REGISTRY) ?? (devConfig.profile === 'none' ? DEVNET_REGISTRY_ADDRESS : 'off'),
+          nonEmpty(flags['builder-code-registry']) ??
+          nonEmpty(process.env.BUILDER_CODE_REGISTRY) ??
+          (devConfig.profile === 'none' ? DEVNET_REGISTRY_ADDRESS : 'off'),
       },
       process.env,
     )
@@ -287,7 +290,7 @@ async function dev(flags: Record<string, string | undefined>) {
         `  dedicated    ${gateway.url}/rpc/${key}   (a dev API key: every method, no rate limit)`,
         `  GraphQL      ${gateway.url}/graphql (GraphiQL in a browser)`,
         `  health       ${gateway.url}/healthz  ${gateway.url}/readyz  ${gateway.url}/metrics`,
-        `  dashboard    ${gateway.url}/dashboard (builder-code analytics; ${devConfig.profile === 'none' ? 'the demo agents send with their codes' : 'a tenth of the profile\'s transactions carry builder codes'})`,
+        `  dashboard    ${gateway.url}/dashboard (builder-code analytics; ${devConfig.profile === 'none' ? 'the demo agents send with their codes' : "a tenth of the profile's transactions carry builder codes"})`,
         `  devnet       ${chain.rpcUrl} (send transactions here; ${devConfig.blockTime}s blocks, ${devConfig.profile === 'none' ? 'demo traffic' : `load profile ${devConfig.profile}`})`,
         `  flashblocks  ${chain.flashblocksUrl} (${feedFormatLabel(devConfig.feedFormat)})`,
         `  database     ${describeDatabaseUrl(config.databaseUrl)}${databaseUrl === undefined ? ' (flashgate keys finds it while this runs)' : ''}`,

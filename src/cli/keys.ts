@@ -18,7 +18,11 @@ const keyOptions = z.object({
     .string({ error: 'is required' })
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { error: 'must be 1 to 64 letters, digits, dots, dashes or underscores' }),
   policy: z.enum(API_KEY_POLICIES, { error: `must be one of ${API_KEY_POLICIES.join(', ')}` }).default('dedicated'),
-  rate: z.coerce.number({ error: 'must be a number' }).int({ error: 'must be a whole number' }).min(0, { error: 'must not be negative' }).default(DEFAULT_KEY_RATE_LIMIT),
+  rate: z.coerce
+    .number({ error: 'must be a number' })
+    .int({ error: 'must be a whole number' })
+    .min(0, { error: 'must not be negative' })
+    .default(DEFAULT_KEY_RATE_LIMIT),
 })
 
 /** Where `keys` reads and writes keys: the database itself, or the running gateway that holds it. */

@@ -122,17 +122,19 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
     sharePending(state: PendingState): { state: PendingState; hydrate: Hydrate } {
       let current: Hydrate | null = null
       const shared = new Map<string, Promise<UpstreamReceipt[]>>()
-      const hydrateOnce = (inner: Hydrate): Hydrate => (hashes, options) => {
-        const key = hashes.join()
-        let receipts = shared.get(key)
-        if (receipts === undefined) {
-          receipts = inner(hashes, options)
-          shared.set(key, receipts)
-          const forget = () => setTimeout(() => shared.delete(key), HYDRATION_SHARED_MS).unref()
-          receipts.then(forget, forget)
+      const hydrateOnce =
+        (inner: Hydrate): Hydrate =>
+        (hashes, options) => {
+          const key = hashes.join()
+          let receipts = shared.get(key)
+          if (receipts === undefined) {
+            receipts = inner(hashes, options)
+            shared.set(key, receipts)
+            const forget = () => setTimeout(() => shared.delete(key), HYDRATION_SHARED_MS).unref()
+            receipts.then(forget, forget)
+          }
+          return receipts
         }
-        return receipts
-      }
       const relayed = new Proxy(state, {
         get(target, key) {
           if (key === 'apply')

@@ -31,7 +31,8 @@ export function workerCount(config: ServeConfig): number {
   if (config.workers === undefined) return shareable ? availableParallelism() : 1
   if (config.workers > 1 && !isPostgresUrl(config.databaseUrl))
     throw new ConfigError('invalid configuration: --workers above 1 needs a Postgres database (PGlite is one process)')
-  if (config.workers > 1 && config.role === 'ingest') throw new ConfigError('invalid configuration: --workers is for serving processes; --role ingest serves no APIs')
+  if (config.workers > 1 && config.role === 'ingest')
+    throw new ConfigError('invalid configuration: --workers is for serving processes; --role ingest serves no APIs')
   return config.workers
 }
 

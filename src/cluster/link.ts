@@ -56,7 +56,10 @@ export function createClusterLink({
     workerId,
     events,
     /** Asks the primary; rejects if it does not answer within REQUEST_TIMEOUT_MS. */
-    request<operation extends ClusterOperation>(operation: operation, ...args: ClusterOperations[operation]['args']): Promise<ClusterOperations[operation]['result']> {
+    request<operation extends ClusterOperation>(
+      operation: operation,
+      ...args: ClusterOperations[operation]['args']
+    ): Promise<ClusterOperations[operation]['result']> {
       const id = nextId++
       const timeoutMs = TIMEOUT_MS_BY_OPERATION[operation] ?? REQUEST_TIMEOUT_MS
       return new Promise((resolve, reject) => {

@@ -6,7 +6,7 @@ describe('codecs', () => {
   test('quantity accepts 0x-prefixed hex and rejects empty, unprefixed and non-hex values', () => {
     expect(quantity.parse('0x0')).toBe(0n)
     expect(quantity.parse('0x1f')).toBe(31n)
-    for (const bad of ['0x', '1f', '0xzz', 12, '0x' + 'f'.repeat(65)]) expect(quantity.safeParse(bad).success).toBe(false)
+    for (const bad of ['0x', '1f', '0xzz', 12, `0x${'f'.repeat(65)}`]) expect(quantity.safeParse(bad).success).toBe(false)
   })
 
   test('address is normalised to lower case and must be 20 bytes', () => {

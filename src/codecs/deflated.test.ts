@@ -6,7 +6,8 @@ import { adler32, adler32Combine, type DeflatedText, deflateOpen, inflateAny, zl
 /** zlib's own Adler-32 of `bytes`: the last four bytes of its zlib stream. */
 const zlibAdler32 = (bytes: Buffer) => deflateSync(bytes, { level: 0 }).readUInt32BE(deflateSync(bytes, { level: 0 }).length - 4)
 
-const json = (count: number) => Buffer.from(JSON.stringify(Array.from({ length: count }, (_, index) => ({ index, data: `0x${randomBytes(40).toString('hex')}` }))))
+const json = (count: number) =>
+  Buffer.from(JSON.stringify(Array.from({ length: count }, (_, index) => ({ index, data: `0x${randomBytes(40).toString('hex')}` }))))
 
 describe('Adler-32', () => {
   test.each([0, 1, 100, 5_551, 5_552, 5_553, 70_000, 300_000])('equals zlib on %i random bytes, including bytes of 0xff', (length) => {
@@ -17,7 +18,13 @@ describe('Adler-32', () => {
   })
 
   test('combining two checksums equals the checksum of the joined bytes, and continuing equals both', () => {
-    for (const [first, second] of [[0, 10], [10, 0], [3, 70_000], [70_000, 65_521], [200_000, 131_042]] as const) {
+    for (const [first, second] of [
+      [0, 10],
+      [10, 0],
+      [3, 70_000],
+      [70_000, 65_521],
+      [200_000, 131_042],
+    ] as const) {
       const a = Buffer.alloc(first, 0xff)
       const b = randomBytes(second)
       const whole = zlibAdler32(Buffer.concat([a, b]))
@@ -39,12 +46,26 @@ describe('open DEFLATE streams spliced into one zlib stream', () => {
   })
 
   test('plain parts of any size around open streams inflate to the joined text, checksum verified by zlib', () => {
-    const parts: (Buffer | DeflatedText)[] = [Buffer.from('{"jsonrpc":"2.0","id":'), Buffer.alloc(140_000, 0x31), Buffer.from(',"result":'), deflateOpen(json(300), 6), Buffer.from(','), deflateOpen(json(1), 1), deflateOpen('', 6), Buffer.from('}')]
+    const parts: (Buffer | DeflatedText)[] = [
+      Buffer.from('{"jsonrpc":"2.0","id":'),
+      Buffer.alloc(140_000, 0x31),
+      Buffer.from(',"result":'),
+      deflateOpen(json(300), 6),
+      Buffer.from(','),
+      deflateOpen(json(1), 1),
+      deflateOpen('', 6),
+      Buffer.from('}'),
+    ]
     const plain = Buffer.concat(parts.map((part) => (Buffer.isBuffer(part) ? part : inflateAny(part.stream))))
     expect(inflateSync(zlibStream(parts))).toEqual(plain)
     // Ending on an open stream, and with no parts at all.
     const upToOpen = parts.slice(0, 4)
-    expect(inflateSync(zlibStream(upToOpen))).toEqual(plain.subarray(0, upToOpen.reduce((length, part) => length + part.length, 0)))
+    expect(inflateSync(zlibStream(upToOpen))).toEqual(
+      plain.subarray(
+        0,
+        upToOpen.reduce((length, part) => length + part.length, 0),
+      ),
+    )
     expect(inflateSync(zlibStream([]))).toEqual(Buffer.alloc(0))
   })
 

@@ -6,7 +6,6 @@ import { type Address, type Hash, type Hex, checksumAddress } from 'viem'
 import { z } from 'zod'
 import { isAttributionCode } from '../attribution/index.js'
 
-const MAX_UINT64 = 2n ** 64n - 1n
 const MAX_UINT256 = 2n ** 256n - 1n
 
 export const BLOCK_TAGS = ['latest', 'pending', 'safe', 'finalized', 'earliest'] as const
@@ -46,8 +45,7 @@ function fixedHexProblem(value: string, bytes: number, typeName: string, what: s
 function fixedHex<type extends Hex>(bytes: number, typeName: string, what: string) {
   return z
     .string({
-      error: (issue) =>
-        issue.input === undefined ? MISSING_ARGUMENT : `expected a 0x-prefixed ${bytes}-byte hex ${what}, got ${describeType(issue.input)}`,
+      error: (issue) => (issue.input === undefined ? MISSING_ARGUMENT : `expected a 0x-prefixed ${bytes}-byte hex ${what}, got ${describeType(issue.input)}`),
     })
     .superRefine((value, context) => {
       const problem = fixedHexProblem(value, bytes, typeName, what)
@@ -64,10 +62,7 @@ export const hash = fixedHex<Hash>(32, 'common.Hash', 'hash')
 
 export const blockTag = z.enum(BLOCK_TAGS, { error: `expected one of ${BLOCK_TAGS.join(', ')}` })
 
-export type BlockSelector =
-  | { kind: 'tag'; tag: BlockTag }
-  | { kind: 'number'; number: bigint }
-  | { kind: 'hash'; hash: Hash; requireCanonical: boolean }
+export type BlockSelector = { kind: 'tag'; tag: BlockTag } | { kind: 'number'; number: bigint } | { kind: 'hash'; hash: Hash; requireCanonical: boolean }
 
 /** geth keeps block numbers in an `int64` (rpc/types.go); anything above is refused with -32602. */
 const MAX_BLOCK_NUMBER = 2n ** 63n - 1n
@@ -103,7 +98,8 @@ function parseBlockArgument(input: unknown): Parsed<BlockSelector> {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return parseNumberOrTag(input, 'blocknumber too high')
   const object = input as Record<string, unknown>
   const unknownKey = Object.keys(object).find((key) => key !== 'blockHash' && key !== 'blockNumber' && key !== 'requireCanonical')
-  if (unknownKey !== undefined) return { problem: `unknown field ${JSON.stringify(unknownKey)} in block argument, expected blockHash, blockNumber or requireCanonical` }
+  if (unknownKey !== undefined)
+    return { problem: `unknown field ${JSON.stringify(unknownKey)} in block argument, expected blockHash, blockNumber or requireCanonical` }
   if (object.blockHash !== undefined && object.blockNumber !== undefined)
     return { problem: 'cannot specify both BlockHash and BlockNumber, choose one or the other' }
   if (object.requireCanonical !== undefined && typeof object.requireCanonical !== 'boolean')
@@ -157,16 +153,18 @@ const MAX_TOPIC_POSITIONS = 4
 export const MAX_FILTER_ADDRESSES = 1_000
 export const MAX_TOPIC_ALTERNATIVES = 1_000
 
-const topicPosition = z.union([
-  z.null(),
-  hash,
-  z.array(hash.nullable()).max(MAX_TOPIC_ALTERNATIVES, { error: `too many topic alternatives: at most ${MAX_TOPIC_ALTERNATIVES} per position` }),
-]).transform((value) => {
-  // `null`, `[]` and any array holding `null` all match every topic at this position.
-  if (value === null) return null
-  if (Array.isArray(value)) return value.length === 0 || value.includes(null) ? null : (value as Hash[])
-  return [value]
-})
+const topicPosition = z
+  .union([
+    z.null(),
+    hash,
+    z.array(hash.nullable()).max(MAX_TOPIC_ALTERNATIVES, { error: `too many topic alternatives: at most ${MAX_TOPIC_ALTERNATIVES} per position` }),
+  ])
+  .transform((value) => {
+    // `null`, `[]` and any array holding `null` all match every topic at this position.
+    if (value === null) return null
+    if (Array.isArray(value)) return value.length === 0 || value.includes(null) ? null : (value as Hash[])
+    return [value]
+  })
 
 /** `eth_getLogs` filter. https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
 export const logFilter = z
@@ -177,10 +175,7 @@ export const logFilter = z
       address: z
         .union([address, z.array(address).max(MAX_FILTER_ADDRESSES, { error: `too many addresses: at most ${MAX_FILTER_ADDRESSES} per filter` })])
         .nullish(),
-      topics: z
-        .array(topicPosition)
-        .max(MAX_TOPIC_POSITIONS, { error: 'exceed max topics' })
-        .nullish(),
+      topics: z.array(topicPosition).max(MAX_TOPIC_POSITIONS, { error: 'exceed max topics' }).nullish(),
       blockHash: hash.nullish(),
     },
     { error: 'expected a filter object' },
@@ -214,10 +209,7 @@ export type LogFilter = {
   addresses: Address[] | null
   /** Per position: `null` matches anything, otherwise any of the listed topics. */
   topics: (Hash[] | null)[]
-} & (
-  | { blockHash: Hash; fromBlock?: undefined; toBlock?: undefined }
-  | { blockHash?: undefined; fromBlock: BlockSelector; toBlock: BlockSelector }
-)
+} & ({ blockHash: Hash; fromBlock?: undefined; toBlock?: undefined } | { blockHash?: undefined; fromBlock: BlockSelector; toBlock: BlockSelector })
 
 export function toQuantity(value: bigint | number): Hex {
   return `0x${value.toString(16)}`

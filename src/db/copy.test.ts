@@ -8,8 +8,18 @@ const testDb = useTestDb()
 
 /** Wei amounts at the edges of numeric's base-10,000 digits, zero groups in the middle and at the end. */
 const AMOUNTS = [
-  0n, 1n, 9_999n, 10_000n, 10_001n, 100_000_000n, 1_000_000_000_000_000_000n, 1_000_000_007_000_000_000n,
-  123_456_789_012_345_678_901_234_567_890n, 2n ** 255n, 2n ** 256n - 1n, 10n ** 77n,
+  0n,
+  1n,
+  9_999n,
+  10_000n,
+  10_001n,
+  100_000_000n,
+  1_000_000_000_000_000_000n,
+  1_000_000_007_000_000_000n,
+  123_456_789_012_345_678_901_234_567_890n,
+  2n ** 255n,
+  2n ** 256n - 1n,
+  10n ** 77n,
 ]
 /** Block numbers and nonces around the 32-bit boundary, up to the largest safe integer. */
 const COUNTS = [0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 1_700_000_000_123, Number.MAX_SAFE_INTEGER]
@@ -35,13 +45,15 @@ describe('binary COPY', () => {
       select block_number::text, balance::text, balance_before::text, nonce::text, nonce_before::text
       from ${schema.accountChanges} order by ${schema.accountChanges.blockNumber}`)
     expect(stored).toEqual(
-      rows.toSorted((left, right) => left.blockNumber - right.blockNumber).map((row) => ({
-        block_number: String(row.blockNumber),
-        balance: row.balance,
-        balance_before: row.balanceBefore,
-        nonce: String(row.nonce),
-        nonce_before: String(row.nonceBefore),
-      })),
+      rows
+        .toSorted((left, right) => left.blockNumber - right.blockNumber)
+        .map((row) => ({
+          block_number: String(row.blockNumber),
+          balance: row.balance,
+          balance_before: row.balanceBefore,
+          nonce: String(row.nonce),
+          nonce_before: String(row.nonceBefore),
+        })),
     )
   })
 

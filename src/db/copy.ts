@@ -185,9 +185,7 @@ function encodeBinary(columns: [string, PgColumn][], rows: Record<string, unknow
 
 /** Escapes a value for COPY's text format: backslash, tab, newline and carriage return are special. */
 function escapeText(value: string): string {
-  return /[\\\t\n\r]/.test(value)
-    ? value.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r')
-    : value
+  return /[\\\t\n\r]/.test(value) ? value.replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r') : value
 }
 
 function encodeTextValue(value: unknown): string {

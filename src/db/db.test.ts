@@ -21,9 +21,7 @@ describe(`createDb (${process.env.DATABASE_URL ? 'Postgres' : 'PGlite'})`, () =>
     await db.close()
     db = await createDb({ databaseUrl: database.databaseUrl })
     const tables = await db.query<{ name: string }>(sql`select table_name as name from information_schema.tables where table_schema = 'public' order by 1`)
-    expect(tables.map((table) => table.name)).toEqual(
-      expect.arrayContaining(['account_changes', 'blocks', 'logs', 'receipts', 'sync_state', 'transactions']),
-    )
+    expect(tables.map((table) => table.name)).toEqual(expect.arrayContaining(['account_changes', 'blocks', 'logs', 'receipts', 'sync_state', 'transactions']))
     // Reads write nothing: upstream state read through is kept in memory (resolvers/accounts.ts), not in a table.
     expect(tables.map((table) => table.name)).not.toContain('account_reads')
   })
@@ -32,7 +30,10 @@ describe(`createDb (${process.env.DATABASE_URL ? 'Postgres' : 'PGlite'})`, () =>
     const awkward = { text: 'tab\there\nnewline \\ backslash "quote" \u00e9 \u2603', nested: [1, null, { a: '\r' }] }
     await db.copyInTransaction(
       [
-        { table: schema.blocks, rows: [{ number: 7, hash: hexToBytea(`0x${'07'.repeat(32)}`), parentHash: new Uint8Array(32), timestamp: 1_700_000_000, header: awkward }] },
+        {
+          table: schema.blocks,
+          rows: [{ number: 7, hash: hexToBytea(`0x${'07'.repeat(32)}`), parentHash: new Uint8Array(32), timestamp: 1_700_000_000, header: awkward }],
+        },
         {
           table: schema.logs,
           rows: [0, 1].map((logIndex) => ({
@@ -52,7 +53,9 @@ describe(`createDb (${process.env.DATABASE_URL ? 'Postgres' : 'PGlite'})`, () =>
         },
         {
           table: schema.accountChanges,
-          rows: [{ address: hexToBytea(`0x${'5c'.repeat(20)}`), blockNumber: 7, balanceBefore: '0', nonceBefore: 0, balance: (2n ** 255n).toString(), nonce: 3 }],
+          rows: [
+            { address: hexToBytea(`0x${'5c'.repeat(20)}`), blockNumber: 7, balanceBefore: '0', nonceBefore: 0, balance: (2n ** 255n).toString(), nonce: 3 },
+          ],
         },
       ],
       [sql`insert into ${schema.syncState} (key, value) values ('probe', '1'::jsonb)`],

@@ -46,11 +46,7 @@ export type ChainListener = { close(): Promise<void> }
  *
  * `null` for PGlite: it belongs to one process, whose ingester tells its readers directly.
  */
-export function listenForChainChanges(options: {
-  databaseUrl: string
-  onChange(change: ChainChange): void
-  logger: Logger
-}): ChainListener | null {
+export function listenForChainChanges(options: { databaseUrl: string; onChange(change: ChainChange): void; logger: Logger }): ChainListener | null {
   const { databaseUrl, onChange, logger } = options
   if (!isPostgresUrl(databaseUrl)) return null
   let session: postgres.Sql | null = null

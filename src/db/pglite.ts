@@ -38,7 +38,9 @@ export async function openPglite(config: DbConfig): Promise<Db> {
         for (const batch of batches) {
           if (batch.rows.length === 0) continue
           const { tableName, columns, format, payload } = encodeCopy(batch)
-          await tx.query(`copy ${tableName} (${columns}) from '/dev/blob' with (format ${format})`, [], { blob: new Blob([payload as Uint8Array<ArrayBuffer>]) })
+          await tx.query(`copy ${tableName} (${columns}) from '/dev/blob' with (format ${format})`, [], {
+            blob: new Blob([payload as Uint8Array<ArrayBuffer>]),
+          })
         }
         for (const statement of statements) {
           const query = dialect.sqlToQuery(statement)

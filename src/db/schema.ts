@@ -1,18 +1,5 @@
 import { sql } from 'drizzle-orm'
-import {
-  bigint,
-  customType,
-  index,
-  integer,
-  json,
-  jsonb,
-  numeric,
-  pgTable,
-  primaryKey,
-  serial,
-  text,
-  uniqueIndex,
-} from 'drizzle-orm/pg-core'
+import { bigint, customType, index, integer, json, jsonb, numeric, pgTable, primaryKey, serial, text, uniqueIndex } from 'drizzle-orm/pg-core'
 
 /**
  * Hashes, addresses, topics and calldata are stored as raw bytes: half the size of hex text and cheaper to
@@ -182,9 +169,7 @@ export const SYNC_KEYS = {
 export const syncState = pgTable('sync_state', {
   key: text('key').primaryKey(),
   value: jsonb('value').notNull(),
-  updatedAt: bigint('updated_at', { mode: 'number' })
-    .notNull()
-    .default(sql`(extract(epoch from now()) * 1000)::bigint`),
+  updatedAt: bigint('updated_at', { mode: 'number' }).notNull().default(sql`(extract(epoch from now()) * 1000)::bigint`),
 })
 
 /**
@@ -196,9 +181,7 @@ export const builderCodes = pgTable(
   {
     code: text('code').primaryKey(),
     wallet: bytea('wallet').notNull(),
-    createdAt: bigint('created_at', { mode: 'number' })
-      .notNull()
-      .default(sql`(extract(epoch from now()) * 1000)::bigint`),
+    createdAt: bigint('created_at', { mode: 'number' }).notNull().default(sql`(extract(epoch from now()) * 1000)::bigint`),
   },
   (t) => [uniqueIndex('builder_codes_wallet_idx').on(t.wallet)],
 )
@@ -256,9 +239,7 @@ export const apiKeys = pgTable(
     policy: text('policy').notNull(),
     /** Requests per second the key may make; 0 for no limit. */
     rateLimit: integer('rate_limit').notNull(),
-    createdAt: bigint('created_at', { mode: 'number' })
-      .notNull()
-      .default(sql`(extract(epoch from now()) * 1000)::bigint`),
+    createdAt: bigint('created_at', { mode: 'number' }).notNull().default(sql`(extract(epoch from now()) * 1000)::bigint`),
     revokedAt: bigint('revoked_at', { mode: 'number' }),
   },
   (t) => [uniqueIndex('api_keys_key_hash_idx').on(t.keyHash), uniqueIndex('api_keys_name_idx').on(t.name)],

@@ -82,4 +82,3 @@ export function pgliteDirectory(url: string): string | null {
   if (isPostgresUrl(url) || url === 'memory://') return null
   return resolve(url.replace(/^file:\/\//, ''))
 }
-

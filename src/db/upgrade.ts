@@ -27,7 +27,9 @@ const UPGRADE_LOCK_ID = 0x666c7570
 export type UpgradeProgress = NonNullable<DbConfig['upgradeProgress']>
 
 export async function upgradeStorage(db: DbSession, progress: UpgradeProgress = () => {}): Promise<void> {
-  const [marker] = await db.query<{ value: unknown }>(sql`select ${syncState.value} as value from ${syncState} where ${syncState.key} = ${SYNC_KEYS.storageVersion}`)
+  const [marker] = await db.query<{ value: unknown }>(
+    sql`select ${syncState.value} as value from ${syncState} where ${syncState.key} = ${SYNC_KEYS.storageVersion}`,
+  )
   if (marker !== undefined && Number(marker.value) >= STORAGE_VERSION) return
   const [range] = await db.query<{ first: string | null; last: string | null }>(
     sql`select min(${blocks.number})::text as first, max(${blocks.number})::text as last from ${blocks}`,
@@ -73,7 +75,9 @@ async function upgradeTransactions(session: Session, from: number, to: number): 
     await session.query(sql`insert into ${blockTransactions} (block_number, deflated, plain_length, adler32, segment_offsets)
       values (${Number(number)}, ${stream}, ${length}, ${adler32}, ${`{${offsets.join(',')}}`}::int[])`)
   }
-  await session.query(sql`update ${transactions} set body = null where ${transactions.blockNumber} between ${from} and ${to} and ${transactions.body} is not null`)
+  await session.query(
+    sql`update ${transactions} set body = null where ${transactions.blockNumber} between ${from} and ${to} and ${transactions.body} is not null`,
+  )
 }
 
 async function upgradeReceipts(session: Session, from: number, to: number): Promise<void> {
@@ -85,7 +89,11 @@ async function upgradeReceipts(session: Session, from: number, to: number): Prom
   for (const { number, deflated } of missing) {
     const items =
       deflated === null
-        ? renderReceipts(await session.query<ReceiptJsonRow>(receiptJsonRows(sql`${receipts.blockNumber} = ${Number(number)}`, sql`${logs.blockNumber} = ${Number(number)}`)))
+        ? renderReceipts(
+            await session.query<ReceiptJsonRow>(
+              receiptJsonRows(sql`${receipts.blockNumber} = ${Number(number)}`, sql`${logs.blockNumber} = ${Number(number)}`),
+            ),
+          )
         : (JSON.parse(inflateAny(deflated).toString('utf8')) as unknown[]).map((receipt) => JSON.stringify(receipt))
     const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
     await session.query(sql`insert into ${blockReceipts} (block_number, deflated, plain_length, adler32, segment_offsets)

@@ -30,7 +30,11 @@ export function createAnvilClient(rpcUrl: string): AnvilClient {
     if (requests.length <= 1) return Promise.all(requests.map(forward))
     const answered: string[] = []
     try {
-      await pipeline(new URL(rpcUrl), requests.map((request) => JSON.stringify(request)), answered)
+      await pipeline(
+        new URL(rpcUrl),
+        requests.map((request) => JSON.stringify(request)),
+        answered,
+      )
     } catch {
       // The rest one at a time; a request that did reach anvil is answered "already imported".
     }

@@ -103,7 +103,7 @@ describe('startAnvil', () => {
     const anvil = await startAnvil({ noMining: true })
     try {
       const client = clientFor(anvil.rpcUrl)
-      const [from] = await client.request({ method: 'eth_accounts' } as never) as [string]
+      const [from] = (await client.request({ method: 'eth_accounts' } as never)) as [string]
       await client.request({ method: 'eth_sendTransaction', params: [{ from, to: from, value: '0x1' }] } as never)
       expect(await client.getBlockNumber({ cacheTime: 0 })).toBe(0n)
       await client.request({ method: 'evm_mine' } as never)

@@ -123,9 +123,13 @@ export const emptyRevert: AsmItem[] = [push(0), 'DUP1', 'REVERT']
 export function deployCode(runtimeCode: Hex): Hex {
   const runtimeSize = size(runtimeCode)
   const prefix: AsmItem[] = [
-    { push: numberToHex(runtimeSize, { size: 2 }) }, 'DUP1',
+    { push: numberToHex(runtimeSize, { size: 2 }) },
+    'DUP1',
     { push: numberToHex(0, { size: 2 }) }, // patched below: offset of the runtime
-    push(0), 'CODECOPY', push(0), 'RETURN',
+    push(0),
+    'CODECOPY',
+    push(0),
+    'RETURN',
   ]
   const prefixSize = prefix.reduce((sum, item) => sum + itemSize(item), 0)
   prefix[2] = { push: numberToHex(prefixSize, { size: 2 }) }

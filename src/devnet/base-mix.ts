@@ -25,7 +25,11 @@ export const BASE_MIX = {
 export type TransactionKind = keyof typeof BASE_MIX
 
 /** Hops of a swap and their odds: most swaps hit one pool, routed ones two or three. */
-const SWAP_HOPS: readonly (readonly [hops: number, weight: number])[] = [[1, 0.5], [2, 0.3], [3, 0.2]]
+const SWAP_HOPS: readonly (readonly [hops: number, weight: number])[] = [
+  [1, 0.5],
+  [2, 0.3],
+  [3, 0.2],
+]
 const BATCH_MIN_TRANSFERS = 10
 const BATCH_MAX_TRANSFERS = 25
 /** Share of transactions carrying an ERC-8021 builder-code suffix, and of those a wallet's code stacked after. */

@@ -12,7 +12,11 @@ const FRESH_ADDRESS: Address = '0x00000000000000000000000000000000000fa11e'
 const POLL_MS = 50
 
 async function rpc<T>(url: string, method: string, params: unknown[] = []): Promise<T> {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  })
   const body = (await response.json()) as { result?: T; error?: { message: string } }
   if (body.error) throw new Error(`${method}: ${body.error.message}`)
   return body.result as T
@@ -42,7 +46,8 @@ describe('debug_traceBlockByHash with the prestate diff tracer', () => {
     }
     while (Number(await rpc<Hex>(devnet.rpcUrl, 'eth_blockNumber')) < sealedIn + 1) await sleep(POLL_MS)
     // The set-up block (block 1, 405 transactions) is left out: anvil's own trace of it takes over ten seconds.
-    for (let number = 2; number <= sealedIn + 1; number++) blocks.push((await rpc<{ hash: Hash }>(devnet.rpcUrl, 'eth_getBlockByNumber', [numberToHex(number), false])).hash)
+    for (let number = 2; number <= sealedIn + 1; number++)
+      blocks.push((await rpc<{ hash: Hash }>(devnet.rpcUrl, 'eth_getBlockByNumber', [numberToHex(number), false])).hash)
   }, 60_000)
 
   afterAll(async () => {

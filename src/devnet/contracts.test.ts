@@ -74,9 +74,9 @@ describe('token contract', () => {
   })
 
   test('transfer of amount 0 reverts with "zero amount" and is mined with status 0 when sent with explicit gas', async () => {
-    await expect(
-      client.simulateContract({ abi: tokenAbi, address: token, functionName: 'transfer', args: [RECIPIENT, 0n], account: SENDER }),
-    ).rejects.toThrow(ZERO_AMOUNT_REASON)
+    await expect(client.simulateContract({ abi: tokenAbi, address: token, functionName: 'transfer', args: [RECIPIENT, 0n], account: SENDER })).rejects.toThrow(
+      ZERO_AMOUNT_REASON,
+    )
 
     const receipt = await send(encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, 0n] }), { gas: GAS })
     expect(receipt.status).toBe('reverted')

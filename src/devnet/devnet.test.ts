@@ -100,7 +100,9 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
     // A higher fee would make anvil's pool swap it in, and the sealed block would contradict the feed.
     // anvil checks it against the pre-confirmed state, so it refuses it in its own words.
     const replacement = await sign(2n, parseGwei('50'))
-    expect(BigInt(await rpc<Hex>('eth_blockNumber'))).toBeLessThan(BigInt((await rpc<{ blockNumber: Hex }>('eth_getTransactionReceipt', [original])).blockNumber))
+    expect(BigInt(await rpc<Hex>('eth_blockNumber'))).toBeLessThan(
+      BigInt((await rpc<{ blockNumber: Hex }>('eth_getTransactionReceipt', [original])).blockNumber),
+    )
     await expect(rpc('eth_sendRawTransaction', [replacement])).rejects.toThrow(/-32003 nonce too low/)
     await expect(rpc('eth_sendRawTransactionSync', [replacement])).rejects.toThrow(/-32003 nonce too low/)
     await waitFor(() => sealedIn(feed, original))
@@ -113,7 +115,15 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
     const account = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 8 })
     const chainId = Number(await rpc<Hex>('eth_chainId'))
     const nonce = Number(await rpc<Hex>('eth_getTransactionCount', [account.address, 'pending']))
-    const raw = await account.signTransaction({ chainId, nonce, to: accounts[9], value: 1n, gas: 21_000n, maxFeePerGas: parseGwei('10'), maxPriorityFeePerGas: 1n })
+    const raw = await account.signTransaction({
+      chainId,
+      nonce,
+      to: accounts[9],
+      value: 1n,
+      gas: 21_000n,
+      maxFeePerGas: parseGwei('10'),
+      maxPriorityFeePerGas: 1n,
+    })
     // Right after a block opens: the block seals ~1.8 s later.
     await waitFor(() => feed.frames.at(-1)?.message.index === 0)
     const sentAt = performance.now()
@@ -136,9 +146,19 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
     const chainId = Number(await rpc<Hex>('eth_chainId'))
     const nonce = Number(await rpc<Hex>('eth_getTransactionCount', [account.address, 'pending']))
     // A nonce gap: accepted into the pool, never included.
-    const raw = await account.signTransaction({ chainId, nonce: nonce + 1, to: accounts[9], value: 1n, gas: 21_000n, maxFeePerGas: parseGwei('10'), maxPriorityFeePerGas: 1n })
+    const raw = await account.signTransaction({
+      chainId,
+      nonce: nonce + 1,
+      to: accounts[9],
+      value: 1n,
+      gas: 21_000n,
+      maxFeePerGas: parseGwei('10'),
+      maxPriorityFeePerGas: 1n,
+    })
     const post = async (params: unknown[]) =>
-      (await (await fetch(devnet.rpcUrl, { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_sendRawTransactionSync', params }) })).json()) as { error?: { code: number; data?: unknown } }
+      (await (
+        await fetch(devnet.rpcUrl, { method: 'POST', body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_sendRawTransactionSync', params }) })
+      ).json()) as { error?: { code: number; data?: unknown } }
     const startedAt = performance.now()
     const { error } = await post([raw, '0x190']) // 400 ms
     expect(error).toMatchObject({ code: 4, data: keccak256(raw) })
@@ -222,9 +242,7 @@ function announces(message: FlashblockMessage, hash: Hash): boolean {
 /** True once the block holding `hash` has had its sealing flashblock. */
 function sealedIn(feed: Feed, hash: Hash): boolean {
   const announcing = feed.frames.find(({ message }) => announces(message, hash))?.message
-  return feed.frames.some(
-    ({ message }) => message.payload_id === announcing?.payload_id && message.index === TICKS_PER_BLOCK - 1,
-  )
+  return feed.frames.some(({ message }) => message.payload_id === announcing?.payload_id && message.index === TICKS_PER_BLOCK - 1)
 }
 
 async function connect(url: string): Promise<Feed> {

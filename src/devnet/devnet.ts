@@ -8,13 +8,7 @@ import type { JsonRpcRequest, JsonRpcResponse } from './anvil-client.js'
 import type { BaseContracts } from './base-mix.js'
 import { isBlockPrestateDiffTrace, traceBlockPrestateDiff } from './block-trace.js'
 import { type LoadProfile, type LoadProfileName, type LoadProfileStats, createBaseProfile } from './profile.js'
-import {
-  type Sequencer,
-  type SequencerOptions,
-  SEQUENCER_ANVIL_ARGS,
-  createSequencer,
-  ticksPerSlot,
-} from './sequencer.js'
+import { type Sequencer, type SequencerOptions, SEQUENCER_ANVIL_ARGS, createSequencer, ticksPerSlot } from './sequencer.js'
 
 export const DEFAULT_DEVNET_RPC_PORT = 8546
 export const DEFAULT_FLASHBLOCKS_PORT = 8547
@@ -112,8 +106,9 @@ export async function startDevnet(options: StartDevnetOptions = {}): Promise<Dev
     const { forward } = sequencer
     const anvilRpcUrl = anvil.rpcUrl
     // Block tracing in one pass (block-trace.ts): anvil's own takes seconds for a Base-sized block.
-    rpc = await startRpcServer(port, async (request) =>
-      (isBlockPrestateDiffTrace(request) ? await traceBlockPrestateDiff(request, anvilRpcUrl) : undefined) ?? forward(request),
+    rpc = await startRpcServer(
+      port,
+      async (request) => (isBlockPrestateDiffTrace(request) ? await traceBlockPrestateDiff(request, anvilRpcUrl) : undefined) ?? forward(request),
     )
     if (profileName === 'base') {
       const { profileSeed: seed, profileTransactionsPerBlock: transactionsPerBlock } = options

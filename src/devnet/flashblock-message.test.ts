@@ -86,7 +86,7 @@ describe('buildFlashblockMessage', () => {
     baseFeePerGas: '0xfa',
   } as unknown as RpcBlock<'latest', false>
 
-  test("current format (Base since Azul): the diff with blob_gas_used, metadata only block_number and access_list: null", () => {
+  test('current format (Base since Azul): the diff with blob_gas_used, metadata only block_number and access_list: null', () => {
     const message = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 3, block, transactions: ['0x02f86c'] })
     // Key order as Base sends it.
     expect(encodeFlashblock(message, { compress: false })).toBe(

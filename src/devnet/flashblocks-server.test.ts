@@ -41,9 +41,7 @@ async function start(plain: boolean): Promise<FlashblocksServer> {
 async function firstFrame(server: FlashblocksServer, send: () => void): Promise<Frame> {
   const socket = new WebSocket(server.url)
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject))
-  const frame = new Promise<Frame>((resolve) =>
-    socket.once('message', (data: Buffer, isBinary) => resolve({ isBinary, data })),
-  )
+  const frame = new Promise<Frame>((resolve) => socket.once('message', (data: Buffer, isBinary) => resolve({ isBinary, data })))
   send()
   const result = await frame
   socket.close()

@@ -23,7 +23,9 @@ describe('pool contract', () => {
     const wallet = createWalletClient({ transport, account: SENDER })
     tokenIn = await deployToken(wallet, client)
     tokenOut = await deployToken(wallet, client)
-    const deployed = await client.waitForTransactionReceipt({ hash: await wallet.deployContract({ abi: poolAbi, bytecode: POOL_DEPLOY_BYTECODE, chain: null }) })
+    const deployed = await client.waitForTransactionReceipt({
+      hash: await wallet.deployContract({ abi: poolAbi, bytecode: POOL_DEPLOY_BYTECODE, chain: null }),
+    })
     pool = getAddress(deployed.contractAddress!)
     send = async (to, data) => client.waitForTransactionReceipt({ hash: await wallet.sendTransaction({ to, data, gas: GAS, chain: null }) })
   })
@@ -42,7 +44,12 @@ describe('pool contract', () => {
     expect(receipt.status).toBe('success')
     expect(receipt.logs).toHaveLength(2 * LOGS_PER_HOP)
     expect(receipt.logs.map((log) => [log.address, log.topics[0]])).toEqual(
-      Array.from({ length: 2 }, () => [[tokenIn.toLowerCase(), TRANSFER_TOPIC], [tokenOut.toLowerCase(), TRANSFER_TOPIC], [pool.toLowerCase(), SYNC_TOPIC], [pool.toLowerCase(), SWAP_TOPIC]]).flat(),
+      Array.from({ length: 2 }, () => [
+        [tokenIn.toLowerCase(), TRANSFER_TOPIC],
+        [tokenOut.toLowerCase(), TRANSFER_TOPIC],
+        [pool.toLowerCase(), SYNC_TOPIC],
+        [pool.toLowerCase(), SWAP_TOPIC],
+      ]).flat(),
     )
     const abi = [...tokenAbi, ...poolAbi]
     const decoded = receipt.logs.map((log) => decodeEventLog({ abi, data: log.data, topics: log.topics }))

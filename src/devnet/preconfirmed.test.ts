@@ -113,7 +113,8 @@ describe('pre-confirmed answers (pending) equal the sealed ones', () => {
         // transfer(to, 0) reverts with Error("zero amount"); explicit gas keeps it from failing estimation.
         if (g % 3 === 1) sends.push(call(senders[(g + 3) % 4]!, encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [accounts[6]!, 0n] })))
         if (g % 3 === 2) sends.push(wallet.deployContract({ account: deployer, chain: null, abi: tokenAbi, bytecode: TOKEN_DEPLOY_BYTECODE, gas: DEPLOY_GAS }))
-        const fees = g % 2 === 0 ? { type: 'legacy' as const, gasPrice: parseGwei('3') } : { maxFeePerGas: parseGwei('5'), maxPriorityFeePerGas: BigInt(g) * 1_000_000n }
+        const fees =
+          g % 2 === 0 ? { type: 'legacy' as const, gasPrice: parseGwei('3') } : { maxFeePerGas: parseGwei('5'), maxPriorityFeePerGas: BigInt(g) * 1_000_000n }
         const raw = await local.signTransaction({ chainId, to: fresh[g + 1]!, value: 10n ** 12n, gas: 21_000n, nonce: localNonce++, ...fees })
         sends.push(rpc<Hash>('eth_sendRawTransaction', [raw]))
         const sent = await Promise.all(sends)
@@ -130,12 +131,20 @@ describe('pre-confirmed answers (pending) equal the sealed ones', () => {
     const sealedBlocks = new Map<bigint, Promise<[RawBlock<RawTransaction>, RawReceipt[]]>>()
     const sealed = (number: bigint) => {
       if (!sealedBlocks.has(number)) {
-        sealedBlocks.set(number, Promise.all([rpc<RawBlock<RawTransaction>>('eth_getBlockByNumber', [toHex(number), true]), rpc<RawReceipt[]>('eth_getBlockReceipts', [toHex(number)])]))
+        sealedBlocks.set(
+          number,
+          Promise.all([
+            rpc<RawBlock<RawTransaction>>('eth_getBlockByNumber', [toHex(number), true]),
+            rpc<RawReceipt[]>('eth_getBlockReceipts', [toHex(number)]),
+          ]),
+        )
       }
       return sealedBlocks.get(number)!
     }
     const finalReceipts = new Map(await Promise.all(hashes.map(async (hash) => [hash, await rpc<RawReceipt>('eth_getTransactionReceipt', [hash])] as const)))
-    const finalTransactions = new Map(await Promise.all(hashes.map(async (hash) => [hash, await rpc<RawTransaction>('eth_getTransactionByHash', [hash])] as const)))
+    const finalTransactions = new Map(
+      await Promise.all(hashes.map(async (hash) => [hash, await rpc<RawTransaction>('eth_getTransactionByHash', [hash])] as const)),
+    )
     expect([...finalReceipts.values()].some((receipt) => receipt.status === '0x0')).toBe(true)
     expect([...finalReceipts.values()].some((receipt) => receipt.contractAddress !== null)).toBe(true)
 
@@ -210,7 +219,9 @@ describe('pre-confirmed answers (pending) equal the sealed ones', () => {
     const token = await deployFor(sender!)
     const holder = getAddress(keccak256(toHex('rules-holder')).slice(0, 42))
     await nextFlashblock((message) => message.index === 0)
-    const mint = await rpc<Hash>('eth_sendTransaction', [{ from: sender, to: token, data: encodeFunctionData({ abi: tokenAbi, functionName: 'mint', args: [holder, 42n] }), gas: toHex(CALL_GAS) }])
+    const mint = await rpc<Hash>('eth_sendTransaction', [
+      { from: sender, to: token, data: encodeFunctionData({ abi: tokenAbi, functionName: 'mint', args: [holder, 42n] }), gas: toHex(CALL_GAS) },
+    ])
     await waitFor(() => feed.messages.some((message) => announces(message, mint)))
     const pending = await rpc<RawBlock>('eth_getBlockByNumber', ['pending', false])
     const pendingNumber = BigInt(pending.number)
@@ -259,7 +270,48 @@ describe('pre-confirmed answers (pending) equal the sealed ones', () => {
       ['eth_simulateV1', [{ blockStateCalls: [{ calls: [balanceOf] }] }, 'pending']],
       ['eth_simulateV1', [{ blockStateCalls: [{ calls: [balanceOf] }] }]],
     ])
-    const [again, blockNumber, latest, safe, finalized, byNumber, byHash, countByHash, txByHash, countPending, txPending, balanceAtNumber, balanceAtHash, balanceAtHead, balanceLatest, balanceOmitted, balancePending, nonceOmitted, noncePending, callOmitted, callPending, storageOmitted, storagePending, proofPending, logsLatest, logsToPendingNumber, logsPending, logsByHash, feesLatest, feesPending, feesToPendingNumber, receiptsLatest, receiptsHead, receiptsByHash, tracePending, traceByNumber, traceCallPending, traceCallLatest, simulatePending, simulateOmitted] = answers
+    const [
+      again,
+      blockNumber,
+      latest,
+      safe,
+      finalized,
+      byNumber,
+      byHash,
+      countByHash,
+      txByHash,
+      countPending,
+      txPending,
+      balanceAtNumber,
+      balanceAtHash,
+      balanceAtHead,
+      balanceLatest,
+      balanceOmitted,
+      balancePending,
+      nonceOmitted,
+      noncePending,
+      callOmitted,
+      callPending,
+      storageOmitted,
+      storagePending,
+      proofPending,
+      logsLatest,
+      logsToPendingNumber,
+      logsPending,
+      logsByHash,
+      feesLatest,
+      feesPending,
+      feesToPendingNumber,
+      receiptsLatest,
+      receiptsHead,
+      receiptsByHash,
+      tracePending,
+      traceByNumber,
+      traceCallPending,
+      traceCallLatest,
+      simulatePending,
+      simulateOmitted,
+    ] = answers
     // The same pre-confirmed block all along (nothing else was sent).
     expect((again!.result as RawBlock).hash).toBe(pending.hash)
 
@@ -388,10 +440,12 @@ function createBatchRpc(url: string) {
       result?: unknown
       error?: { code: number; message: string }
     }[]
-    return answers.sort((a, b) => a.id - b.id).map((answer, i) => {
-      expect(answer.id).toBe(first + i + 1)
-      return answer
-    })
+    return answers
+      .sort((a, b) => a.id - b.id)
+      .map((answer, i) => {
+        expect(answer.id).toBe(first + i + 1)
+        return answer
+      })
   }
 }
 

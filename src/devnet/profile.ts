@@ -142,7 +142,11 @@ export function createBaseProfile(options: LoadProfileOptions): LoadProfile {
     return Promise.all(
       raws.map((raw) =>
         forward({ jsonrpc: '2.0', id: ++nextId, method: 'eth_sendRawTransaction', params: [raw] }).catch(
-          (error: unknown): JsonRpcResponse => ({ jsonrpc: '2.0', id: null, error: { code: -32603, message: error instanceof Error ? error.message : String(error) } }),
+          (error: unknown): JsonRpcResponse => ({
+            jsonrpc: '2.0',
+            id: null,
+            error: { code: -32603, message: error instanceof Error ? error.message : String(error) },
+          }),
         ),
       ),
     )
@@ -161,7 +165,9 @@ export function createBaseProfile(options: LoadProfileOptions): LoadProfile {
     chainId = Number(await call<Hex>('eth_chainId', []))
     const accounts = [...devAccounts, ...senders]
     const nonces = await Promise.all(accounts.map((account) => call<Hex>('eth_getTransactionCount', [account.address, 'pending'])))
-    accounts.forEach((account, index) => (account.nonce = Number(nonces[index])))
+    accounts.forEach((account, index) => {
+      account.nonce = Number(nonces[index])
+    })
     const deployer = devAccounts[0]!
     const deployments = [...Array(TOKEN_COUNT).fill(TOKEN_DEPLOY_BYTECODE), ...Array(POOL_COUNT).fill(POOL_DEPLOY_BYTECODE)] as Hex[]
     const addresses = deployments.map((_, index) => getContractAddress({ from: deployer.address, nonce: BigInt(deployer.nonce + index) }))

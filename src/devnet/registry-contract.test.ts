@@ -1,4 +1,14 @@
-import { type Address, createPublicClient, createWalletClient, encodeFunctionData, getAddress, type Hex, http, type PublicClient, type TransactionReceipt } from 'viem'
+import {
+  type Address,
+  createPublicClient,
+  createWalletClient,
+  encodeFunctionData,
+  getAddress,
+  type Hex,
+  http,
+  type PublicClient,
+  type TransactionReceipt,
+} from 'viem'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { useAnvil } from '../../test/fixtures/anvil.js'
 import { createRegistryFold, type RegistryEvent, registryAbi, registryEvents, registryTokenId } from '../attribution/registry.js'
@@ -7,7 +17,11 @@ import { REGISTRY_DEPLOY_BYTECODE } from './registry-contract.js'
 // The devnet's registry against Base's rules and events, read back through flashgate's own decoder and
 // fold (src/attribution/registry.ts): what the fold says of each code is what the contract's views say.
 
-const [ALICE, BOB, CAROL] = ['0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266', '0x70997970C51812dc3A010C7d01b50e0d17dc79C8', '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC'] as const
+const [ALICE, BOB, CAROL] = [
+  '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+  '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+  '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
+] as const
 const GAS = 300_000n
 
 const getAnvil = useAnvil()
@@ -44,7 +58,7 @@ describe('devnet builder-codes registry', () => {
     expect(events[1]).toMatchObject({ code: 'agent_one' })
     expect(events[2]).toMatchObject({ account: BOB })
 
-    const longest = 'a'.repeat(31) + '9'
+    const longest = `${'a'.repeat(31)}9`
     expect((await register(BOB, longest, BOB, BOB)).status).toBe('success')
     expect((await register(BOB, '0_z', CAROL, CAROL)).status).toBe('success')
     for (const invalid of ['', 'Agent', 'bc-1', 'a'.repeat(33), 'sp ace', 'agent_one'])
@@ -57,7 +71,8 @@ describe('devnet builder-codes registry', () => {
       send(from, encodeFunctionData({ abi: registryAbi, functionName: 'transferFrom', args: [owner, to, tokenId] }))
     expect((await transfer(BOB, ALICE, BOB)).status).toBe('reverted')
     expect((await transfer(ALICE, ALICE, CAROL)).status).toBe('success')
-    const payout = (from: Address, code: string, to: Address) => send(from, encodeFunctionData({ abi: registryAbi, functionName: 'updatePayoutAddress', args: [code, to] }))
+    const payout = (from: Address, code: string, to: Address) =>
+      send(from, encodeFunctionData({ abi: registryAbi, functionName: 'updatePayoutAddress', args: [code, to] }))
     expect((await payout(ALICE, 'agent_one', ALICE)).status).toBe('reverted')
     expect((await payout(CAROL, 'agent_one', CAROL)).status).toBe('success')
 

@@ -20,84 +20,290 @@ const ADDRESS_MASK: Hex = `0x${'ff'.repeat(20)}`
 const payoutSlot: AsmItem[] = [push(0), 'MSTORE', push(1), push(WORD), 'MSTORE', push(0x40), push(0), 'SHA3']
 
 const runtime: AsmItem[] = [
-  push(4), 'CALLDATASIZE', 'LT', ref('invalid'), 'JUMPI',
-  push(0), 'CALLDATALOAD', push(0xe0), 'SHR',
-  'DUP1', push(toFunctionSelector('register(string,address,address)')), 'EQ', ref('register'), 'JUMPI',
-  'DUP1', push(toFunctionSelector('transferFrom(address,address,uint256)')), 'EQ', ref('transferFrom'), 'JUMPI',
-  'DUP1', push(toFunctionSelector('updatePayoutAddress(string,address)')), 'EQ', ref('updatePayout'), 'JUMPI',
-  'DUP1', push(toFunctionSelector('ownerOf(uint256)')), 'EQ', ref('ownerOf'), 'JUMPI',
-  'DUP1', push(toFunctionSelector('payoutAddress(uint256)')), 'EQ', ref('payoutAddress'), 'JUMPI',
+  push(4),
+  'CALLDATASIZE',
+  'LT',
+  ref('invalid'),
+  'JUMPI',
+  push(0),
+  'CALLDATALOAD',
+  push(0xe0),
+  'SHR',
+  'DUP1',
+  push(toFunctionSelector('register(string,address,address)')),
+  'EQ',
+  ref('register'),
+  'JUMPI',
+  'DUP1',
+  push(toFunctionSelector('transferFrom(address,address,uint256)')),
+  'EQ',
+  ref('transferFrom'),
+  'JUMPI',
+  'DUP1',
+  push(toFunctionSelector('updatePayoutAddress(string,address)')),
+  'EQ',
+  ref('updatePayout'),
+  'JUMPI',
+  'DUP1',
+  push(toFunctionSelector('ownerOf(uint256)')),
+  'EQ',
+  ref('ownerOf'),
+  'JUMPI',
+  'DUP1',
+  push(toFunctionSelector('payoutAddress(uint256)')),
+  'EQ',
+  ref('payoutAddress'),
+  'JUMPI',
   label('invalid'),
   ...emptyRevert,
 
   // parseCode: [ret] → [tokenId, length], the string argument 0 checked and left-aligned in a word.
   label('parseCode'),
-  push(ARG0), 'CALLDATALOAD', push(4), 'ADD', // ret, p
-  'DUP1', 'CALLDATALOAD', // ret, p, len
-  'DUP1', 'ISZERO', ref('invalid'), 'JUMPI',
-  push(WORD), 'DUP2', 'GT', ref('invalid'), 'JUMPI', // len > 32
-  'SWAP1', push(WORD), 'ADD', 'CALLDATALOAD', // ret, len, word
-  push(8), 'DUP3', 'MUL', push(256), 'SUB', // ret, len, word, shift
-  'SWAP1', 'DUP2', 'SHR', 'SWAP1', 'SHL', // ret, len, tokenId
+  push(ARG0),
+  'CALLDATALOAD',
+  push(4),
+  'ADD', // ret, p
+  'DUP1',
+  'CALLDATALOAD', // ret, p, len
+  'DUP1',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI',
+  push(WORD),
+  'DUP2',
+  'GT',
+  ref('invalid'),
+  'JUMPI', // len > 32
+  'SWAP1',
+  push(WORD),
+  'ADD',
+  'CALLDATALOAD', // ret, len, word
+  push(8),
+  'DUP3',
+  'MUL',
+  push(256),
+  'SUB', // ret, len, word, shift
+  'SWAP1',
+  'DUP2',
+  'SHR',
+  'SWAP1',
+  'SHL', // ret, len, tokenId
   push(0), // ret, len, tokenId, i
   label('charLoop'),
-  'DUP3', 'DUP2', 'LT', 'ISZERO', ref('charsDone'), 'JUMPI',
-  'DUP2', 'DUP2', 'BYTE', // ..., i, b
-  push(0x30), 'DUP2', 'SUB', push(10), 'SWAP1', 'LT', ref('charOk'), 'JUMPI', // 0-9
-  push(0x61), 'DUP2', 'SUB', push(26), 'SWAP1', 'LT', ref('charOk'), 'JUMPI', // a-z
-  'DUP1', push(0x5f), 'EQ', ref('charOk'), 'JUMPI', // _
-  ref('invalid'), 'JUMP',
+  'DUP3',
+  'DUP2',
+  'LT',
+  'ISZERO',
+  ref('charsDone'),
+  'JUMPI',
+  'DUP2',
+  'DUP2',
+  'BYTE', // ..., i, b
+  push(0x30),
+  'DUP2',
+  'SUB',
+  push(10),
+  'SWAP1',
+  'LT',
+  ref('charOk'),
+  'JUMPI', // 0-9
+  push(0x61),
+  'DUP2',
+  'SUB',
+  push(26),
+  'SWAP1',
+  'LT',
+  ref('charOk'),
+  'JUMPI', // a-z
+  'DUP1',
+  push(0x5f),
+  'EQ',
+  ref('charOk'),
+  'JUMPI', // _
+  ref('invalid'),
+  'JUMP',
   label('charOk'),
-  'POP', push(1), 'ADD', ref('charLoop'), 'JUMP',
+  'POP',
+  push(1),
+  'ADD',
+  ref('charLoop'),
+  'JUMP',
   label('charsDone'),
-  'POP', 'SWAP2', 'JUMP', // tokenId, len
+  'POP',
+  'SWAP2',
+  'JUMP', // tokenId, len
 
   // register(code, owner, payout)
   label('register'),
-  ref('registerParsed'), ref('parseCode'), 'JUMP',
+  ref('registerParsed'),
+  ref('parseCode'),
+  'JUMP',
   label('registerParsed'), // tokenId, len
-  push(ARG1), 'CALLDATALOAD', push(ADDRESS_MASK), 'AND', 'DUP1', 'ISZERO', ref('invalid'), 'JUMPI', // tokenId, len, owner
-  push(ARG2), 'CALLDATALOAD', push(ADDRESS_MASK), 'AND', 'DUP1', 'ISZERO', ref('invalid'), 'JUMPI', // ..., owner, payout
-  'DUP4', 'SLOAD', ref('invalid'), 'JUMPI', // taken
-  'DUP2', 'DUP5', 'SSTORE', // owner of tokenId
-  'DUP4', 'DUP3', push(0), push(REGISTRY_TOPICS.transfer), push(0), push(0), 'LOG4', // Transfer(0, owner, tokenId)
-  push(WORD), push(0), 'MSTORE', 'DUP3', push(WORD), 'MSTORE', 'DUP4', push(0x40), 'MSTORE',
-  'DUP4', push(REGISTRY_TOPICS.registered), push(0x60), push(0), 'LOG2', // CodeRegistered(tokenId, code)
-  'DUP4', ...payoutSlot, 'DUP2', 'SWAP1', 'SSTORE', // payout of tokenId
-  push(0), 'MSTORE', // tokenId, len, owner
-  'DUP3', push(REGISTRY_TOPICS.payout), push(WORD), push(0), 'LOG2', // PayoutAddressUpdated(tokenId, payout)
+  push(ARG1),
+  'CALLDATALOAD',
+  push(ADDRESS_MASK),
+  'AND',
+  'DUP1',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI', // tokenId, len, owner
+  push(ARG2),
+  'CALLDATALOAD',
+  push(ADDRESS_MASK),
+  'AND',
+  'DUP1',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI', // ..., owner, payout
+  'DUP4',
+  'SLOAD',
+  ref('invalid'),
+  'JUMPI', // taken
+  'DUP2',
+  'DUP5',
+  'SSTORE', // owner of tokenId
+  'DUP4',
+  'DUP3',
+  push(0),
+  push(REGISTRY_TOPICS.transfer),
+  push(0),
+  push(0),
+  'LOG4', // Transfer(0, owner, tokenId)
+  push(WORD),
+  push(0),
+  'MSTORE',
+  'DUP3',
+  push(WORD),
+  'MSTORE',
+  'DUP4',
+  push(0x40),
+  'MSTORE',
+  'DUP4',
+  push(REGISTRY_TOPICS.registered),
+  push(0x60),
+  push(0),
+  'LOG2', // CodeRegistered(tokenId, code)
+  'DUP4',
+  ...payoutSlot,
+  'DUP2',
+  'SWAP1',
+  'SSTORE', // payout of tokenId
+  push(0),
+  'MSTORE', // tokenId, len, owner
+  'DUP3',
+  push(REGISTRY_TOPICS.payout),
+  push(WORD),
+  push(0),
+  'LOG2', // PayoutAddressUpdated(tokenId, payout)
   'STOP',
 
   // transferFrom(from, to, tokenId): by the owner only.
   label('transferFrom'),
-  push(ARG2), 'CALLDATALOAD', 'DUP1', 'SLOAD', // tokenId, owner
-  'DUP1', 'ISZERO', ref('invalid'), 'JUMPI',
-  'DUP1', 'CALLER', 'EQ', 'ISZERO', ref('invalid'), 'JUMPI',
-  'DUP1', push(ARG0), 'CALLDATALOAD', push(ADDRESS_MASK), 'AND', 'EQ', 'ISZERO', ref('invalid'), 'JUMPI',
-  push(ARG1), 'CALLDATALOAD', push(ADDRESS_MASK), 'AND', 'DUP1', 'ISZERO', ref('invalid'), 'JUMPI', // tokenId, owner, to
-  'DUP1', 'DUP4', 'SSTORE',
-  'SWAP1', push(REGISTRY_TOPICS.transfer), push(0), push(0), 'LOG4', // Transfer(owner, to, tokenId)
+  push(ARG2),
+  'CALLDATALOAD',
+  'DUP1',
+  'SLOAD', // tokenId, owner
+  'DUP1',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI',
+  'DUP1',
+  'CALLER',
+  'EQ',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI',
+  'DUP1',
+  push(ARG0),
+  'CALLDATALOAD',
+  push(ADDRESS_MASK),
+  'AND',
+  'EQ',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI',
+  push(ARG1),
+  'CALLDATALOAD',
+  push(ADDRESS_MASK),
+  'AND',
+  'DUP1',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI', // tokenId, owner, to
+  'DUP1',
+  'DUP4',
+  'SSTORE',
+  'SWAP1',
+  push(REGISTRY_TOPICS.transfer),
+  push(0),
+  push(0),
+  'LOG4', // Transfer(owner, to, tokenId)
   'STOP',
 
   // updatePayoutAddress(code, payout): by the owner only.
   label('updatePayout'),
-  ref('updateParsed'), ref('parseCode'), 'JUMP',
+  ref('updateParsed'),
+  ref('parseCode'),
+  'JUMP',
   label('updateParsed'),
   'POP', // tokenId
-  'DUP1', 'SLOAD', 'CALLER', 'EQ', 'ISZERO', ref('invalid'), 'JUMPI',
-  push(ARG1), 'CALLDATALOAD', push(ADDRESS_MASK), 'AND', 'DUP1', 'ISZERO', ref('invalid'), 'JUMPI', // tokenId, payout
-  'DUP2', ...payoutSlot, 'DUP2', 'SWAP1', 'SSTORE',
-  push(0), 'MSTORE',
-  push(REGISTRY_TOPICS.payout), push(WORD), push(0), 'LOG2',
+  'DUP1',
+  'SLOAD',
+  'CALLER',
+  'EQ',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI',
+  push(ARG1),
+  'CALLDATALOAD',
+  push(ADDRESS_MASK),
+  'AND',
+  'DUP1',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI', // tokenId, payout
+  'DUP2',
+  ...payoutSlot,
+  'DUP2',
+  'SWAP1',
+  'SSTORE',
+  push(0),
+  'MSTORE',
+  push(REGISTRY_TOPICS.payout),
+  push(WORD),
+  push(0),
+  'LOG2',
   'STOP',
 
   // ownerOf(tokenId), payoutAddress(tokenId): views; an unregistered token reverts.
   label('ownerOf'),
-  push(ARG0), 'CALLDATALOAD', 'SLOAD', 'DUP1', 'ISZERO', ref('invalid'), 'JUMPI',
-  push(0), 'MSTORE', push(WORD), push(0), 'RETURN',
+  push(ARG0),
+  'CALLDATALOAD',
+  'SLOAD',
+  'DUP1',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI',
+  push(0),
+  'MSTORE',
+  push(WORD),
+  push(0),
+  'RETURN',
   label('payoutAddress'),
-  push(ARG0), 'CALLDATALOAD', 'DUP1', 'SLOAD', 'ISZERO', ref('invalid'), 'JUMPI',
-  ...payoutSlot, 'SLOAD', push(0), 'MSTORE', push(WORD), push(0), 'RETURN',
+  push(ARG0),
+  'CALLDATALOAD',
+  'DUP1',
+  'SLOAD',
+  'ISZERO',
+  ref('invalid'),
+  'JUMPI',
+  ...payoutSlot,
+  'SLOAD',
+  push(0),
+  'MSTORE',
+  push(WORD),
+  push(0),
+  'RETURN',
 ]
 
 export const REGISTRY_RUNTIME_BYTECODE: Hex = assemble(runtime)

@@ -97,15 +97,29 @@ describe('sequencer invariant', () => {
       ]
       if (round % 3 === 0) {
         const topic = keccak256(toHex(round))
-        sends.push(call(senders[(round + 2) % senders.length]!, encodeFunctionData({ abi: tokenAbi, functionName: 'emitLogs', args: [4, topic, topic, topic, 7n] })))
+        sends.push(
+          call(senders[(round + 2) % senders.length]!, encodeFunctionData({ abi: tokenAbi, functionName: 'emitLogs', args: [4, topic, topic, topic, 7n] })),
+        )
       }
       // transfer(to, 0) reverts with Error("zero amount"); explicit gas keeps it from failing estimation.
-      if (round % 4 === 1) sends.push(call(senders[(round + 3) % senders.length]!, encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [to, 0n] })))
+      if (round % 4 === 1)
+        sends.push(call(senders[(round + 3) % senders.length]!, encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [to, 0n] })))
       if (round === 5) sends.push(wallet.deployContract({ account: from, chain: null, abi: tokenAbi, bytecode: TOKEN_DEPLOY_BYTECODE }))
       // Locally signed: legacy and EIP-1559, sent raw; a value transfer to a fresh address each time.
       const fresh = getAddress(keccak256(toHex(`fresh-${round}`)).slice(0, 42))
-      const fees = round % 2 === 0 ? { type: 'legacy' as const, gasPrice: parseGwei('3') } : { maxFeePerGas: parseGwei('5'), maxPriorityFeePerGas: BigInt(round) * 1_000_000n }
-      const raw = await localWallet.signTransaction({ chain: null, chainId, to: fresh, value: BigInt(round + 1) * 10n ** 12n, gas: 21_000n, nonce: localNonce++, ...fees })
+      const fees =
+        round % 2 === 0
+          ? { type: 'legacy' as const, gasPrice: parseGwei('3') }
+          : { maxFeePerGas: parseGwei('5'), maxPriorityFeePerGas: BigInt(round) * 1_000_000n }
+      const raw = await localWallet.signTransaction({
+        chain: null,
+        chainId,
+        to: fresh,
+        value: BigInt(round + 1) * 10n ** 12n,
+        gas: 21_000n,
+        nonce: localNonce++,
+        ...fees,
+      })
       sends.push(rpc<Hash>('eth_sendRawTransaction', [raw]))
       // Sends of one round go out together (they are ordered by arrival), rounds are spread over time.
       hashes.push(...(await Promise.all(sends)))
@@ -157,7 +171,12 @@ describe('sequencer stop', () => {
     const anvil = await startAnvil({ noMining: true, extraArgs: [...SEQUENCER_ANVIL_ARGS] })
     const messages: FlashblockMessage[] = []
     // Long slots, so that the transaction is pre-confirmed well before its block would seal.
-    const sequencer = createSequencer({ anvilRpcUrl: anvil.rpcUrl, blockTimeMs: 4_000, flashblockIntervalMs: 100, onFlashblock: (message) => messages.push(message) })
+    const sequencer = createSequencer({
+      anvilRpcUrl: anvil.rpcUrl,
+      blockTimeMs: 4_000,
+      flashblockIntervalMs: 100,
+      onFlashblock: (message) => messages.push(message),
+    })
     const anvilRpc = createRawRpc(anvil.rpcUrl)
     try {
       sequencer.start()
@@ -234,8 +253,7 @@ async function receiptsFromFlashblocks(flashblocks: FlashblockMessage[]): Promis
       const from = (await recoverTransactionAddress({ serializedTransaction: raw as never })).toLowerCase()
       const transactionIndex = toHex(receipts.size)
       const baseFee = BigInt(base.base_fee_per_gas)
-      const effectiveGasPrice =
-        tx.maxFeePerGas !== undefined ? min(tx.maxFeePerGas, baseFee + tx.maxPriorityFeePerGas!) : tx.gasPrice!
+      const effectiveGasPrice = tx.maxFeePerGas !== undefined ? min(tx.maxFeePerGas, baseFee + tx.maxPriorityFeePerGas!) : tx.gasPrice!
       const logs = consensus.logs.map((log) => ({
         ...log,
         blockHash,

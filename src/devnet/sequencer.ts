@@ -31,7 +31,14 @@ const SYNC_SEND_TIMEOUT_ERROR = {
 /** While anvil is down every tick fails; one log line per this interval is enough. */
 const ERROR_LOG_INTERVAL_MS = 5_000
 /** anvil and hardhat methods that change nothing: every other one is run with the pre-confirmed block taken down. */
-const READ_ONLY_DEV_METHODS = new Set(['anvil_nodeInfo', 'anvil_metadata', 'anvil_getAutomine', 'anvil_getIntervalMining', 'hardhat_getAutomine', 'hardhat_metadata'])
+const READ_ONLY_DEV_METHODS = new Set([
+  'anvil_nodeInfo',
+  'anvil_metadata',
+  'anvil_getAutomine',
+  'anvil_getIntervalMining',
+  'hardhat_getAutomine',
+  'hardhat_metadata',
+])
 
 export type SequencerOptions = {
   anvilRpcUrl: string

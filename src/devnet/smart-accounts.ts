@@ -40,7 +40,13 @@ export function executeCall(target: Address, value: bigint, data: Hex): Hex {
 
 /** The account's next EntryPoint nonce (key 0), at `pending`. */
 export async function entryPointNonce(client: PublicClient, account: Address): Promise<bigint> {
-  return (await client.readContract({ address: entryPoint07Address, abi: entryPoint07Abi, functionName: 'getNonce', args: [account, 0n], blockTag: 'pending' })) as bigint
+  return (await client.readContract({
+    address: entryPoint07Address,
+    abi: entryPoint07Abi,
+    functionName: 'getNonce',
+    args: [account, 0n],
+    blockTag: 'pending',
+  })) as bigint
 }
 
 /** A v0.7 user operation of a SimpleAccount, signed by its owner and packed as `handleOps` takes it. */
@@ -98,7 +104,13 @@ export async function deploySmartAccounts({ publicClient, walletClient, operator
   const owners = Array.from({ length: count }, () => privateKeyToAccount(generatePrivateKey()))
   const creations: Hex[] = []
   for (const owner of owners)
-    creations.push(await send({ to: factory, data: encodeFunctionData({ abi: SIMPLE_ACCOUNT_FACTORY_ARTIFACT.abi, functionName: 'createAccount', args: [owner.address, 0n] }), gas: CREATE_ACCOUNT_GAS }))
+    creations.push(
+      await send({
+        to: factory,
+        data: encodeFunctionData({ abi: SIMPLE_ACCOUNT_FACTORY_ARTIFACT.abi, functionName: 'createAccount', args: [owner.address, 0n] }),
+        gas: CREATE_ACCOUNT_GAS,
+      }),
+    )
   if (entryPointDeploy !== null) {
     await mined(entryPointDeploy)
     // Read at `pending`: the block holding it may not be sealed yet.

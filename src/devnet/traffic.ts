@@ -239,7 +239,9 @@ export function createTrafficGenerator({
     const deployed = await publicClient.getCode({ address: DEVNET_REGISTRY_ADDRESS, blockTag: 'pending' })
     if (deployed !== undefined && deployed !== '0x') registry = DEVNET_REGISTRY_ADDRESS
     else if ((await publicClient.getTransactionCount({ address: operator, blockTag: 'pending' })) === 0) {
-      await mined(await walletClient.deployContract({ account: operator, chain: null, abi: registryAbi, bytecode: REGISTRY_DEPLOY_BYTECODE, gas: REGISTRY_GAS * 2n }))
+      await mined(
+        await walletClient.deployContract({ account: operator, chain: null, abi: registryAbi, bytecode: REGISTRY_DEPLOY_BYTECODE, gas: REGISTRY_GAS * 2n }),
+      )
       registry = DEVNET_REGISTRY_ADDRESS
       logger.info({ registry }, 'traffic: builder-codes registry deployed')
     } else logger.warn({}, 'traffic: the operator has sent before; the registry is not where flashgate dev looks, so none is deployed')
@@ -252,8 +254,7 @@ export function createTrafficGenerator({
       count: SMART_AGENTS,
       mined,
     })
-    if (gatewayUrl !== undefined)
-      for (const account of smartAccounts) agentCodes.set(account.address, await registerAgent(gatewayUrl, account.address))
+    if (gatewayUrl !== undefined) for (const account of smartAccounts) agentCodes.set(account.address, await registerAgent(gatewayUrl, account.address))
     logger.info({ accounts: smartAccounts.map((account) => account.address), entryPoint: entryPoint07Address }, 'traffic: smart-account agents deployed')
     if (registry !== null) {
       // Some EOA agents and every smart-account agent register on chain; the rest earn nothing yet.

@@ -18,7 +18,9 @@ describe('foldPrestateDiffs', () => {
   })
 
   test('a field missing from "post" is unchanged; an account missing from "pre" started empty', () => {
-    const changes = foldPrestateDiffs([{ pre: { [A]: { balance: '0x10', nonce: '0x5' } }, post: { [A]: { balance: '0x8' }, [C]: { balance: '0x8', nonce: 1 } } }])
+    const changes = foldPrestateDiffs([
+      { pre: { [A]: { balance: '0x10', nonce: '0x5' } }, post: { [A]: { balance: '0x8' }, [C]: { balance: '0x8', nonce: 1 } } },
+    ])
     expect(changes).toEqual([
       { address: A, before: { balance: 16n, nonce: 5n }, after: { balance: 8n, nonce: 5n } },
       { address: C, before: { balance: 0n, nonce: 0n }, after: { balance: 8n, nonce: 1n } },

@@ -11,10 +11,8 @@ export type PrestateDiff = { pre: Record<string, PrestateAccount>; post: Record<
 type State = { balance: bigint; nonce: bigint }
 export type AccountChange = { address: Address; before: State; after: State }
 
-const readBalance = (account: PrestateAccount | undefined, fallback: bigint) =>
-  account?.balance === undefined ? fallback : BigInt(account.balance)
-const readNonce = (account: PrestateAccount | undefined, fallback: bigint) =>
-  account?.nonce === undefined ? fallback : BigInt(account.nonce)
+const readBalance = (account: PrestateAccount | undefined, fallback: bigint) => (account?.balance === undefined ? fallback : BigInt(account.balance))
+const readNonce = (account: PrestateAccount | undefined, fallback: bigint) => (account?.nonce === undefined ? fallback : BigInt(account.nonce))
 
 /** Folds a block's per-transaction diffs into one change per account whose balance or nonce moved. */
 export function foldPrestateDiffs(diffs: PrestateDiff[]): AccountChange[] {

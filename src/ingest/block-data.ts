@@ -46,7 +46,6 @@ export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: Pres
   return { block, receipts, accountChanges: diffs === null ? null : foldPrestateDiffs(diffs) }
 }
 
-
 const toNumber = (value: Hex | null | undefined) => Number.parseInt(value ?? '0x0', 16)
 
 export type RowOptions = {
@@ -106,7 +105,9 @@ export function toRows({ block, receipts, accountChanges }: BlockData, options: 
         suffixGas: action.attribution.suffixGas,
         value: action.value.toString(),
       }
-      action.attribution.codes.forEach((code, position) => attributions.push({ code, role: action.attribution.roles[position] ?? 'code', ...row }))
+      action.attribution.codes.forEach((code, position) => {
+        attributions.push({ code, role: action.attribution.roles[position] ?? 'code', ...row })
+      })
     }
   })
   return {
@@ -124,7 +125,10 @@ export function toRows({ block, receipts, accountChanges }: BlockData, options: 
       from: hexToBytea(transaction.from),
       to: transaction.to ? hexToBytea(transaction.to) : null,
     })),
-    blockTransactions: storedSegments(number, block.transactions.map((transaction) => JSON.stringify(transaction))),
+    blockTransactions: storedSegments(
+      number,
+      block.transactions.map((transaction) => JSON.stringify(transaction)),
+    ),
     blockReceipts: storedSegments(number, renderReceiptItems(receiptRows, logs)),
     logs,
     accountChanges: (accountChanges ?? []).map((change) => ({
@@ -137,7 +141,15 @@ export function toRows({ block, receipts, accountChanges }: BlockData, options: 
     })),
     attributions,
     registryEvents:
-      options.registry === null ? [] : registryEventRows(registryEvents(options.registry, { number, timestamp }, receipts.flatMap((receipt) => receipt.logs))),
+      options.registry === null
+        ? []
+        : registryEventRows(
+            registryEvents(
+              options.registry,
+              { number, timestamp },
+              receipts.flatMap((receipt) => receipt.logs),
+            ),
+          ),
   }
 }
 

@@ -144,8 +144,7 @@ export function createIngester(config: IngesterConfig) {
       return head.number + 1
     }
     const upstreamHead = await upstreamNumber()
-    const start =
-      typeof config.startBlock === 'number' ? config.startBlock : Math.max(0, upstreamHead - config.startBlock.latestMinus)
+    const start = typeof config.startBlock === 'number' ? config.startBlock : Math.max(0, upstreamHead - config.startBlock.latestMinus)
     await store.putSyncState(SYNC_KEYS.chainId, chainId)
     await store.putSyncState(SYNC_KEYS.firstBlock, start)
     await store.putSyncState(SYNC_KEYS.accountSource, 'trace')

@@ -16,7 +16,14 @@ let ingester: Ingester
 beforeAll(async () => {
   anvil = await startAnvil()
   db = await createDb({ databaseUrl: 'memory://' })
-  ingester = createIngester({ db, upstream: createUpstream({ rpcUrl: anvil.rpcUrl }), logger: pino({ level: 'silent' }), startBlock: 0, pollIntervalMs: POLL_INTERVAL_MS, registry: null })
+  ingester = createIngester({
+    db,
+    upstream: createUpstream({ rpcUrl: anvil.rpcUrl }),
+    logger: pino({ level: 'silent' }),
+    startBlock: 0,
+    pollIntervalMs: POLL_INTERVAL_MS,
+    registry: null,
+  })
   ingester.start()
   await ingester.waitForBlock(0, 30_000)
 }, 60_000)
@@ -30,7 +37,11 @@ afterAll(async () => {
 test('pollNow reads the new head at once instead of at the next poll', async () => {
   // The loop reaches its wait between polls after its first look at the head.
   await new Promise((resolve) => setTimeout(resolve, 500))
-  await fetch(anvil.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'evm_mine', params: [] }) })
+  await fetch(anvil.rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'evm_mine', params: [] }),
+  })
   ingester.pollNow()
   await ingester.waitForBlock(1, 5_000)
   expect(ingester.status().head).toBe(1)

@@ -41,9 +41,7 @@ export function createProgress({ logger, stream = process.stderr }: { logger: Lo
       const figures = line(head, target)
       if (isTty) {
         const eta = figures.etaSeconds === null ? '?' : `${figures.etaSeconds}s`
-        stream.write(
-          `\r\x1b[Kbackfill ${figures.head}/${figures.target}  ${figures.blocksPerSecond} blocks/s  ${figures.logsPerSecond} logs/s  ETA ${eta}`,
-        )
+        stream.write(`\r\x1b[Kbackfill ${figures.head}/${figures.target}  ${figures.blocksPerSecond} blocks/s  ${figures.logsPerSecond} logs/s  ETA ${eta}`)
         shownOnTty = true
       } else logger.info(figures, 'backfill progress')
     },

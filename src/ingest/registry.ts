@@ -47,7 +47,12 @@ export function createRegistryFollower({ setting, upstream, logger }: { setting:
 
   async function logsBetween(from: number, to: number): Promise<UpstreamLog[]> {
     return upstream.request<UpstreamLog[]>('eth_getLogs', [
-      { address, fromBlock: toQuantity(from), toBlock: toQuantity(to), topics: [[REGISTRY_TOPICS.transfer, REGISTRY_TOPICS.registered, REGISTRY_TOPICS.payout]] },
+      {
+        address,
+        fromBlock: toQuantity(from),
+        toBlock: toQuantity(to),
+        topics: [[REGISTRY_TOPICS.transfer, REGISTRY_TOPICS.registered, REGISTRY_TOPICS.payout]],
+      },
     ])
   }
 

@@ -19,8 +19,6 @@ const INSERT_CHUNK_ROWS = 1_000
 
 export type StoredHead = { number: number; hash: `0x${string}` }
 
-
-
 /** The ingester's only door to the database: batched, transactional writes and the reads it needs. */
 export function createStore({ db }: { db: DbSession }) {
   async function head(): Promise<StoredHead | null> {
@@ -52,13 +50,10 @@ export function createStore({ db }: { db: DbSession }) {
    */
   async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}) {
     const last = batch[batch.length - 1]!.block
-    await db.copyInTransaction(
-      blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[],
-      [
-        ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
-        notifyChain({ head: last.number, hash: byteaToHex(last.hash) }),
-      ],
-    )
+    await db.copyInTransaction(blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[], [
+      ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
+      notifyChain({ head: last.number, hash: byteaToHex(last.hash) }),
+    ])
   }
 
   /**
@@ -99,7 +94,16 @@ export function createStore({ db }: { db: DbSession }) {
       if (address !== null) {
         const { logs } = schema
         const logRows = await tx
-          .select({ blockNumber: logs.blockNumber, blockTimestamp: logs.blockTimestamp, logIndex: logs.logIndex, topic0: logs.topic0, topic1: logs.topic1, topic2: logs.topic2, topic3: logs.topic3, data: logs.data })
+          .select({
+            blockNumber: logs.blockNumber,
+            blockTimestamp: logs.blockTimestamp,
+            logIndex: logs.logIndex,
+            topic0: logs.topic0,
+            topic1: logs.topic1,
+            topic2: logs.topic2,
+            topic3: logs.topic3,
+            data: logs.data,
+          })
           .from(logs)
           .where(eq(logs.address, hexToBytea(address)))
           .orderBy(asc(logs.blockNumber), asc(logs.logIndex))
@@ -114,7 +118,8 @@ export function createStore({ db }: { db: DbSession }) {
           ]),
         )
         const rows = registryEventRows(events)
-        for (let at = 0; at < rows.length; at += INSERT_CHUNK_ROWS) await tx.insert(schema.builderCodeRegistryEvents).values(rows.slice(at, at + INSERT_CHUNK_ROWS))
+        for (let at = 0; at < rows.length; at += INSERT_CHUNK_ROWS)
+          await tx.insert(schema.builderCodeRegistryEvents).values(rows.slice(at, at + INSERT_CHUNK_ROWS))
       }
       const progress: RegistryProgress | null = address === null ? null : { address, below, next: 0 }
       await tx.execute(upsertSyncState(SYNC_KEYS.builderCodeRegistry, progress))
@@ -125,7 +130,10 @@ export function createStore({ db }: { db: DbSession }) {
   async function addRegistryEvents(rows: BlockRows['registryEvents'], progress: RegistryProgress) {
     await db.transaction(async (tx) => {
       for (let at = 0; at < rows.length; at += INSERT_CHUNK_ROWS)
-        await tx.insert(schema.builderCodeRegistryEvents).values(rows.slice(at, at + INSERT_CHUNK_ROWS)).onConflictDoNothing()
+        await tx
+          .insert(schema.builderCodeRegistryEvents)
+          .values(rows.slice(at, at + INSERT_CHUNK_ROWS))
+          .onConflictDoNothing()
       await tx.execute(upsertSyncState(SYNC_KEYS.builderCodeRegistry, progress))
     })
   }
@@ -141,7 +149,12 @@ export function createStore({ db }: { db: DbSession }) {
     lowestBlock,
     /** Refreshes the planner statistics of the tables a backfill grows. */
     async analyze() {
-      await db.query(sql`analyze ${sql.join(blockTables.map(([, { table }]) => sql`${table}`), sql`, `)}`)
+      await db.query(
+        sql`analyze ${sql.join(
+          blockTables.map(([, { table }]) => sql`${table}`),
+          sql`, `,
+        )}`,
+      )
     },
     head,
     hashesFrom,

@@ -16,7 +16,7 @@ import {
 import type { Resolvers } from '../resolvers/index.js'
 import type { MethodDefinition } from './define-method.js'
 import { methods as indexMethods } from './methods/index.js'
-import { exactIds, NumericId } from './request-ids.js'
+import { exactIds, type NumericId } from './request-ids.js'
 
 export { methods } from './methods/index.js'
 
@@ -26,9 +26,7 @@ const DEFAULT_MAX_BATCH_SIZE = 1_000
 
 /** A numeric id the parsed number cannot reproduce is kept as its text (`NumericId`). */
 type Id = string | number | NumericId | null
-export type JsonRpcResponse =
-  | { jsonrpc: '2.0'; id: Id; result: unknown }
-  | { jsonrpc: '2.0'; id: Id; error: JsonRpcErrorObject }
+export type JsonRpcResponse = { jsonrpc: '2.0'; id: Id; result: unknown } | { jsonrpc: '2.0'; id: Id; error: JsonRpcErrorObject }
 
 /** What the HTTP layer sends back: a status, headers and a body (`null` for a batch of notifications only). */
 export type JsonRpcReply = { status: number; headers?: Record<string, string>; body: JsonRpcResponse | JsonRpcResponse[] | null }
@@ -79,11 +77,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   }
 
   /** Handles one request object; `null` for a notification (no `id`), which gets no answer. */
-  async function handleOne(
-    request: unknown,
-    local: LocalMethods,
-    exactId?: NumericId,
-  ): Promise<{ response: JsonRpcResponse | null; status: number }> {
+  async function handleOne(request: unknown, local: LocalMethods, exactId?: NumericId): Promise<{ response: JsonRpcResponse | null; status: number }> {
     if (typeof request !== 'object' || request === null || Array.isArray(request))
       return { response: failure(null, new InvalidRequestError('invalid request')), status: 200 }
     const message = request as Record<string, unknown>
@@ -92,10 +86,8 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const id: Id = exactId ?? (idResult.success ? idResult.data : null)
     if (hasId && !idResult.success && exactId === undefined)
       return { response: failure(null, new InvalidRequestError('invalid request: id must be a string, number or null')), status: 200 }
-    if (message.jsonrpc !== '2.0')
-      return { response: failure(id, new InvalidRequestError('invalid request: jsonrpc must be "2.0"')), status: 200 }
-    if (typeof message.method !== 'string')
-      return { response: failure(id, new InvalidRequestError('invalid request: method must be a string')), status: 200 }
+    if (message.jsonrpc !== '2.0') return { response: failure(id, new InvalidRequestError('invalid request: jsonrpc must be "2.0"')), status: 200 }
+    if (typeof message.method !== 'string') return { response: failure(id, new InvalidRequestError('invalid request: method must be a string')), status: 200 }
 
     let status = 200
     let response: JsonRpcResponse
@@ -112,8 +104,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
 
   async function call(method: string, rawParams: unknown): Promise<unknown> {
     if (refusedMethods.has(method)) throw new MethodNotAllowedError(method)
-    if (rawParams !== undefined && rawParams !== null && !Array.isArray(rawParams))
-      throw new InvalidParamsError('invalid params: non-array args')
+    if (rawParams !== undefined && rawParams !== null && !Array.isArray(rawParams)) throw new InvalidParamsError('invalid params: non-array args')
     const definition = Object.hasOwn(table, method) ? table[method] : undefined
     if (definition === undefined) {
       const forwarded = passThrough?.(method, (rawParams as unknown[] | null | undefined) ?? [])
@@ -156,9 +147,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const oversized = Array.isArray(payload) && payload.length > maxBatchSize
     const wait = oversized ? 0 : ((await admit?.(Array.isArray(payload) ? Math.max(1, payload.length) : 1)) ?? 0)
     if (wait > 0) {
-      const id = Array.isArray(payload)
-        ? null
-        : (ids?.[0] ?? idSchema.safeParse((payload as { id?: unknown } | null)?.id).data ?? null)
+      const id = Array.isArray(payload) ? null : (ids?.[0] ?? idSchema.safeParse((payload as { id?: unknown } | null)?.id).data ?? null)
       const limited = new RateLimitedError(wait)
       return { status: limited.httpStatus, headers: limited.headers, body: failure(id, limited) }
     }

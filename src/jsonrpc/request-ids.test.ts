@@ -12,7 +12,11 @@ function parsedIds(text: string): string | undefined | (string | undefined)[] {
 }
 
 const normalise = (ids: string | undefined | (string | undefined)[]) =>
-  Array.isArray(ids) ? ids.map((id) => (id === undefined ? undefined : JSON.stringify(JSON.parse(id)))) : ids === undefined ? undefined : JSON.stringify(JSON.parse(ids))
+  Array.isArray(ids)
+    ? ids.map((id) => (id === undefined ? undefined : JSON.stringify(JSON.parse(id))))
+    : ids === undefined
+      ? undefined
+      : JSON.stringify(JSON.parse(ids))
 
 describe('scanRequestIds', () => {
   test('finds the raw id of a request and of each batch entry', () => {
@@ -35,10 +39,7 @@ describe('scanRequestIds', () => {
 
   test('agrees with JSON.parse on any JSON requests and batches', () => {
     const id = fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.string(), fc.constant(null), fc.bigInt().map(String))
-    const request = fc.record(
-      { jsonrpc: fc.constant('2.0'), id, method: fc.string(), params: fc.jsonValue() },
-      { requiredKeys: ['method'] },
-    )
+    const request = fc.record({ jsonrpc: fc.constant('2.0'), id, method: fc.string(), params: fc.jsonValue() }, { requiredKeys: ['method'] })
     const entry = fc.oneof(request, fc.jsonValue())
     fc.assert(
       fc.property(fc.oneof(request, fc.array(entry)), fc.boolean(), (payload, spaced) => {

@@ -6,7 +6,10 @@ import type { JsonRpcResponse } from './index.js'
 import { NumericId } from './request-ids.js'
 import { deflatedJsonRpc, serializeJsonRpc } from './serialize.js'
 
-const receipts = [{ status: '0x1', logs: [{ address: '0xab', topics: [], data: '0x' }] }, { status: '0x0', logs: [] }]
+const receipts = [
+  { status: '0x1', logs: [{ address: '0xab', topics: [], data: '0x' }] },
+  { status: '0x0', logs: [] },
+]
 
 describe('serializeJsonRpc', () => {
   test('writes a RawJson result as it is, in the envelope JSON.stringify would write', () => {

@@ -74,9 +74,9 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
         return chainEvents?.subscribe('pendingTransactions', (block, transactions) => {
           const first = block.transactions.length - transactions.length
           each('newFlashblockTransactions', (id, subscription) => {
-            transactions.forEach((transaction, offset) =>
-              notify(id, subscription.full ? formatPendingTransaction(block, first + offset) : transaction.hash),
-            )
+            transactions.forEach((transaction, offset) => {
+              notify(id, subscription.full ? formatPendingTransaction(block, first + offset) : transaction.hash)
+            })
           })
         })
     }

@@ -58,7 +58,9 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
       return redis.attempt(
         'forwarded-read',
         async () => {
-          const [, members] = await exec(redis.client.multi().zremrangebyscore(key, '-inf', `(${known}`).zrangebyscore(key, String(known), '+inf', 'WITHSCORES'))
+          const [, members] = await exec(
+            redis.client.multi().zremrangebyscore(key, '-inf', `(${known}`).zrangebyscore(key, String(known), '+inf', 'WITHSCORES'),
+          )
           const list = members as string[]
           const cutoff = now() - dropAfterMs
           const nonces: number[] = []
@@ -147,7 +149,12 @@ export function createForwardedTransactions({
   dropAfterMs = FORWARDED_DROP_AFTER_MS,
   redis = null,
   cluster = null,
-}: { now?: () => number; dropAfterMs?: number; redis?: SharedRedis | null; cluster?: ClusterLink | null } = {}) {
+}: {
+  now?: () => number
+  dropAfterMs?: number
+  redis?: SharedRedis | null
+  cluster?: ClusterLink | null
+} = {}) {
   const shared: SharedNonces | null = redis !== null ? createSharedNonces({ redis, dropAfterMs, now }) : cluster !== null ? createClusterNonces(cluster) : null
   const bySender = new Map<Address, Map<number, Forwarded>>()
   // Insertion order, for the global bound and look-ups by hash (Map keeps insertion order).

@@ -9,7 +9,8 @@ import { createPendingState, type Hydrate } from './state.js'
 // Frames as Base sends them since Azul, as older streams and other OP-Stack builders send them, and the
 // odd ones a consumer meets: every one goes through the same decoder and validator as the live feed.
 const logger = pino({ level: 'silent' })
-const receive = (message: unknown, compress = true) => flashblockMessage.parse(decodeFrame(compress ? brotliCompressSync(Buffer.from(JSON.stringify(message))) : JSON.stringify(message)))
+const receive = (message: unknown, compress = true) =>
+  flashblockMessage.parse(decodeFrame(compress ? brotliCompressSync(Buffer.from(JSON.stringify(message))) : JSON.stringify(message)))
 /** A type-0x05 envelope no decoder knows (EIP-2718 leaves types open). */
 const UNDECODABLE = '0x05c0ffee' as const
 const ZERO_HASH = `0x${'00'.repeat(32)}`
@@ -143,10 +144,29 @@ describe('legacy frames (receipts and balances in metadata) are still used where
       const account = DEV_ACCOUNTS[2]!.address.toLowerCase()
       // A feed with receipts is never hydrated (a throw here would only count as a hydration failure).
       const hydrated: unknown[] = []
-      const state = createPendingState({ logger, hydrate: async (hashes) => (hydrated.push(hashes), hashes.map(() => null)) })
+      const state = createPendingState({
+        logger,
+        hydrate: async (hashes) => {
+          hydrated.push(hashes)
+          return hashes.map(() => null)
+        },
+      })
       const log = { address: `0x${'5c'.repeat(20)}` as const, topics: [`0x${'ab'.repeat(32)}` as const], data: '0x01' as const }
-      await state.apply(receive(flashblock({ index: 0, blockNumber: 80, transactions: [{ ...transactions[0]!, logs: [log] }], receiptForm, balances: { [account]: 9n } })))
-      await state.apply(receive(flashblock({ index: 1, blockNumber: 80, transactions: transactions.slice(1, 2), receiptForm, cumulativeGasBefore: 21_000n, balances: { [account]: 8n } })))
+      await state.apply(
+        receive(flashblock({ index: 0, blockNumber: 80, transactions: [{ ...transactions[0]!, logs: [log] }], receiptForm, balances: { [account]: 9n } })),
+      )
+      await state.apply(
+        receive(
+          flashblock({
+            index: 1,
+            blockNumber: 80,
+            transactions: transactions.slice(1, 2),
+            receiptForm,
+            cumulativeGasBefore: 21_000n,
+            balances: { [account]: 8n },
+          }),
+        ),
+      )
       await state.settled()
       const [block] = state.blocks(0)
       expect(block?.receipts.map((receipt) => [receipt?.type, receipt?.status, receipt?.gasUsed, receipt?.logs.length, receipt?.blockTimestamp])).toEqual([

@@ -150,7 +150,8 @@ export function createPendingSource({
     state.setHydrate(null)
     upstreamAware = false
   } else state.setHydrate(observed)
-  if (mode === 'auto') logger.info('pending source: auto (receipts from the feed where it sends them, else hydrated from the upstream if it is flashblocks-aware)')
+  if (mode === 'auto')
+    logger.info('pending source: auto (receipts from the feed where it sends them, else hydrated from the upstream if it is flashblocks-aware)')
   else logger.info({ mode }, 'pending source')
 
   return {

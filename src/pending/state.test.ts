@@ -25,9 +25,9 @@ describe('pending state: sequence rules', () => {
   test('index 0 opens a block, the next index appends, and receipts get block-wide indexes', async () => {
     const { state } = createState()
     expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))).toBe('started')
-    expect(
-      await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 3), cumulativeGasBefore: 21_000n }))),
-    ).toBe('appended')
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 3), cumulativeGasBefore: 21_000n })))).toBe(
+      'appended',
+    )
     const [block] = state.blocks(9)
     expect(block?.transactions.map((transaction) => transaction.hash)).toEqual(transactions.slice(0, 3).map((transaction) => transaction.hash))
     expect(block?.receipts.map((receipt) => [receipt?.transactionIndex, receipt?.gasUsed, receipt?.cumulativeGasUsed])).toEqual([
@@ -139,7 +139,14 @@ describe('pending state: sequence rules', () => {
       logger,
       hydrate: async (hashes) => {
         asked.push(hashes)
-        return hashes.map((hash) => ({ transactionHash: hash, blockNumber: '0xa', status: '0x1', cumulativeGasUsed: '0x5208', blockHash: `0x${'99'.repeat(32)}`, logs: [] }))
+        return hashes.map((hash) => ({
+          transactionHash: hash,
+          blockNumber: '0xa',
+          status: '0x1',
+          cumulativeGasUsed: '0x5208',
+          blockHash: `0x${'99'.repeat(32)}`,
+          logs: [],
+        }))
       },
     })
     await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), receiptForm: 'none' })))

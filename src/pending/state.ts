@@ -232,7 +232,10 @@ export function createPendingState(config: PendingStateConfig) {
     return Promise.all(
       raws.map((raw) =>
         decodePendingTransaction(raw).catch((error: unknown) => {
-          logger.warn({ err: error instanceof Error ? error.message : String(error), raw: raw.slice(0, 10) }, 'skipping a flashblock transaction that cannot be decoded')
+          logger.warn(
+            { err: error instanceof Error ? error.message : String(error), raw: raw.slice(0, 10) },
+            'skipping a flashblock transaction that cannot be decoded',
+          )
           return null
         }),
       ),

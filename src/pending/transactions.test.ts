@@ -11,7 +11,10 @@ describe('decodePendingTransaction', () => {
     ['legacy (EIP-155)', { ...base, type: 'legacy' as const, chainId: 8453, gasPrice: parseGwei('1') }],
     ['legacy (pre-EIP-155)', { ...base, type: 'legacy' as const, gasPrice: parseGwei('1') }],
     ['EIP-2930', { ...base, type: 'eip2930' as const, chainId: 8453, gasPrice: parseGwei('1'), accessList: [{ address: base.to, storageKeys: [] }] }],
-    ['EIP-1559', { ...base, type: 'eip1559' as const, chainId: 8453, maxFeePerGas: parseGwei('3'), maxPriorityFeePerGas: parseGwei('1'), data: '0x1234' as const }],
+    [
+      'EIP-1559',
+      { ...base, type: 'eip1559' as const, chainId: 8453, maxFeePerGas: parseGwei('3'), maxPriorityFeePerGas: parseGwei('1'), data: '0x1234' as const },
+    ],
   ])('recovers the sender of a %s transaction', async (_name, transaction) => {
     const raw = await account.signTransaction(transaction as never)
     const decoded = await decodePendingTransaction(raw)
@@ -21,7 +24,15 @@ describe('decodePendingTransaction', () => {
   })
 
   test('a contract creation has no recipient', async () => {
-    const raw = await account.signTransaction({ type: 'eip1559', chainId: 1, nonce: 0, gas: 100_000n, maxFeePerGas: 2n, maxPriorityFeePerGas: 1n, data: '0x6000' })
+    const raw = await account.signTransaction({
+      type: 'eip1559',
+      chainId: 1,
+      nonce: 0,
+      gas: 100_000n,
+      maxFeePerGas: 2n,
+      maxPriorityFeePerGas: 1n,
+      data: '0x6000',
+    })
     expect((await decodePendingTransaction(raw)).to).toBeNull()
   })
 })

@@ -14,7 +14,8 @@ describe('createPolicies', () => {
 })
 
 describe('clientAddress', () => {
-  const request = (forwarded?: string) => ({ headers: forwarded === undefined ? {} : { 'x-forwarded-for': forwarded }, socket: { remoteAddress: '127.0.0.1' } }) as unknown as IncomingMessage
+  const request = (forwarded?: string) =>
+    ({ headers: forwarded === undefined ? {} : { 'x-forwarded-for': forwarded }, socket: { remoteAddress: '127.0.0.1' } }) as unknown as IncomingMessage
 
   test('without --trust-proxy a forged X-Forwarded-For is ignored', () => {
     expect(clientAddress(request('1.2.3.4'), false)).toBe('127.0.0.1')

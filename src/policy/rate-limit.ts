@@ -58,7 +58,14 @@ export type RateLimiterParameters = {
  * With `redis`, one bucket per client for all processes, at one Redis round trip per request; while Redis
  * fails, each process limits alone with its own buckets, as without it.
  */
-export function createRateLimiter({ ratePerSecond, burstSeconds = 1, now = Date.now, redis = null, name = 'requests', cluster = null }: RateLimiterParameters): RateLimiter {
+export function createRateLimiter({
+  ratePerSecond,
+  burstSeconds = 1,
+  now = Date.now,
+  redis = null,
+  name = 'requests',
+  cluster = null,
+}: RateLimiterParameters): RateLimiter {
   const buckets = new LRUCache<string, { tokens: number; at: number }>({ max: MAX_TRACKED_CLIENTS })
   const capacityAt = (rate: number) => Math.max(1, rate * burstSeconds)
 

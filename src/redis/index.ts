@@ -62,7 +62,10 @@ export async function createRedis({ url, prefix = DEFAULT_REDIS_PREFIX, logger }
     if (operation !== 'subscribe') quietUntil = Date.now() + REDIS_RETRY_AFTER_MS
     if (down || closed) return
     down = true
-    logger.warn({ err: loggableError(error), operation }, 'Redis unavailable: rate limits, key revocations and forwarded nonces are per process until it is back')
+    logger.warn(
+      { err: loggableError(error), operation },
+      'Redis unavailable: rate limits, key revocations and forwarded nonces are per process until it is back',
+    )
   }
 
   function markUp() {
@@ -107,7 +110,11 @@ export async function createRedis({ url, prefix = DEFAULT_REDIS_PREFIX, logger }
     key,
     attempt,
     async publish(channel, message) {
-      await attempt('publish', () => client.publish(key(channel), message), () => 0)
+      await attempt(
+        'publish',
+        () => client.publish(key(channel), message),
+        () => 0,
+      )
     },
     subscribe(channel, listener) {
       if (subscriber === null) {

@@ -10,10 +10,11 @@ const OUTAGE_ANSWER_MAX_MS = 50
 /** Reconnection backs off to 2 s between attempts: Redis counts as back within a few of them. */
 const RECONNECT_WITHIN_MS = 6_000
 
-
 /** A Redis of this test's own on `port` (the machine's shared one is never stopped), keeping nothing on disk. */
 async function startRedisServer(port: number): Promise<ChildProcess> {
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.stdout!.on('data', (chunk: Buffer) => {

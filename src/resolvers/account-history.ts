@@ -37,7 +37,13 @@ export function createAccountHistoryResolvers({
   limits,
   pendingView,
   resolveLogRange,
-}: { db: Db; chain: ChainState; limits: LogLimits; pendingView: PendingView; resolveLogRange: ResolveLogRange }) {
+}: {
+  db: Db
+  chain: ChainState
+  limits: LogLimits
+  pendingView: PendingView
+  resolveLogRange: ResolveLogRange
+}) {
   const bodies = createBlockBodies({ db })
 
   async function getAccountTransactions({ address, fromBlock, toBlock, first, after }: GetAccountTransactionsParameters): Promise<TransactionsPage> {
@@ -54,15 +60,19 @@ export function createAccountHistoryResolvers({
         .select({ hash: schema.transactions.hash })
         .from(schema.transactions)
         .where(
-          and(
-            between(schema.transactions.blockNumber, fromNumber, toNumber),
-            or(eq(schema.transactions.from, key), eq(schema.transactions.to, key)),
-            position,
-          ),
+          and(between(schema.transactions.blockNumber, fromNumber, toNumber), or(eq(schema.transactions.from, key), eq(schema.transactions.to, key)), position),
         )
         .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex))
         .limit(first + 1)
-      const found = rows.length === 0 ? [] : await bodies.transactionsWhere(inArray(schema.transactions.hash, rows.map((row) => row.hash)))
+      const found =
+        rows.length === 0
+          ? []
+          : await bodies.transactionsWhere(
+              inArray(
+                schema.transactions.hash,
+                rows.map((row) => row.hash),
+              ),
+            )
       const byHash = new Map(found.map((located) => [located.hash, located.item]))
       confirmed = rows.map((row) => byHash.get(byteaToHex(row.hash))).filter((transaction) => transaction !== undefined)
     }
@@ -71,8 +81,7 @@ export function createAccountHistoryResolvers({
       for (const block of pendingBlocks)
         block.transactions.forEach((transaction, position) => {
           const involved = transaction.from === address || transaction.to?.toLowerCase() === address
-          const later =
-            after === null || block.number > after.blockNumber || (block.number === after.blockNumber && transaction.index > after.transactionIndex)
+          const later = after === null || block.number > after.blockNumber || (block.number === after.blockNumber && transaction.index > after.transactionIndex)
           if (involved && later) transactions.push(formatPendingTransaction(block, position) as unknown as RpcTransaction)
         })
     return { transactions: transactions.slice(0, first), hasNextPage: transactions.length > first }

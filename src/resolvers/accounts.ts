@@ -233,16 +233,26 @@ export function createAccountResolvers({
         const state = stateAt(history, number)
         if (state !== null) return state
         // Never changed while indexed: one state stands for every indexed height up to the history's head.
-        return cache.remember(`account-unchanged:${address}:${history.upTo}`, () => loadAccount(address, number, indexed), () => ANSWER_BYTES.account)
+        return cache.remember(
+          `account-unchanged:${address}:${history.upTo}`,
+          () => loadAccount(address, number, indexed),
+          () => ANSWER_BYTES.account,
+        )
       }
     }
-    return cache.remember(`account:${address}:${number}`, () => loadAccount(address, number, indexed), () => ANSWER_BYTES.account)
+    return cache.remember(
+      `account:${address}:${number}`,
+      () => loadAccount(address, number, indexed),
+      () => ANSWER_BYTES.account,
+    )
   }
 
   /** The account's whole history of changes (cached), or `null` when it has too many to keep. */
   async function accountHistory(address: Address): Promise<AccountHistory | null> {
-    const cached = await cache.remember(`account-history:${address}`, () => loadAccountHistory(address), (loaded) =>
-      loaded.history === null ? 1 : loaded.history.blocks.length * HISTORY_BYTES_PER_CHANGE,
+    const cached = await cache.remember(
+      `account-history:${address}`,
+      () => loadAccountHistory(address),
+      (loaded) => (loaded.history === null ? 1 : loaded.history.blocks.length * HISTORY_BYTES_PER_CHANGE),
     )
     return cached.history
   }

@@ -109,7 +109,11 @@ export function createApiKeyResolvers({ db, redis = null }: { db: Db; redis?: Sh
     const cached = cache.get(key)
     if (cached !== undefined) return cached.record
     const readAt = generation
-    const rows = await db.drizzle.select().from(schema.apiKeys).where(eq(schema.apiKeys.keyHash, digest(key))).limit(1)
+    const rows = await db.drizzle
+      .select()
+      .from(schema.apiKeys)
+      .where(eq(schema.apiKeys.keyHash, digest(key)))
+      .limit(1)
     const row = rows[0]
     const record = row === undefined || row.revokedAt !== null ? null : toRecord(row)
     if (generation === readAt) cache.set(key, { record })

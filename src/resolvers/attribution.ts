@@ -272,10 +272,7 @@ export function createAttributionResolvers({
    * Everything the dashboard shows for one code, or `null` when the code is neither registered here nor
    * seen on chain (confirmed or pending).
    */
-  async function builderCodeStats(
-    code: string,
-    options: { interval?: SeriesInterval; points?: number } = {},
-  ): Promise<BuilderCodeStats | null> {
+  async function builderCodeStats(code: string, options: { interval?: SeriesInterval; points?: number } = {}): Promise<BuilderCodeStats | null> {
     const interval = options.interval ?? 'hour'
     const points = Math.min(Math.max(1, options.points ?? DEFAULT_SERIES_POINTS), MAX_SERIES_POINTS)
     const view = await chain.view()
@@ -346,8 +343,7 @@ export function createAttributionResolvers({
       order by count(*) desc, code
       limit ${limit}`)
     const pendingByCode = new Map<string, number>()
-    for (const { action } of pendingAttributions(head))
-      for (const code of action.attribution.codes) pendingByCode.set(code, (pendingByCode.get(code) ?? 0) + 1)
+    for (const { action } of pendingAttributions(head)) for (const code of action.attribution.codes) pendingByCode.set(code, (pendingByCode.get(code) ?? 0) + 1)
     const entries: LeaderboardEntry[] = rows.map((row) => ({
       builderCode: row.code,
       registered: row.registered,
@@ -362,7 +358,17 @@ export function createAttributionResolvers({
     const listed = new Set(entries.map((entry) => entry.builderCode))
     for (const [code, count] of pendingByCode) {
       if (listed.has(code)) continue
-      entries.push({ builderCode: code, registered: (await walletOf(code)) !== null, transactions: 0, userOperations: 0, pendingTransactions: count, reach: 0, gasUsed: '0', lastSeen: null, onChain: null })
+      entries.push({
+        builderCode: code,
+        registered: (await walletOf(code)) !== null,
+        transactions: 0,
+        userOperations: 0,
+        pendingTransactions: count,
+        reach: 0,
+        gasUsed: '0',
+        lastSeen: null,
+        onChain: null,
+      })
     }
     const total = (entry: LeaderboardEntry) => entry.transactions + entry.userOperations + entry.pendingTransactions
     const ranked = entries.sort((a, b) => total(b) - total(a) || a.builderCode.localeCompare(b.builderCode)).slice(0, limit)

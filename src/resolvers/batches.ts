@@ -1,8 +1,8 @@
 import { asc, inArray } from 'drizzle-orm'
 import type { Hash, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
-import { type BlockSelector, toQuantity } from '../codecs/index.js'
+import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
-import { InvalidBlockRangeError, LimitExceededError } from '../errors.js'
+import { InvalidBlockRangeError } from '../errors.js'
 import type { ChainState } from './chain.js'
 import { rangeEnd, tooLarge } from './logs.js'
 import type { PendingBlock } from '../pending/index.js'
@@ -85,9 +85,7 @@ export function createBatchResolvers({
     if (hashes.length === 0) return []
     const found = await bodies.receiptsWhere(inArray(schema.transactions.hash, hashes.map(hexToBytea)))
     const byHash = new Map(found.map((located) => [located.hash, located.item]))
-    return Promise.all(
-      hashes.map(async (hash) => byHash.get(hash) ?? ((await pendingView.receipt(hash)) as unknown as RpcTransactionReceipt | null)),
-    )
+    return Promise.all(hashes.map(async (hash) => byHash.get(hash) ?? ((await pendingView.receipt(hash)) as unknown as RpcTransactionReceipt | null)))
   }
 
   /**
@@ -103,7 +101,12 @@ export function createBatchResolvers({
     const toNumber = rangeEnd(end)
     if (fromNumber > toNumber) throw new InvalidBlockRangeError()
     if (toNumber - fromNumber + 1 + pendingNumbers.length > MAX_BLOCKS_PER_QUERY)
-      throw tooLarge(`block range too large: at most ${MAX_BLOCKS_PER_QUERY} blocks per query`, fromNumber, fromNumber + MAX_BLOCKS_PER_QUERY - 1, MAX_BLOCKS_PER_QUERY)
+      throw tooLarge(
+        `block range too large: at most ${MAX_BLOCKS_PER_QUERY} blocks per query`,
+        fromNumber,
+        fromNumber + MAX_BLOCKS_PER_QUERY - 1,
+        MAX_BLOCKS_PER_QUERY,
+      )
     const numbers = Array.from({ length: toNumber - fromNumber + 1 }, (_, offset) => fromNumber + offset)
     return [...numbers, ...pendingNumbers]
   }

@@ -53,7 +53,8 @@ export function createBlockBodies({ db }: { db: Db }) {
       return row.indexes.split(',').map((text, position) => {
         const transactionIndex = Number(text)
         const item = items[row.whole ? transactionIndex : transactionIndex % SEGMENT_ITEMS]
-        if (item === undefined) throw new Error(`block ${row.block_number}: no item ${transactionIndex} in its stored ${table === blockReceipts ? 'receipts' : 'transactions'}`)
+        if (item === undefined)
+          throw new Error(`block ${row.block_number}: no item ${transactionIndex} in its stored ${table === blockReceipts ? 'receipts' : 'transactions'}`)
         return { hash: `0x${hashes[position]!}` as const, blockNumber: Number(row.block_number), transactionIndex, item }
       })
     })

@@ -18,7 +18,13 @@ export function createBlockResolvers({
   cache,
   pendingView,
   history,
-}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView; history: History }) {
+}: {
+  db: Db
+  chain: ChainState
+  cache: AnswerCache
+  pendingView: PendingView
+  history: History
+}) {
   const bodies = createBlockBodies({ db })
 
   async function blockNumberOf(selector: BlockSelector): Promise<number | null> {
@@ -56,10 +62,14 @@ export function createBlockResolvers({
 
   async function loadHeader(number: number): Promise<Record<string, unknown> | null> {
     if (number < 0) return null
-    return cache.remember(`header:${number}`, async () => {
-      const rows = await db.drizzle.select({ header: schema.blocks.header }).from(schema.blocks).where(eq(schema.blocks.number, number))
-      return (rows[0]?.header as Record<string, unknown> | undefined) ?? null
-    }, () => ANSWER_BYTES.header)
+    return cache.remember(
+      `header:${number}`,
+      async () => {
+        const rows = await db.drizzle.select({ header: schema.blocks.header }).from(schema.blocks).where(eq(schema.blocks.number, number))
+        return (rows[0]?.header as Record<string, unknown> | undefined) ?? null
+      },
+      () => ANSWER_BYTES.header,
+    )
   }
 
   async function loadBlock(number: number, includeTransactions: boolean): Promise<RpcBlock | null> {
@@ -102,7 +112,11 @@ export function createTransactionResolvers({
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionbyhash */
   async function getTransaction({ hash }: TransactionLookup): Promise<RpcTransaction | null> {
-    const confirmed = await cache.remember(`transaction:${hash}`, () => loadTransaction(hash), () => ANSWER_BYTES.transaction)
+    const confirmed = await cache.remember(
+      `transaction:${hash}`,
+      () => loadTransaction(hash),
+      () => ANSWER_BYTES.transaction,
+    )
     if (confirmed !== null) return confirmed
     const pending = await pendingView.transaction(hash)
     if (pending !== null) return formatPendingTransaction(pending.block, pending.position) as unknown as RpcTransaction

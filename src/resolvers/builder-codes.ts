@@ -22,11 +22,7 @@ export type RegisterBuilderCodeReturnType = BuilderCodeRecord & {
 /** `db` serves look-ups (a replica may lag by a moment); `primary` takes registrations, read and written whole. */
 export function createBuilderCodeResolvers({ db, primary = db }: { db: Db; primary?: Db }) {
   async function codeOfWallet(wallet: Uint8Array, from: Db = db): Promise<string | null> {
-    const rows = await from.drizzle
-      .select({ code: schema.builderCodes.code })
-      .from(schema.builderCodes)
-      .where(eq(schema.builderCodes.wallet, wallet))
-      .limit(1)
+    const rows = await from.drizzle.select({ code: schema.builderCodes.code }).from(schema.builderCodes).where(eq(schema.builderCodes.wallet, wallet)).limit(1)
     return rows[0]?.code ?? null
   }
 

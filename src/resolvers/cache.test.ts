@@ -87,7 +87,13 @@ describe('createAnswerCache', () => {
 
   test('an answer larger than the whole bound is returned but not kept', async () => {
     const cache = createAnswerCache({ maxBytes: 100 })
-    expect(await cache.remember('big', async () => 'huge', () => 500)).toBe('huge')
+    expect(
+      await cache.remember(
+        'big',
+        async () => 'huge',
+        () => 500,
+      ),
+    ).toBe('huge')
     expect(cache.size).toBe(0)
   })
 

@@ -45,7 +45,6 @@ export type ResolvedBlock =
   | { status: 'unknownHash' }
   | { status: 'unavailable'; tag: string }
 
-
 export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): ChainState {
   let cached: { at: number; view: Promise<ChainView> } | null = null
   let reorgEpoch: unknown
@@ -60,9 +59,7 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
       db.drizzle
         .select()
         .from(schema.syncState)
-        .where(
-          inArray(schema.syncState.key, Object.values(SYNC_KEYS)),
-        ),
+        .where(inArray(schema.syncState.key, Object.values(SYNC_KEYS))),
     ])
     const state = new Map(stateRows.map((row) => [row.key, row.value as number | null]))
     const accountSource = stateRows.find((row) => row.key === SYNC_KEYS.accountSource)?.value
@@ -71,8 +68,7 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
     reorgEpoch = epoch
     const headRow = headRows[0]
     const head = headRow ? { number: headRow.number, hash: byteaToHex(headRow.hash), timestamp: headRow.timestamp } : null
-    const capped = (value: number | null | undefined) =>
-      value === null || value === undefined || head === null ? null : Math.min(value, head.number)
+    const capped = (value: number | null | undefined) => (value === null || value === undefined || head === null ? null : Math.min(value, head.number))
     return {
       chainId: state.get(SYNC_KEYS.chainId) ?? null,
       firstBlock: state.get(SYNC_KEYS.firstBlock) ?? null,
@@ -138,8 +134,7 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
       if (number === null) return { status: 'unavailable', tag: selector.tag }
     }
     if (head === null || number > head) return { status: 'beyondHead', number, head }
-    if (current.firstBlock !== null && number < current.firstBlock)
-      return { status: 'beforeIndex', number, firstBlock: current.firstBlock }
+    if (current.firstBlock !== null && number < current.firstBlock) return { status: 'beforeIndex', number, firstBlock: current.firstBlock }
     return { status: 'known', number }
   }
 

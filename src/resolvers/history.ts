@@ -33,7 +33,11 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
   const unknownHashes = new LRUCache<string, true>({ max: MAX_UNKNOWN_HASHES, ttl: UNKNOWN_HASH_MS })
 
   /** The upstream's object for a hash, if it lies below the index; a miss is remembered (UNKNOWN_HASH_MS). */
-  async function byHash<value extends { blockNumber?: unknown } | { number?: unknown }>(method: string, params: unknown[], first: number): Promise<value | null> {
+  async function byHash<value extends { blockNumber?: unknown } | { number?: unknown }>(
+    method: string,
+    params: unknown[],
+    first: number,
+  ): Promise<value | null> {
     const key = `${method}:${String(params[0]).toLowerCase()}:${first}`
     if (unknownHashes.has(key)) return null
     const found = belowIndex(await ask<value | null>(method, params), first)

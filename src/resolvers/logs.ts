@@ -1,7 +1,7 @@
 import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
 import type { AnyPgColumn } from 'drizzle-orm/pg-core'
 import type { Hash, Hex, RpcLog } from 'viem'
-import { type BlockSelector, type LogFilter, toQuantity } from '../codecs/index.js'
+import { type LogFilter, toQuantity } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
 import {
   BlockRangeBeyondHeadError,
@@ -30,7 +30,6 @@ export type LogLimits = {
 
 /** `eth_getLogs` adds `blockTimestamp`, as reth and anvil do. */
 export type Log = RpcLog & { blockTimestamp: `0x${string}` }
-
 
 const TOPIC_COLUMNS = [schema.logs.topic0, schema.logs.topic1, schema.logs.topic2, schema.logs.topic3] as const
 
@@ -93,9 +92,12 @@ export function rangeEnd(resolved: ResolvedBlock): number {
     case 'beyondHead':
       throw new BlockRangeBeyondHeadError()
     case 'beforeIndex':
-      throw new HistoryUnavailableError(`history before block ${toQuantity(resolved.firstBlock)} is not indexed; ask from block ${toQuantity(resolved.firstBlock)}`, {
-        data: { firstBlock: toQuantity(resolved.firstBlock) },
-      })
+      throw new HistoryUnavailableError(
+        `history before block ${toQuantity(resolved.firstBlock)} is not indexed; ask from block ${toQuantity(resolved.firstBlock)}`,
+        {
+          data: { firstBlock: toQuantity(resolved.firstBlock) },
+        },
+      )
     case 'unknownHash':
       throw new UnknownBlockError()
     case 'unavailable':
@@ -137,18 +139,20 @@ export function createLogResolvers({
   cache,
   pendingView,
   history,
-}: { db: Db; chain: ChainState; limits: LogLimits; cache: AnswerCache; pendingView: PendingView; history: History }) {
+}: {
+  db: Db
+  chain: ChainState
+  limits: LogLimits
+  cache: AnswerCache
+  pendingView: PendingView
+  history: History
+}) {
   /**
    * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
    * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
    */
   async function queryLogs(where: SQL | undefined, cap: number, scan: { filter: LogFilter; fromNumber: number; toNumber: number }): Promise<LogRow[]> {
-    const query = db.drizzle
-      .select()
-      .from(schema.logs)
-      .where(where)
-      .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
-      .limit(cap)
+    const query = db.drizzle.select().from(schema.logs).where(where).orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex)).limit(cap)
     const maxCost = limits.maxQueryCost ?? 0
     if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
       const cost = await plannedCost(query.getSQL())
@@ -248,8 +252,7 @@ export function createLogResolvers({
   /** The result cap's error, naming the range before the block where the result overflowed, if any. */
   function resultCapError(overflowBlock: number, fromNumber: number): LimitExceededError {
     // Every log of the blocks before the first one that overflows fits under the cap.
-    if (overflowBlock > fromNumber)
-      return tooLarge(`query returned more than ${limits.maxLogs} results`, fromNumber, overflowBlock - 1, limits.maxLogs)
+    if (overflowBlock > fromNumber) return tooLarge(`query returned more than ${limits.maxLogs} results`, fromNumber, overflowBlock - 1, limits.maxLogs)
     return new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`)
   }
 
@@ -285,7 +288,6 @@ export function createLogResolvers({
     if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber)
     return rows.map(formatLog)
   }
-
 
   return { getLogs, getLogsPage, resolveLogRange }
 }

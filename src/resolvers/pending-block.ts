@@ -15,9 +15,27 @@ const BLOB_GAS_TARGET = 786_432n
 
 /** Header fields in RLP order (Yellow Paper §4.3, then each fork's additions, each optional from `withdrawalsRoot` on). */
 const HEADER_FIELDS = [
-  'parentHash', 'sha3Uncles', 'miner', 'stateRoot', 'transactionsRoot', 'receiptsRoot', 'logsBloom', 'difficulty', 'number', 'gasLimit',
-  'gasUsed', 'timestamp', 'extraData', 'mixHash', 'nonce', 'baseFeePerGas', 'withdrawalsRoot', 'blobGasUsed', 'excessBlobGas',
-  'parentBeaconBlockRoot', 'requestsHash',
+  'parentHash',
+  'sha3Uncles',
+  'miner',
+  'stateRoot',
+  'transactionsRoot',
+  'receiptsRoot',
+  'logsBloom',
+  'difficulty',
+  'number',
+  'gasLimit',
+  'gasUsed',
+  'timestamp',
+  'extraData',
+  'mixHash',
+  'nonce',
+  'baseFeePerGas',
+  'withdrawalsRoot',
+  'blobGasUsed',
+  'excessBlobGas',
+  'parentBeaconBlockRoot',
+  'requestsHash',
 ] as const
 const QUANTITY_FIELDS = new Set(['difficulty', 'number', 'gasLimit', 'gasUsed', 'timestamp', 'baseFeePerGas', 'blobGasUsed', 'excessBlobGas'])
 
@@ -107,12 +125,18 @@ function transactionsRoot(block: PendingBlock): Promise<Hash> {
  */
 export async function formatPendingBlock(
   block: PendingBlock,
-  options: { includeTransactions: boolean; parent: Record<string, unknown> | null; convention: SizeConvention; formatTransaction: (block: PendingBlock, position: number) => Record<string, unknown> },
+  options: {
+    includeTransactions: boolean
+    parent: Record<string, unknown> | null
+    convention: SizeConvention
+    formatTransaction: (block: PendingBlock, position: number) => Record<string, unknown>
+  },
 ): Promise<Record<string, unknown>> {
   const { header } = block
   const { parent } = options
   const has = (field: string) => parent === null || field in parent
-  const parentBlobGas = parent === null ? 0n : BigInt((parent.excessBlobGas as Hex | undefined) ?? '0x0') + BigInt((parent.blobGasUsed as Hex | undefined) ?? '0x0')
+  const parentBlobGas =
+    parent === null ? 0n : BigInt((parent.excessBlobGas as Hex | undefined) ?? '0x0') + BigInt((parent.blobGasUsed as Hex | undefined) ?? '0x0')
   const answer: Record<string, unknown> = {
     hash: header.blockHash ?? PENDING_BLOCK_HASH,
     parentHash: header.parentHash,

@@ -1,4 +1,4 @@
-import type { Address, Hash, Hex } from 'viem'
+import type { Address, Hash } from 'viem'
 import { type BlockSelector, type LogFilter, toQuantity } from '../codecs/index.js'
 import {
   effectiveGasPrice,

@@ -26,7 +26,13 @@ export function createReceiptResolvers({
   cache,
   pendingView,
   history,
-}: { db: Db; chain: ChainState; cache: AnswerCache; pendingView: PendingView; history: History }) {
+}: {
+  db: Db
+  chain: ChainState
+  cache: AnswerCache
+  pendingView: PendingView
+  history: History
+}) {
   const bodies = createBlockBodies({ db })
 
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
@@ -47,7 +53,11 @@ export function createReceiptResolvers({
     // Cached deflated (~3 KB for a block of 160 logs instead of ~107 KB): the cache holds ~35 times more
     // blocks, and an inflate costs less than a database round trip. The answer inflates only when read:
     // a client accepting `deflate` gets the stream as it is.
-    const deflated = await cache.remember(`receipts:${resolved.number}`, () => loadDeflatedReceipts(resolved.number), (answer) => answer.stream.byteLength)
+    const deflated = await cache.remember(
+      `receipts:${resolved.number}`,
+      () => loadDeflatedReceipts(resolved.number),
+      (answer) => answer.stream.byteLength,
+    )
     return RawJson.fromDeflated(deflated)
   }
 
@@ -91,7 +101,11 @@ export function createReceiptResolvers({
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
   async function getTransactionReceiptJson({ hash }: { hash: Hash }): Promise<RawJson | null> {
-    const confirmed = await cache.remember(`receipt:${hash}`, () => loadTransactionReceipt(hash), (answer) => answer?.byteLength ?? 0)
+    const confirmed = await cache.remember(
+      `receipt:${hash}`,
+      () => loadTransactionReceipt(hash),
+      (answer) => answer?.byteLength ?? 0,
+    )
     if (confirmed !== null) return confirmed
     const pending = await pendingView.receipt(hash)
     if (pending !== null) return RawJson.fromValue(pending)

@@ -42,9 +42,12 @@ afterAll(async () => {
 })
 
 // Found by the fuzz suite (test/fuzz.test.ts): `new URL` throws on these targets, and the gateway answered 500.
-test.each(['//', '///', '//0x66757a7a2d77616c6c65742d302e2e2e2e2e2e2e', '//[::1', '/\\', '//@/'])('GET %s is not a REST path (404), not a 500', async (path) => {
-  expect(await get(path)).toBe(404)
-})
+test.each(['//', '///', '//0x66757a7a2d77616c6c65742d302e2e2e2e2e2e2e', '//[::1', '/\\', '//@/'])(
+  'GET %s is not a REST path (404), not a 500',
+  async (path) => {
+    expect(await get(path)).toBe(404)
+  },
+)
 
 test('a REST path still reaches its route', async () => {
   expect(await get('/v1/agents/builder-codes/0x1234')).toBe(400)

@@ -95,7 +95,13 @@ function parsePositiveInt(name: string, value: string | null, max: number): numb
  */
 export function createRestHandler(config: RestConfig): RestHandler {
   const { resolvers, logger } = config
-  const limiter = createRateLimiter({ ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT, burstSeconds: REGISTRATION_BURST_SECONDS, redis: config.redis, name: 'registration', cluster: config.cluster ?? null })
+  const limiter = createRateLimiter({
+    ratePerSecond: config.registrationRateLimit ?? DEFAULT_REGISTRATION_RATE_LIMIT,
+    burstSeconds: REGISTRATION_BURST_SECONDS,
+    redis: config.redis,
+    name: 'registration',
+    cluster: config.cluster ?? null,
+  })
 
   async function register(request: IncomingMessage, response: ServerResponse) {
     const wait = await limiter.take(clientAddress(request, config.trustProxy ?? false))

@@ -2,7 +2,17 @@ import type { Address } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import type { AccountState } from '../resolvers/index.js'
 import { builder, type GraphqlContext } from './builder.js'
-import { BlockInput, blockSelector, type BlockInputShape, cursorSchema, DEFAULT_PAGE_SIZE, encodeCursor, logFilterSchema, MAX_PAGE_SIZE, parseArgument } from './inputs.js'
+import {
+  BlockInput,
+  blockSelector,
+  type BlockInputShape,
+  cursorSchema,
+  DEFAULT_PAGE_SIZE,
+  encodeCursor,
+  logFilterSchema,
+  MAX_PAGE_SIZE,
+  parseArgument,
+} from './inputs.js'
 import { LogConnection } from './log.js'
 import { logsPage, PAGE_SIZE_DESCRIPTION, pageSize } from './pagination.js'
 import { TransactionConnection } from './transaction.js'
@@ -15,8 +25,9 @@ export const Account = builder.objectRef<AccountShape>('Account')
 async function historyRange(account: AccountShape, args: { fromBlock?: BlockInputShape | null; toBlock?: BlockInputShape | null }, context: GraphqlContext) {
   const toBlock = args.toBlock ?? account.block
   const toSelector = parseArgument(blockSelector, toBlock, 'toBlock')
-  const fromBlock: BlockInputShape =
-    args.fromBlock ?? { number: ((await context.resolvers.recentBlocksStart(toSelector)) as Extract<BlockSelector, { kind: 'number' }>).number }
+  const fromBlock: BlockInputShape = args.fromBlock ?? {
+    number: ((await context.resolvers.recentBlocksStart(toSelector)) as Extract<BlockSelector, { kind: 'number' }>).number,
+  }
   return { fromBlock, toBlock }
 }
 

@@ -53,8 +53,12 @@ export const AttributionRoleCounts = builder.objectRef<Figures['byRole']>('Attri
 export const AttributionFigures = builder.objectRef<Figures>('AttributionFigures').implement({
   description: 'Figures of one builder code over a set of attributed transactions and user operations (ERC-4337).',
   fields: (t) => ({
-    transactions: t.exposeInt('transactions', { description: "Transactions attributed by their own calldata (an EOA's, or a bundler's that carries a suffix)." }),
-    userOperations: t.exposeInt('userOperations', { description: 'User operations (ERC-4337) attributed by their `callData`, each counted apart from its bundle.' }),
+    transactions: t.exposeInt('transactions', {
+      description: "Transactions attributed by their own calldata (an EOA's, or a bundler's that carries a suffix).",
+    }),
+    userOperations: t.exposeInt('userOperations', {
+      description: 'User operations (ERC-4337) attributed by their `callData`, each counted apart from its bundle.',
+    }),
     reach: t.exposeInt('reach', { description: "Distinct senders: the transactions' senders and the operations' smart accounts (never their bundlers)." }),
     userOperationReach: t.exposeInt('userOperationReach', { description: 'Distinct smart accounts among them.' }),
     contracts: t.exposeInt('contracts', { description: 'Distinct call targets (`to`); contract creations have none.' }),
@@ -95,15 +99,18 @@ export const AttributionSeries = builder.objectRef<Stats['series']>('Attribution
 })
 
 export const BuilderCodeOnChain = builder.objectRef<RegistryStatus>('BuilderCodeOnChain').implement({
-  description:
-    "What the on-chain Builder Codes registry (Base's ERC-721, `--builder-code-registry`) says of a code: a code earns only once registered there.",
+  description: "What the on-chain Builder Codes registry (Base's ERC-721, `--builder-code-registry`) says of a code: a code earns only once registered there.",
   fields: (t) => ({
     registry: t.expose('registry', { type: 'Address', description: 'The registry followed.' }),
     validCode: t.exposeBoolean('validCode', { description: 'Whether the registry could hold the code at all: 1 to 32 of `[0-9a-z_]`.' }),
     registered: t.exposeBoolean('registered'),
     tokenId: t.expose('tokenId', { type: 'HexData', nullable: true, description: 'The token: the code, left-aligned in 32 bytes.' }),
     registeredBlock: t.expose('registeredBlock', { type: 'BigInt', nullable: true }),
-    registeredAt: t.expose('registeredAt', { type: 'BigInt', nullable: true, description: 'Block timestamp of the registration, seconds since the Unix epoch.' }),
+    registeredAt: t.expose('registeredAt', {
+      type: 'BigInt',
+      nullable: true,
+      description: 'Block timestamp of the registration, seconds since the Unix epoch.',
+    }),
     owner: t.expose('owner', { type: 'Address', nullable: true, description: "The token's owner." }),
     payoutAddress: t.expose('payoutAddress', { type: 'Address', nullable: true }),
     complete: t.exposeBoolean('complete', { description: "`false` while the registry's events below the index are still being read from the upstream." }),
@@ -136,7 +143,7 @@ export const BuilderCode = builder.objectRef<BuilderCodeShape>('BuilderCode').im
     onChain: t.field({
       type: BuilderCodeOnChain,
       nullable: true,
-      description: 'The on-chain registry\'s word on the code; `null` when no registry is followed.',
+      description: "The on-chain registry's word on the code; `null` when no registry is followed.",
       resolve: (code) => code.onChain(),
     }),
     stats: t.field({
@@ -171,7 +178,11 @@ export const BuilderCodeRank = builder.objectRef<LeaderboardEntry>('BuilderCodeR
     reach: t.exposeInt('reach', { description: 'Distinct senders of the confirmed transactions.' }),
     gasUsed: t.expose('gasUsed', { type: 'BigInt' }),
     lastSeen: t.expose('lastSeen', { type: 'BigInt', nullable: true, description: 'Block timestamp of the last confirmed transaction.' }),
-    onChain: t.expose('onChain', { type: BuilderCodeOnChain, nullable: true, description: 'The on-chain registry\'s word on the code; `null` when no registry is followed.' }),
+    onChain: t.expose('onChain', {
+      type: BuilderCodeOnChain,
+      nullable: true,
+      description: "The on-chain registry's word on the code; `null` when no registry is followed.",
+    }),
   }),
 })
 
@@ -186,7 +197,10 @@ builder.queryFields((t) => ({
       wallet: t.arg({ type: 'Address', validate: { schema: walletAddress } }),
       code: t.arg.string({ validate: { schema: attributionCode } }),
     },
-    validate: [(args) => (args.wallet === undefined || args.wallet === null) !== (args.code === undefined || args.code === null), { message: 'give exactly one of wallet and code' }],
+    validate: [
+      (args) => (args.wallet === undefined || args.wallet === null) !== (args.code === undefined || args.code === null),
+      { message: 'give exactly one of wallet and code' },
+    ],
     resolve: async (_root, args, { resolvers }) => {
       if (args.wallet !== undefined && args.wallet !== null) {
         const record = await resolvers.builderCodeOfWallet(args.wallet)

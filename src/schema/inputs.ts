@@ -65,14 +65,16 @@ export const logFilterSchema = z
       if (filter[end]?.hash !== undefined && filter[end]?.hash !== null)
         context.addIssue({ code: 'custom', path: [end], message: 'takes a number or a tag; filter one block by hash with blockHash' })
   })
-  .transform((filter): z.input<typeof logFilter> => ({
-    // A hash here was refused above.
-    ...(filter.fromBlock ? { fromBlock: toRpcBlock(filter.fromBlock) as string } : {}),
-    ...(filter.toBlock ? { toBlock: toRpcBlock(filter.toBlock) as string } : {}),
-    ...(filter.blockHash ? { blockHash: filter.blockHash } : {}),
-    address: filter.addresses ?? null,
-    topics: filter.topics ?? null,
-  }))
+  .transform(
+    (filter): z.input<typeof logFilter> => ({
+      // A hash here was refused above.
+      ...(filter.fromBlock ? { fromBlock: toRpcBlock(filter.fromBlock) as string } : {}),
+      ...(filter.toBlock ? { toBlock: toRpcBlock(filter.toBlock) as string } : {}),
+      ...(filter.blockHash ? { blockHash: filter.blockHash } : {}),
+      address: filter.addresses ?? null,
+      topics: filter.topics ?? null,
+    }),
+  )
   .pipe(logFilter)
 
 export type LogMatch = Pick<LogFilter, 'addresses' | 'topics'>

@@ -14,11 +14,7 @@ export function pageSize(first: number | null | undefined, context: GraphqlConte
 }
 
 /** One page of logs for a filter, with the cursor of its last log: shared by `logs` and `Account.logs`. */
-export async function logsPage(
-  context: GraphqlContext,
-  filter: LogFilter,
-  args: { first?: number | null; after?: string | null },
-) {
+export async function logsPage(context: GraphqlContext, filter: LogFilter, args: { first?: number | null; after?: string | null }) {
   const after = parseArgument(cursorSchema, args.after, 'after')
   const page = await context.resolvers.getLogsPage({
     filter,

@@ -1,4 +1,4 @@
-import { z } from 'zod'
+import type { z } from 'zod'
 import { MAX_BLOCKS_PER_QUERY } from '../resolvers/batches.js'
 import { Account } from './account.js'
 import { Block, present } from './block.js'
@@ -50,7 +50,7 @@ builder.queryType({
         { message: 'give at most one of number, hash and tag' },
       ],
       resolve: async (_root, args, { resolvers, loaders }) => {
-        const block = parseArgument(blockSelector, args.number ?? args.hash ?? args.tag ? args : LATEST, 'block')
+        const block = parseArgument(blockSelector, (args.number ?? args.hash ?? args.tag) ? args : LATEST, 'block')
         const answer = await resolvers.getBlock({ block, includeTransactions: false })
         if (answer !== null && answer.number !== null) loaders.block.prime(Number(answer.number), answer as never)
         return answer as never

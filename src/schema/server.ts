@@ -98,10 +98,12 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
         const located = isGraphQLError(error) ? error : null
         const original = located?.originalError ?? error
         // Raised as a GraphQL error on purpose (scalar parsing, query limits): already has its code.
-        if (located !== null && isGraphQLError(original)) return original === located ? located : new GraphQLError(original.message, { nodes: located.nodes, path: located.path, extensions: original.extensions })
+        if (located !== null && isGraphQLError(original))
+          return original === located
+            ? located
+            : new GraphQLError(original.message, { nodes: located.nodes, path: located.path, extensions: original.extensions })
         const expected = toGraphQLError(original)
-        if (expected !== null)
-          return new GraphQLError(expected.message, { nodes: located?.nodes, path: located?.path, extensions: expected.extensions })
+        if (expected !== null) return new GraphQLError(expected.message, { nodes: located?.nodes, path: located?.path, extensions: expected.extensions })
         if (!isGraphQLError(original)) logger.error({ err: original }, 'unexpected error while serving GraphQL')
         return maskError(error, message, isDev)
       },

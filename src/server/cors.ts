@@ -18,7 +18,10 @@ export type Cors = {
  * `*` (any page may call, as public RPCs allow) or a comma-separated list of origins, echoed when they match.
  */
 export function createCors(origins: string): Cors {
-  const list = origins.split(',').map((origin) => origin.trim()).filter((origin) => origin !== '')
+  const list = origins
+    .split(',')
+    .map((origin) => origin.trim())
+    .filter((origin) => origin !== '')
   const any = list.includes('*')
   const allowed = new Set(list.map((origin) => origin.toLowerCase()))
 

@@ -246,11 +246,18 @@ export function createServer(config: ServerConfig) {
       const wait = await admitter(publicEndpoint(request))(1)
       if (wait > 0) {
         const limited = new RateLimitedError(wait)
-        return sendJson(request, response, limited.httpStatus, { errors: [{ message: limited.message, extensions: { code: limited.graphqlCode } }] }, limited.headers)
+        return sendJson(
+          request,
+          response,
+          limited.httpStatus,
+          { errors: [{ message: limited.message, extensions: { code: limited.graphqlCode } }] },
+          limited.headers,
+        )
       }
       return graphql(request, response)
     }
-    if (path.startsWith(GRAPHIQL_ASSETS_PATH) && (request.method === 'GET' || request.method === 'HEAD') && (await serveGraphiqlAsset(request, response, path))) return
+    if (path.startsWith(GRAPHIQL_ASSETS_PATH) && (request.method === 'GET' || request.method === 'HEAD') && (await serveGraphiqlAsset(request, response, path)))
+      return
     if (path === '/healthz') return sendJson(request, response, 200, { status: 'ok' })
     if (path === '/metrics') {
       const { contentType, body } = cluster === null ? await metrics.scrape() : await cluster.request('metrics')

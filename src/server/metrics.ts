@@ -178,7 +178,11 @@ export function createMetrics(sources: MetricsSources = {}) {
     gauge('flashgate_pending_hydration_missing_receipts_total', 'Pre-confirmed receipts the upstream never had', (figures) => figures.hydration.missingReceipts)
     gauge('flashgate_pending_hydrations_in_flight', 'Hydration round trips under way', (figures) => figures.hydration.inFlight)
     gauge('flashgate_pending_hydration_lag_p50_ms', 'Frame to hydrated receipts, median of recent flashblocks (ms)', (figures) => figures.hydration.lagMsP50)
-    gauge('flashgate_pending_hydration_lag_p99_ms', 'Frame to hydrated receipts, 99th percentile of recent flashblocks (ms)', (figures) => figures.hydration.lagMsP99)
+    gauge(
+      'flashgate_pending_hydration_lag_p99_ms',
+      'Frame to hydrated receipts, 99th percentile of recent flashblocks (ms)',
+      (figures) => figures.hydration.lagMsP99,
+    )
     gauge('flashgate_pending_reconciled_blocks_total', 'Pre-confirmed blocks compared with their canonical block', (figures) => figures.reconciledBlocks)
     new Gauge({
       name: 'flashgate_pending_divergences_total',

@@ -18,7 +18,11 @@ export type Upstream = {
 export function createUpstream({ rpcUrl, wsUrl }: UpstreamConfig): Upstream {
   const isWs = rpcUrl.startsWith('ws://') || rpcUrl.startsWith('wss://')
   // viem's transports give us retries with backoff, timeouts and request ids; we only use `request`.
-  const transport = (isWs ? webSocket(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS }) : http(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS }))({})
+  const transport = (
+    isWs
+      ? webSocket(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS })
+      : http(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS })
+  )({})
   return {
     rpcUrl,
     wsUrl: wsUrl ?? (isWs ? rpcUrl : null),

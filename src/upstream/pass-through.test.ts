@@ -30,7 +30,7 @@ describe('createPassThrough', () => {
     expect(failure).toMatchObject({ code: -32603, message: 'upstream unavailable' })
   })
 
-  test('params nested too deeply to forward are the caller\'s mistake: -32602, and nothing is sent', async () => {
+  test("params nested too deeply to forward are the caller's mistake: -32602, and nothing is sent", async () => {
     let nested: unknown = 0
     for (let depth = 0; depth < 20_000; depth++) nested = [nested]
     const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: garbageUrl }) })

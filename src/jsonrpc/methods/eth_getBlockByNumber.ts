@@ -4,6 +4,5 @@ import { defineMethod } from '../define-method.js'
 
 export const eth_getBlockByNumber = defineMethod({
   params: z.tuple([blockNumberOrTagSelector, requiredBoolean]),
-  handler: (resolvers, [block, includeTransactions]) =>
-    resolvers.getBlock({ block, includeTransactions }),
+  handler: (resolvers, [block, includeTransactions]) => resolvers.getBlock({ block, includeTransactions }),
 })
