@@ -100,6 +100,8 @@ export function createIngester(config: IngesterConfig) {
   let wake: (() => void) | null = null
   /** Set while the loop waits for the next head poll: the only wait `pollNow` cuts short (never a back-off). */
   let polling = false
+  /** `pollNow` came while the loop was busy: its next wait between polls is skipped, so the request is not lost. */
+  let pollAsked = false
   let unsubscribe: (() => void) | null = null
   let lock: IngestLock | null = null
   let safeHeadsCheckedAt = 0
@@ -336,6 +338,8 @@ export function createIngester(config: IngesterConfig) {
         if (lock === null && !(await acquireLock())) break
         if (!lock!.held()) throw new IngestLockLostError()
         next ??= await initialise()
+        // This read of the head is the one a `pollNow` before it asked for.
+        pollAsked = false
         const target = await upstreamNumber()
         status.upstreamHead = target
         if (next <= target) next = await syncTo(next, target)
@@ -347,7 +351,7 @@ export function createIngester(config: IngesterConfig) {
           else {
             await refreshSafeHeads()
             // Caught up: a turn of reading the registry below the index, if that is unfinished.
-            if (!(await registry.backfill(store))) {
+            if (!(await registry.backfill(store)) && !pollAsked) {
               polling = true
               await interruptibleSleep(upstream.wsUrl === null ? pollIntervalMs : WS_SAFETY_POLL_MS).finally(() => {
                 polling = false
@@ -388,7 +392,8 @@ export function createIngester(config: IngesterConfig) {
      * one before it has sealed. Cuts short only the wait between head polls, never an error's back-off.
      */
     pollNow() {
-      if (polling) wake?.()
+      if (polling && wake !== null) wake()
+      else pollAsked = true
     },
     /** Resolves once the index holds block `number` (or rejects after `timeoutMs`). */
     async waitForBlock(number: number, timeoutMs = 30_000): Promise<void> {
