@@ -1,10 +1,13 @@
 import type { z } from 'zod'
 import type { Resolvers } from '../resolvers/index.js'
+import type { Pins } from './memo.js'
 
 /** One JSON-RPC method: a zod schema for its positional params and a handler that calls a resolver. */
 export type MethodDefinition<schema extends z.ZodType = z.ZodType> = {
   params: schema
   handler(resolvers: Resolvers, params: z.output<schema>): Promise<unknown>
+  /** The blocks that fix its answer, for the call memo (jsonrpc/memo.ts); absent for a method never memoised. */
+  pins?: Pins
 }
 
 export function defineMethod<schema extends z.ZodType>(definition: MethodDefinition<schema>): MethodDefinition<schema> {

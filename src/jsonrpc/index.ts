@@ -1,5 +1,4 @@
 import type { Logger } from 'pino'
-import { z } from 'zod'
 import { describeParamsError } from '../codecs/index.js'
 import {
   InvalidParamsError,
@@ -16,6 +15,7 @@ import {
 import type { Resolvers } from '../resolvers/index.js'
 import type { MethodDefinition } from './define-method.js'
 import { methods as indexMethods } from './methods/index.js'
+import type { CallMemo } from './memo.js'
 import { exactIds, type NumericId } from './request-ids.js'
 
 export { methods } from './methods/index.js'
@@ -40,6 +40,8 @@ export type JsonRpcHandlerConfig = {
   refusedMethods?: ReadonlySet<string>
   /** Forwards a method the index does not answer to the upstream node, if it is on the allowlist. */
   passThrough?: PassThrough | null
+  /** Results of calls whose answer is fixed, kept as JSON text (jsonrpc/memo.ts); none when absent. */
+  memo?: CallMemo | null
 }
 
 /** Forwards one call to the upstream node; `null` when the method is not on the pass-through allowlist. */
@@ -55,7 +57,8 @@ export type HandleOptions = {
   admit?: (cost: number) => Promise<number>
 }
 
-const idSchema = z.union([z.string(), z.number(), z.null()])
+/** A valid request id: a string, a finite number or null (https://www.jsonrpc.org/specification#request_object). */
+const isValidId = (id: unknown): id is string | number | null => id === null || typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id))
 
 /** Methods that only make sense on one connection, e.g. subscriptions on a WebSocket. */
 export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
@@ -70,6 +73,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const maxBatchSize = config.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE
   const refusedMethods = config.refusedMethods ?? new Set<string>()
   const passThrough = config.passThrough ?? null
+  const memo = config.memo ?? null
 
   function failure(id: Id, error: unknown): JsonRpcResponse {
     if (!isFlashgateError(error)) logger.error({ err: loggableError(error) }, 'unexpected error while serving a JSON-RPC call')
@@ -81,10 +85,10 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     if (typeof request !== 'object' || request === null || Array.isArray(request))
       return { response: failure(null, new InvalidRequestError('invalid request')), status: 200 }
     const message = request as Record<string, unknown>
-    const idResult = idSchema.safeParse(message.id)
+    const validId = isValidId(message.id)
     const hasId = 'id' in message
-    const id: Id = exactId ?? (idResult.success ? idResult.data : null)
-    if (hasId && !idResult.success && exactId === undefined)
+    const id: Id = exactId ?? (validId ? (message.id as Id) : null)
+    if (hasId && !validId && exactId === undefined)
       return { response: failure(null, new InvalidRequestError('invalid request: id must be a string, number or null')), status: 200 }
     if (message.jsonrpc !== '2.0') return { response: failure(id, new InvalidRequestError('invalid request: jsonrpc must be "2.0"')), status: 200 }
     if (typeof message.method !== 'string') return { response: failure(id, new InvalidRequestError('invalid request: method must be a string')), status: 200 }
@@ -111,9 +115,12 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
       if (forwarded === undefined || forwarded === null) throw new MethodNotFoundError(method)
       return forwarded
     }
+    const memoized = memo?.lookup(method, rawParams, definition.pins) ?? null
+    if (memoized?.hit !== undefined) return memoized.hit
     const parsed = definition.params.safeParse(rawParams ?? [])
     if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, rawParams ?? []))
     const result = await definition.handler(resolvers, parsed.data)
+    if (memoized !== null) memo!.keep(memoized.ticket, result)
     return result === undefined ? null : result
   }
 
@@ -147,7 +154,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const oversized = Array.isArray(payload) && payload.length > maxBatchSize
     const wait = oversized ? 0 : ((await admit?.(Array.isArray(payload) ? Math.max(1, payload.length) : 1)) ?? 0)
     if (wait > 0) {
-      const id = Array.isArray(payload) ? null : (ids?.[0] ?? idSchema.safeParse((payload as { id?: unknown } | null)?.id).data ?? null)
+      const id = Array.isArray(payload) ? null : (ids?.[0] ?? (isValidId((payload as { id?: unknown } | null)?.id) ? (payload as { id: Id }).id : null))
       const limited = new RateLimitedError(wait)
       return { status: limited.httpStatus, headers: limited.headers, body: failure(id, limited) }
     }

@@ -48,6 +48,12 @@ export function serializeJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): str
   return Buffer.concat(answerChunks(body).map((chunk) => (chunk instanceof RawJson ? chunk.bytes : chunk)))
 }
 
+/** Whether any result of the answer is stored deflated: only then is `deflatedJsonRpc` worth asking (and the client's codings worth reading). */
+export function hasDeflatedResult(body: JsonRpcResponse | JsonRpcResponse[]): boolean {
+  const responses = Array.isArray(body) ? body : [body]
+  return responses.some((response) => 'result' in response && response.result instanceof RawJson && response.result.deflated !== undefined)
+}
+
 /** Plain bytes a spliced answer may carry uncompressed (stored blocks) beside its deflated results. */
 const SPLICE_MAX_PLAIN_BYTES = 4096
 
@@ -58,8 +64,7 @@ const SPLICE_MAX_PLAIN_BYTES = 4096
  * other answers): then compressing the whole is better.
  */
 export function deflatedJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): { stream: Buffer; plainLength: number } | null {
-  const responses = Array.isArray(body) ? body : [body]
-  if (!responses.some((response) => 'result' in response && response.result instanceof RawJson && response.result.deflated !== undefined)) return null
+  if (!hasDeflatedResult(body)) return null
   const parts: (Buffer | DeflatedText)[] = []
   let plainBytes = 0
   let plainLength = 0

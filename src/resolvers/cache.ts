@@ -48,6 +48,8 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
     get size() {
       return store?.size ?? 0
     },
+    /** The memory it may take (`--answer-cache-mb`). */
+    maxBytes,
   }
 }
 

@@ -24,8 +24,16 @@ export type ChainView = {
   registry: RegistryProgress | null
 }
 
+/** The blocks the index holds, first to head. */
+export type IndexedRange = { first: number; head: number }
+
 export type ChainState = {
   view(): Promise<ChainView>
+  /**
+   * The indexed range of the last view loaded, without waiting (it lags the database by up to a moment, and
+   * starts a load when it is older than that); `null` before the first load.
+   */
+  indexed(): IndexedRange | null
   /** Forget the cached view: the ingester calls this after each commit and after a reorg. */
   invalidate(): void
   /** Resolves a tag, number or EIP-1898 hash to a block number the index holds, or `null`. */
@@ -48,6 +56,7 @@ export type ResolvedBlock =
 export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): ChainState {
   let cached: { at: number; view: Promise<ChainView> } | null = null
   let reorgEpoch: unknown
+  let indexed: IndexedRange | null = null
 
   async function load(): Promise<ChainView> {
     const [headRows, stateRows] = await Promise.all([
@@ -68,6 +77,7 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
     reorgEpoch = epoch
     const headRow = headRows[0]
     const head = headRow ? { number: headRow.number, hash: byteaToHex(headRow.hash), timestamp: headRow.timestamp } : null
+    indexed = head === null ? null : { first: (state.get(SYNC_KEYS.firstBlock) as number | null | undefined) ?? 0, head: head.number }
     const capped = (value: number | null | undefined) => (value === null || value === undefined || head === null ? null : Math.min(value, head.number))
     return {
       chainId: state.get(SYNC_KEYS.chainId) ?? null,
@@ -140,6 +150,12 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
 
   return {
     view,
+    indexed() {
+      // Callers that answer without a view of their own (the JSON-RPC memo) still keep it fresh: one load
+      // per HEAD_CACHE_MS at most, not awaited (the range of the last load is answered meanwhile).
+      if (cached === null || Date.now() - cached.at > HEAD_CACHE_MS) void view()
+      return indexed
+    },
     invalidate() {
       cached = null
     },

@@ -129,6 +129,8 @@ function createResolverSet(config: ResolversConfig) {
 
   const resolvers = {
     chain,
+    /** Answers kept by block, cleared on a reorg: for the transports' own caches of finished answers (jsonrpc/memo.ts). */
+    answerCache: cache,
     limitedResolvers,
     /**
      * Blocks were committed up to `head` (`reorg: false`) or undone (`reorg: true`): by the ingester in this

@@ -25,8 +25,11 @@ export function createCors(origins: string): Cors {
   const any = list.includes('*')
   const allowed = new Set(list.map((origin) => origin.toLowerCase()))
 
+  // The same headers for every request when any origin may call: made once (callers copy, never change them).
+  const anyOrigin: Readonly<Record<string, string>> = Object.freeze({ 'access-control-allow-origin': '*' })
+
   function headers(request: IncomingMessage): Record<string, string> {
-    if (any) return { 'access-control-allow-origin': '*' }
+    if (any) return anyOrigin
     const origin = request.headers.origin
     if (origin !== undefined && allowed.has(origin.toLowerCase())) return { 'access-control-allow-origin': origin, vary: 'Origin' }
     return { vary: 'Origin' }

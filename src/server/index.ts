@@ -18,8 +18,9 @@ import {
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
+import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
-import { deflatedJsonRpc, serializeJsonRpc } from '../jsonrpc/serialize.js'
+import { deflatedJsonRpc, hasDeflatedResult, serializeJsonRpc } from '../jsonrpc/serialize.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
 import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
@@ -39,6 +40,8 @@ const MAX_WS_MESSAGE_BYTES = 1024 * 1024
 const MAX_WS_BUFFERED_BYTES = 16 * 1024 * 1024
 /** Node's limit on a request's head (request line and headers); a longer one gets a 431 with a JSON body. */
 const MAX_HEADER_BYTES = 16 * 1024
+/** Memory of each endpoint policy's call memo (jsonrpc/memo.ts), as a share of the answer cache's (`--answer-cache-mb`). */
+const MEMO_SHARE_OF_ANSWER_CACHE = 0.25
 /** Of a refused JSON-RPC body, the bytes read to find its id (a 401 echoes it). */
 const MAX_ID_PROBE_BYTES = 64 * 1024
 
@@ -135,6 +138,17 @@ export function createServer(config: ServerConfig) {
   const { logger, policies, resolvers } = config
   const trustProxy = config.trustProxy ?? false
   const servesApis = config.servesApis ?? true
+  // A memo per policy: log limits differ, so a result one endpoint may give is not always the other's to give.
+  const memos = Object.fromEntries(
+    Object.values(policies).map((policy) => [
+      policy.name,
+      createCallMemo({
+        cache: resolvers.answerCache,
+        indexed: resolvers.chain.indexed,
+        maxBytes: resolvers.answerCache.maxBytes * MEMO_SHARE_OF_ANSWER_CACHE,
+      }),
+    ]),
+  ) as Record<PolicyName, CallMemo>
   const jsonRpcHandlers = Object.fromEntries(
     Object.values(policies).map((policy) => [
       policy.name,
@@ -144,6 +158,7 @@ export function createServer(config: ServerConfig) {
         maxBatchSize: policy.maxBatchSize,
         refusedMethods: policy.refusedMethods,
         passThrough: config.passThrough ?? null,
+        memo: memos[policy.name],
       }),
     ]),
   ) as Record<PolicyName, JsonRpcHandler>
@@ -159,7 +174,7 @@ export function createServer(config: ServerConfig) {
   const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy, redis, cluster })
   // One bucket per client address on the public endpoint and per key on dedicated ones.
   const limiter = createRateLimiter({ ratePerSecond: 0, redis, name: 'rpc', cluster })
-  const metrics = createMetrics(config.metrics)
+  const metrics = createMetrics({ ...config.metrics, memo: () => ({ public: memos.public.figures(), dedicated: memos.dedicated.figures() }) })
   const workerHeader = cluster === null ? null : String(cluster.workerId)
 
   /** The public endpoint, as the client at this address uses it: its bucket is the address. */
@@ -215,7 +230,7 @@ export function createServer(config: ServerConfig) {
     }
     const headers = { 'content-type': 'application/json', ...reply.headers, ...corsHeaders }
     // Answers stored deflated (a block's receipts) go to a client accepting `deflate` as they are.
-    if (negotiateEncoding(request.headers['accept-encoding'], STORED_DEFLATE_OFFERS) === 'deflate') {
+    if (hasDeflatedResult(reply.body) && negotiateEncoding(request.headers['accept-encoding'], STORED_DEFLATE_OFFERS) === 'deflate') {
       const stored = deflatedJsonRpc(reply.body)
       if (stored !== null && stored.plainLength >= COMPRESS_MIN_BYTES) return sendEncoded(request, response, reply.status, stored.stream, 'deflate', headers)
     }

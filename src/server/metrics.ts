@@ -17,7 +17,11 @@ export type MetricsSources = {
   history?: () => Record<string, number>
   /** The Redis shared by the deployment's processes (`--redis-url`): up or not, and what was answered without it. */
   redis?: () => RedisStatus
+  /** The JSON-RPC call memos (jsonrpc/memo.ts), by endpoint policy. */
+  memo?: () => Record<string, MemoFigures>
 }
+
+export type MemoFigures = { hits: number; kept: number; entries: number; bytes: number }
 
 export type PendingMetrics = {
   source: string
@@ -54,6 +58,21 @@ export function createMetrics(sources: MetricsSources = {}) {
     buckets: DURATION_BUCKETS_SECONDS,
     registers: [registry],
   })
+  // The labelled series of each route (and status), looked up once: prom-client hashes the labels on every
+  // call otherwise, and this runs for every request. Routes and statuses are few (see routeLabel).
+  const requestSeries = new Map<string, Counter.Internal>()
+  const durationSeries = new Map<string, Histogram.Internal<'route'>>()
+  const requestsOf = (route: string, status: number) => {
+    const key = `${route} ${status}`
+    let series = requestSeries.get(key)
+    if (series === undefined) requestSeries.set(key, (series = requests.labels({ route, status: String(status) })))
+    return series
+  }
+  const durationsOf = (route: string) => {
+    let series = durationSeries.get(route)
+    if (series === undefined) durationSeries.set(route, (series = durations.labels({ route })))
+    return series
+  }
   const rateLimited = new Counter({
     name: 'flashgate_rate_limited_total',
     help: 'Requests refused for their rate (HTTP 429 or -32005 on a WebSocket), by endpoint policy',
@@ -127,6 +146,27 @@ export function createMetrics(sources: MetricsSources = {}) {
         for (const [method, count] of Object.entries(history())) this.set({ method }, count)
       },
     })
+  const memo = sources.memo
+  if (memo !== undefined) {
+    const memoGauge = (name: string, help: string, figure: keyof MemoFigures) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['policy'] as const,
+        registers: [registry],
+        collect() {
+          for (const [policy, figures] of Object.entries(memo())) this.set({ policy }, figures[figure])
+        },
+      })
+    memoGauge(
+      'flashgate_jsonrpc_memo_hits_total',
+      'JSON-RPC calls answered from the call memo (results fixed by explicit indexed blocks), by endpoint policy',
+      'hits',
+    )
+    memoGauge('flashgate_jsonrpc_memo_kept_total', 'Results kept in the call memo, by endpoint policy', 'kept')
+    memoGauge('flashgate_jsonrpc_memo_entries', 'Results held in the call memo now, by endpoint policy', 'entries')
+    memoGauge('flashgate_jsonrpc_memo_bytes', 'Memory the call memo holds now (JSON text and keys), by endpoint policy', 'bytes')
+  }
   const redis = sources.redis
   if (redis !== undefined) {
     new Gauge({
@@ -199,11 +239,11 @@ export function createMetrics(sources: MetricsSources = {}) {
   return {
     /** Counts the request when its answer has gone out. */
     observe(request: IncomingMessage, response: ServerResponse) {
-      const started = process.hrtime.bigint()
+      const started = performance.now()
       const route = routeLabel((request.url ?? '/').split('?')[0]!)
       response.once('finish', () => {
-        requests.inc({ route, status: String(response.statusCode) })
-        durations.observe({ route }, Number(process.hrtime.bigint() - started) / 1e9)
+        requestsOf(route, response.statusCode).inc()
+        durationsOf(route).observe((performance.now() - started) / 1000)
       })
     },
     rateLimited(policy: string) {

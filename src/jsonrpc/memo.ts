@@ -1,0 +1,86 @@
+import { LRUCache } from 'lru-cache'
+import type { AnswerCache } from '../resolvers/cache.js'
+import type { IndexedRange } from '../resolvers/chain.js'
+import { RawJson } from '../resolvers/raw-json.js'
+
+/**
+ * The block numbers a call's answer is fixed by, read from its raw params: `[]` for an answer no block
+ * changes (the chain id), `null` when it is not fixed (a tag such as `latest` or `pending`, a hash, a
+ * missing block argument). Raw params are not validated yet: anything unexpected is `null`.
+ */
+export type Pins = (params: unknown[]) => number[] | null
+
+/** Answers larger than this are not memoised: one would push out thousands of small ones. */
+const MAX_ENTRY_BYTES = 256 * 1024
+
+/** A hex quantity small enough to be an exact JS number; anything else pins nothing. */
+const QUANTITY = /^0x[0-9a-fA-F]{1,13}$/
+
+/** The block number a raw block argument names explicitly, or `null` (a tag, a hash, an object, absent). */
+export function pinnedNumber(argument: unknown): number | null {
+  return typeof argument === 'string' && QUANTITY.test(argument) ? Number.parseInt(argument.slice(2), 16) : null
+}
+
+/** Pins for a method whose block argument is the param at `position`. */
+export function pinAt(position: number): Pins {
+  return (params) => {
+    const number = pinnedNumber(params[position])
+    return number === null ? null : [number]
+  }
+}
+
+/** A call under way that may be memoised: its key and the memo's generation when it started. */
+export type MemoTicket = { key: string; generation: number }
+
+/**
+ * Whole JSON-RPC results, as JSON text, of calls whose answer can no longer change: every block they name
+ * is an explicit number inside the indexed range when the call starts (so already committed, and not
+ * `pending`). A repeated call (a wallet polling a balance at a block, an indexer re-reading a range) then
+ * skips validation, the resolvers and serialisation: its result is the stored text, copied into the answer.
+ *
+ * The key is the method and its params as sent; ids are not part of it. Only results are kept, never errors
+ * or `null` (a block not indexed yet may be a moment later). A reorg clears it with the answer cache (and a
+ * call that began before the reorg is not kept after it); a memo per endpoint policy, since log limits differ.
+ * Off when the answer cache is off (`--answer-cache-mb 0`).
+ */
+export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCache; indexed: () => IndexedRange | null; maxBytes: number }) {
+  const store =
+    cache.enabled && maxBytes > 0 ? new LRUCache<string, RawJson>({ maxSize: maxBytes, sizeCalculation: (value, key) => value.byteLength + key.length }) : null
+  let generation = 0
+  const figures = { hits: 0, kept: 0 }
+  cache.onClear(() => {
+    generation++
+    store?.clear()
+  })
+
+  return {
+    /**
+     * The ticket of a call whose answer would be fixed now (`pins` inside the indexed range), with the stored
+     * result when there is one; `null` for a call that must run and not be kept.
+     */
+    lookup(method: string, params: unknown, pins: Pins | undefined): { ticket: MemoTicket; hit: RawJson | undefined } | null {
+      if (store === null || pins === undefined) return null
+      const list = params === undefined || params === null ? [] : params
+      if (!Array.isArray(list)) return null
+      const range = indexed()
+      const numbers = pins(list)
+      if (range === null || numbers === null || numbers.some((number) => number > range.head || number < range.first)) return null
+      const key = `${method}\u0000${JSON.stringify(list)}`
+      const hit = store.get(key)
+      if (hit !== undefined) figures.hits++
+      return { ticket: { key, generation }, hit }
+    },
+    /** Keeps a call's result, as JSON text, unless it is `null` or a reorg came while it ran. Returns it unchanged. */
+    keep(ticket: MemoTicket, result: unknown) {
+      if (store === null || result === null || result === undefined || ticket.generation !== generation) return
+      const text = result instanceof RawJson ? result : RawJson.fromValue(result)
+      if (text.byteLength > MAX_ENTRY_BYTES) return
+      store.set(ticket.key, text)
+      figures.kept++
+    },
+    /** Calls answered from it and results kept since the start, and what it holds now (for `/metrics`). */
+    figures: () => ({ ...figures, entries: store?.size ?? 0, bytes: store?.calculatedSize ?? 0 }),
+  }
+}
+
+export type CallMemo = ReturnType<typeof createCallMemo>
