@@ -104,15 +104,15 @@ describe('the JSON-RPC call memo', () => {
     )
   })
 
-  test('tags, block hashes and blocks above the head are never memoised: their answers follow the chain', async () => {
+  test('pending, safe, block hashes and blocks above the head are never memoised: their answers follow the chain', async () => {
     const top = await head()
     const latestBlock = (await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [hex(top), false])).hash
     const before = await memoHits()
     for (let round = 0; round < 2; round++) {
-      await post(gateway.url, 'eth_getBalance', [account, 'latest'])
       await post(gateway.url, 'eth_getTransactionCount', [account, 'pending'])
+      await post(gateway.url, 'eth_getBalance', [account, 'safe'])
       await post(gateway.url, 'eth_getLogs', [{ blockHash: latestBlock }])
-      await post(gateway.url, 'eth_getLogs', [{ fromBlock: hex(top - 1), toBlock: 'latest' }])
+      await post(gateway.url, 'eth_getLogs', [{ fromBlock: hex(top - 1), toBlock: 'pending' }])
       await post(gateway.url, 'eth_getLogs', [{ fromBlock: hex(top - 1), toBlock: hex(top + 1) }])
       expect((await post(gateway.url, 'eth_getBlockByNumber', [hex(top + 1), false])).body.result).toBeNull()
       expect((await post(gateway.url, 'eth_getBalance', [account, hex(top + 1)])).body.error).toBeDefined()
@@ -129,6 +129,30 @@ describe('the JSON-RPC call memo', () => {
       ['eth_getLogs', [{ fromBlock: hex(top - 1), toBlock: hex(top + 1) }]],
     ] as [string, unknown[]][])
       expect((await post(gateway.url, method, params)).body.result, method).toEqual(await anvilCall(anvil.rpcUrl, method, params))
+  })
+
+  test('latest is memoised with the head it meant: the next head answers anew, as the node does', async () => {
+    const calls: [string, unknown[]][] = [
+      ['eth_getBalance', [account, 'latest']],
+      ['eth_getBlockByNumber', ['latest', false]],
+      ['eth_getLogs', [{ fromBlock: 'latest' }]],
+    ]
+    for (let block = 0; block < 2; block++) {
+      const before = await memoHits()
+      for (const [method, params] of calls) {
+        const first = await post(gateway.url, method, params)
+        const again = await post(gateway.url, method, params)
+        expect(again.text, method).toBe(first.text)
+        expect(again.body.result, method).toEqual(await anvilCall(anvil.rpcUrl, method, params))
+      }
+      // Each call's repeat (and the first of it too, after the first head) came from the memo, or was run again
+      // when the view of the head was being reloaded: never more hits than calls made.
+      const hits = (await memoHits()).public - before.public
+      expect(hits).toBeGreaterThan(0)
+      expect(hits).toBeLessThanOrEqual(calls.length * 2)
+      await generateChain(anvil.rpcUrl, { seed: 75 + block, blocks: 1, txPerBlock: [2, 3] })
+      await waitForSameHead(gateway, anvil.rpcUrl)
+    }
   })
 
   test('errors are not memoised, and one endpoint’s memo never answers for the other’s limits', async () => {

@@ -3,12 +3,15 @@ import type { AnswerCache } from '../resolvers/cache.js'
 import type { IndexedRange } from '../resolvers/chain.js'
 import { RawJson } from '../resolvers/raw-json.js'
 
+/** A block a call's answer is fixed by: an explicit number, or `latest` (the head the resolvers see now). */
+export type Pin = number | 'latest'
+
 /**
- * The block numbers a call's answer is fixed by, read from its raw params: `[]` for an answer no block
- * changes (the chain id), `null` when it is not fixed (a tag such as `latest` or `pending`, a hash, a
- * missing block argument). Raw params are not validated yet: anything unexpected is `null`.
+ * The blocks a call's answer is fixed by, read from its raw params: `[]` for an answer no block changes
+ * (the chain id), `null` when it is not fixed (`pending`, `safe`, `finalized`, a hash, a missing block
+ * argument). Raw params are not validated yet: anything unexpected is `null`.
  */
-export type Pins = (params: unknown[]) => number[] | null
+export type Pins = (params: unknown[]) => Pin[] | null
 
 /** Answers larger than this are not memoised: one would push out thousands of small ones. */
 const MAX_ENTRY_BYTES = 256 * 1024
@@ -16,27 +19,32 @@ const MAX_ENTRY_BYTES = 256 * 1024
 /** A hex quantity small enough to be an exact JS number; anything else pins nothing. */
 const QUANTITY = /^0x[0-9a-fA-F]{1,13}$/
 
-/** The block number a raw block argument names explicitly, or `null` (a tag, a hash, an object, absent). */
-export function pinnedNumber(argument: unknown): number | null {
+/** The block a raw block argument pins: an explicit number or `latest`; `null` for anything else (another tag, a hash, an object, absent). */
+export function pinOf(argument: unknown): Pin | null {
+  if (argument === 'latest') return 'latest'
   return typeof argument === 'string' && QUANTITY.test(argument) ? Number.parseInt(argument.slice(2), 16) : null
 }
 
 /** Pins for a method whose block argument is the param at `position`. */
 export function pinAt(position: number): Pins {
   return (params) => {
-    const number = pinnedNumber(params[position])
-    return number === null ? null : [number]
+    const pin = pinOf(params[position])
+    return pin === null ? null : [pin]
   }
 }
 
-/** A call under way that may be memoised: its key and the memo's generation when it started. */
-export type MemoTicket = { key: string; generation: number }
+/** A call under way that may be memoised: its key, the memo's generation when it started, and the head its `latest` meant. */
+export type MemoTicket = { key: string; generation: number; head: number | null }
+
+/** A kept result, with the head it was computed at when it named `latest` (else `null`: it holds at any head). */
+type Entry = { text: RawJson; head: number | null }
 
 /**
- * Whole JSON-RPC results, as JSON text, of calls whose answer can no longer change: every block they name
- * is an explicit number inside the indexed range when the call starts (so already committed, and not
- * `pending`). A repeated call (a wallet polling a balance at a block, an indexer re-reading a range) then
- * skips validation, the resolvers and serialisation: its result is the stored text, copied into the answer.
+ * Whole JSON-RPC results, as JSON text, of calls whose answer is fixed: every block they name is an explicit
+ * number inside the indexed range when the call starts (so already committed, and not `pending`), or
+ * `latest`, kept with the head it meant and given again only while that is still the head the resolvers see.
+ * A repeated call (a wallet polling a balance, an indexer re-reading a range) then skips validation, the
+ * resolvers and serialisation: its result is the stored text, copied into the answer.
  *
  * The key is the method and its params as sent; ids are not part of it. Only results are kept, never errors
  * or `null` (a block not indexed yet may be a moment later). A reorg clears it with the answer cache (and a
@@ -45,7 +53,9 @@ export type MemoTicket = { key: string; generation: number }
  */
 export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCache; indexed: () => IndexedRange | null; maxBytes: number }) {
   const store =
-    cache.enabled && maxBytes > 0 ? new LRUCache<string, RawJson>({ maxSize: maxBytes, sizeCalculation: (value, key) => value.byteLength + key.length }) : null
+    cache.enabled && maxBytes > 0
+      ? new LRUCache<string, Entry>({ maxSize: maxBytes, sizeCalculation: (entry, key) => entry.text.byteLength + key.length })
+      : null
   let generation = 0
   const figures = { hits: 0, kept: 0 }
   cache.onClear(() => {
@@ -63,19 +73,28 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
       const list = params === undefined || params === null ? [] : params
       if (!Array.isArray(list)) return null
       const range = indexed()
-      const numbers = pins(list)
-      if (range === null || numbers === null || numbers.some((number) => number > range.head || number < range.first)) return null
+      const pinned = pins(list)
+      if (range === null || pinned === null) return null
+      let latest = false
+      for (const pin of pinned) {
+        if (pin === 'latest') latest = true
+        else if (pin > range.head || pin < range.first) return null
+      }
+      // `latest` only while the range is the resolvers' own view: else they would load a newer head.
+      if (latest && !range.current) return null
+      const head = latest ? range.head : null
       const key = `${method}\u0000${JSON.stringify(list)}`
-      const hit = store.get(key)
+      const entry = store.get(key)
+      const hit = entry !== undefined && entry.head === head ? entry.text : undefined
       if (hit !== undefined) figures.hits++
-      return { ticket: { key, generation }, hit }
+      return { ticket: { key, generation, head }, hit }
     },
     /** Keeps a call's result, as JSON text, unless it is `null` or a reorg came while it ran. Returns it unchanged. */
     keep(ticket: MemoTicket, result: unknown) {
       if (store === null || result === null || result === undefined || ticket.generation !== generation) return
       const text = result instanceof RawJson ? result : RawJson.fromValue(result)
       if (text.byteLength > MAX_ENTRY_BYTES) return
-      store.set(ticket.key, text)
+      store.set(ticket.key, { text, head: ticket.head })
       figures.kept++
     },
     /** Calls answered from it and results kept since the start, and what it holds now (for `/metrics`). */

@@ -24,8 +24,11 @@ export type ChainView = {
   registry: RegistryProgress | null
 }
 
-/** The blocks the index holds, first to head. */
-export type IndexedRange = { first: number; head: number }
+/**
+ * The blocks the index holds, first to head, as of the last view loaded. `current` while that view is the one
+ * `view()` would answer now without loading (so `latest` is `head` for every resolver too).
+ */
+export type IndexedRange = { first: number; head: number; current: boolean }
 
 export type ChainState = {
   view(): Promise<ChainView>
@@ -53,10 +56,14 @@ export type ResolvedBlock =
   | { status: 'unknownHash' }
   | { status: 'unavailable'; tag: string }
 
+/** A failed load is handled where it is awaited (and forgotten by `view`). */
+const ignoreFailure = () => undefined
+
 export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): ChainState {
   let cached: { at: number; view: Promise<ChainView> } | null = null
   let reorgEpoch: unknown
-  let indexed: IndexedRange | null = null
+  // The last view loaded, with the load it came from.
+  let settled: { view: ChainView; load: Promise<ChainView> } | null = null
 
   async function load(): Promise<ChainView> {
     const [headRows, stateRows] = await Promise.all([
@@ -77,7 +84,6 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
     reorgEpoch = epoch
     const headRow = headRows[0]
     const head = headRow ? { number: headRow.number, hash: byteaToHex(headRow.hash), timestamp: headRow.timestamp } : null
-    indexed = head === null ? null : { first: (state.get(SYNC_KEYS.firstBlock) as number | null | undefined) ?? 0, head: head.number }
     const capped = (value: number | null | undefined) => (value === null || value === undefined || head === null ? null : Math.min(value, head.number))
     return {
       chainId: state.get(SYNC_KEYS.chainId) ?? null,
@@ -96,6 +102,9 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
     if (cached === null || now - cached.at > HEAD_CACHE_MS) {
       const pending = load()
       cached = { at: now, view: pending }
+      pending.then((value) => {
+        settled = { view: value, load: pending }
+      }, ignoreFailure)
       // A failed load must not be remembered.
       pending.catch(() => {
         if (cached?.view === pending) cached = null
@@ -153,8 +162,10 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
     indexed() {
       // Callers that answer without a view of their own (the JSON-RPC memo) still keep it fresh: one load
       // per HEAD_CACHE_MS at most, not awaited (the range of the last load is answered meanwhile).
-      if (cached === null || Date.now() - cached.at > HEAD_CACHE_MS) void view()
-      return indexed
+      const fresh = cached !== null && Date.now() - cached.at <= HEAD_CACHE_MS
+      if (!fresh) void view()
+      if (settled === null || settled.view.head === null) return null
+      return { first: settled.view.firstBlock ?? 0, head: settled.view.head.number, current: fresh && cached?.view === settled.load }
     },
     invalidate() {
       cached = null
