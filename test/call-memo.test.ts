@@ -104,6 +104,26 @@ describe('the JSON-RPC call memo', () => {
     )
   })
 
+  test('a large memoised result goes to a client accepting deflate as it was kept deflated, and inflates to the node’s answer', async () => {
+    const top = await head()
+    const params = [{ fromBlock: '0x1', toBlock: hex(top - 1) }]
+    const ask = () =>
+      fetch(gateway.dedicatedUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'accept-encoding': 'deflate' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'eth_getLogs', params }),
+      })
+    const first = await ask()
+    const firstText = await first.text()
+    expect(firstText.length).toBeGreaterThan(1024)
+    const again = await ask()
+    expect(again.headers.get('content-encoding')).toBe('deflate')
+    const body = (await again.json()) as { id: number; result: unknown }
+    expect(body.id).toBe(5)
+    expect(body.result).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', params))
+    expect(JSON.stringify(body)).toBe(firstText)
+  })
+
   test('pending, safe, block hashes and blocks above the head are never memoised: their answers follow the chain', async () => {
     const top = await head()
     const latestBlock = (await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [hex(top), false])).hash

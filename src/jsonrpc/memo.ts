@@ -1,4 +1,6 @@
 import { LRUCache } from 'lru-cache'
+import { deflateOpen } from '../codecs/deflated.js'
+import { COMPRESS_MIN_BYTES } from '../http/compress.js'
 import type { AnswerCache } from '../resolvers/cache.js'
 import type { IndexedRange } from '../resolvers/chain.js'
 import { RawJson } from '../resolvers/raw-json.js'
@@ -15,6 +17,12 @@ export type Pins = (params: unknown[]) => Pin[] | null
 
 /** Answers larger than this are not memoised: one would push out thousands of small ones. */
 const MAX_ENTRY_BYTES = 256 * 1024
+/**
+ * A kept result at least this large is also kept deflated (once), so that a client accepting `deflate` gets
+ * it spliced into its answer as it is (jsonrpc/serialize.ts) instead of compressed again per request.
+ */
+const DEFLATE_FROM_BYTES = COMPRESS_MIN_BYTES
+const DEFLATE_LEVEL = 6
 
 /** A hex quantity small enough to be an exact JS number; anything else pins nothing. */
 const QUANTITY = /^0x[0-9a-fA-F]{1,13}$/
@@ -31,6 +39,12 @@ export function pinAt(position: number): Pins {
     const pin = pinOf(params[position])
     return pin === null ? null : [pin]
   }
+}
+
+/** A result as JSON text, and deflated too when it is large enough for answers to be compressed. */
+function asRawJson(result: unknown): RawJson {
+  const bytes = Buffer.from(JSON.stringify(result), 'utf8')
+  return bytes.length < DEFLATE_FROM_BYTES ? RawJson.fromBytes(bytes) : RawJson.withDeflated(bytes, deflateOpen(bytes, DEFLATE_LEVEL))
 }
 
 /** A call under way that may be memoised: its key, the memo's generation when it started, and the head its `latest` meant. */
@@ -54,7 +68,7 @@ type Entry = { text: RawJson; head: number | null }
 export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCache; indexed: () => IndexedRange | null; maxBytes: number }) {
   const store =
     cache.enabled && maxBytes > 0
-      ? new LRUCache<string, Entry>({ maxSize: maxBytes, sizeCalculation: (entry, key) => entry.text.byteLength + key.length })
+      ? new LRUCache<string, Entry>({ maxSize: maxBytes, sizeCalculation: (entry, key) => entry.text.heldBytes + key.length })
       : null
   let generation = 0
   const figures = { hits: 0, kept: 0 }
@@ -92,7 +106,7 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
     /** Keeps a call's result, as JSON text, unless it is `null` or a reorg came while it ran. Returns it unchanged. */
     keep(ticket: MemoTicket, result: unknown) {
       if (store === null || result === null || result === undefined || ticket.generation !== generation) return
-      const text = result instanceof RawJson ? result : RawJson.fromValue(result)
+      const text = result instanceof RawJson ? result : asRawJson(result)
       if (text.byteLength > MAX_ENTRY_BYTES) return
       store.set(ticket.key, { text, head: ticket.head })
       figures.kept++

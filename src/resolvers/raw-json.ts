@@ -32,6 +32,11 @@ export class RawJson {
     return new RawJson(undefined, deflated)
   }
 
+  /** Both forms of the same JSON: the bytes for a plain answer, the stream for a client accepting `deflate`. */
+  static withDeflated(bytes: Buffer, deflated: DeflatedText): RawJson {
+    return new RawJson(bytes, deflated)
+  }
+
   static fromText(text: string): RawJson {
     return new RawJson(Buffer.from(text, 'utf8'))
   }
@@ -42,6 +47,11 @@ export class RawJson {
 
   get byteLength(): number {
     return this.#bytes?.length ?? this.deflated!.length
+  }
+
+  /** Memory it holds: its bytes (once inflated) and its stream. */
+  get heldBytes(): number {
+    return (this.#bytes?.length ?? 0) + (this.deflated?.stream.length ?? 0)
   }
 
   parse<value = unknown>(): value {
