@@ -41,6 +41,18 @@ export function pinAt(position: number): Pins {
   }
 }
 
+/**
+ * The memo key of a call, or `null` for params too deeply nested to write back as JSON (`JSON.parse` takes
+ * any depth, `JSON.stringify` recurses): such a call runs, and its params are refused as they should be.
+ */
+function keyOf(method: string, params: unknown[]): string | null {
+  try {
+    return `${method}\u0000${JSON.stringify(params)}`
+  } catch {
+    return null
+  }
+}
+
 /** A result as JSON text, and deflated too when it is large enough for answers to be compressed. */
 function asRawJson(result: unknown): RawJson {
   const bytes = Buffer.from(JSON.stringify(result), 'utf8')
@@ -97,7 +109,8 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
       // `latest` only while the range is the resolvers' own view: else they would load a newer head.
       if (latest && !range.current) return null
       const head = latest ? range.head : null
-      const key = `${method}\u0000${JSON.stringify(list)}`
+      const key = keyOf(method, list)
+      if (key === null) return null
       const entry = store.get(key)
       const hit = entry !== undefined && entry.head === head ? entry.text : undefined
       if (hit !== undefined) figures.hits++
