@@ -120,7 +120,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const parsed = definition.params.safeParse(rawParams ?? [])
     if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, rawParams ?? []))
     const result = await definition.handler(resolvers, parsed.data)
-    if (memoized !== null) memo!.keep(memoized.ticket, result)
+    if (memoized !== null) return memo!.keep(memoized.ticket, result) ?? null
     return result === undefined ? null : result
   }
 

@@ -18,8 +18,9 @@ export type Pins = (params: unknown[]) => Pin[] | null
 /** Answers larger than this are not memoised: one would push out thousands of small ones. */
 const MAX_ENTRY_BYTES = 256 * 1024
 /**
- * A kept result at least this large is also kept deflated (once), so that a client accepting `deflate` gets
- * it spliced into its answer as it is (jsonrpc/serialize.ts) instead of compressed again per request.
+ * A kept result at least this large is also deflated (once, when it is first asked for again), so that a
+ * client accepting `deflate` gets it spliced into its answer as it is (jsonrpc/serialize.ts) instead of
+ * compressed again per request. Not before: an indexer's ranges, each asked once, would pay for nothing.
  */
 const DEFLATE_FROM_BYTES = COMPRESS_MIN_BYTES
 const DEFLATE_LEVEL = 6
@@ -53,10 +54,10 @@ function keyOf(method: string, params: unknown[]): string | null {
   }
 }
 
-/** A result as JSON text, and deflated too when it is large enough for answers to be compressed. */
-function asRawJson(result: unknown): RawJson {
-  const bytes = Buffer.from(JSON.stringify(result), 'utf8')
-  return bytes.length < DEFLATE_FROM_BYTES ? RawJson.fromBytes(bytes) : RawJson.withDeflated(bytes, deflateOpen(bytes, DEFLATE_LEVEL))
+/** The same JSON text, also deflated when it is large enough for answers to be compressed (and is not yet). */
+function withDeflated(text: RawJson): RawJson {
+  if (text.deflated !== undefined || text.byteLength < DEFLATE_FROM_BYTES) return text
+  return RawJson.withDeflated(text.bytes, deflateOpen(text.bytes, DEFLATE_LEVEL))
 }
 
 /** A call under way that may be memoised: its key, the memo's generation when it started, and the head its `latest` meant. */
@@ -112,17 +113,23 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
       const key = keyOf(method, list)
       if (key === null) return null
       const entry = store.get(key)
-      const hit = entry !== undefined && entry.head === head ? entry.text : undefined
-      if (hit !== undefined) figures.hits++
-      return { ticket: { key, generation, head }, hit }
+      if (entry === undefined || entry.head !== head) return { ticket: { key, generation, head }, hit: undefined }
+      figures.hits++
+      const text = withDeflated(entry.text)
+      if (text !== entry.text) store.set(key, { text, head })
+      return { ticket: { key, generation, head }, hit: text }
     },
-    /** Keeps a call's result, as JSON text, unless it is `null` or a reorg came while it ran. Returns it unchanged. */
-    keep(ticket: MemoTicket, result: unknown) {
-      if (store === null || result === null || result === undefined || ticket.generation !== generation) return
-      const text = result instanceof RawJson ? result : asRawJson(result)
-      if (text.byteLength > MAX_ENTRY_BYTES) return
+    /**
+     * Keeps a call's result as JSON text, unless it is `null` or a reorg came while it ran. Returns what to
+     * answer with: that text (so that it is written once), or the result as it was when it is not kept.
+     */
+    keep(ticket: MemoTicket, result: unknown): unknown {
+      if (store === null || result === null || result === undefined || ticket.generation !== generation) return result
+      const text = result instanceof RawJson ? result : RawJson.fromText(JSON.stringify(result))
+      if (text.byteLength > MAX_ENTRY_BYTES) return result
       store.set(ticket.key, { text, head: ticket.head })
       figures.kept++
+      return text
     },
     /** Calls answered from it and results kept since the start, and what it holds now (for `/metrics`). */
     figures: () => ({ ...figures, entries: store?.size ?? 0, bytes: store?.calculatedSize ?? 0 }),
