@@ -223,7 +223,8 @@ export function createServer(config: ServerConfig) {
       if (error instanceof PayloadTooLargeError) return sendJsonRpcError(request, response, error, corsHeaders)
       return
     }
-    const reply = await endpoint.jsonRpc.handle(body, { admit: admitter(endpoint) })
+    // An endpoint without a rate (a key made with `--rate 0`, or `--public-rate-limit 0`) has nothing to take.
+    const reply = await endpoint.jsonRpc.handle(body, { admit: endpoint.rate > 0 ? admitter(endpoint) : undefined })
     if (reply.body === null) {
       response.writeHead(204, corsHeaders).end()
       return
