@@ -63,8 +63,17 @@ function withDeflated(text: RawJson): RawJson {
 /** A call under way that may be memoised: its key, the memo's generation when it started, and the head its `latest` meant. */
 export type MemoTicket = { key: string; generation: number; head: number | null }
 
-/** A kept result, with the head it was computed at when it named `latest` (else `null`: it holds at any head). */
-type Entry = { text: RawJson; head: number | null }
+/**
+ * Results smaller than this are kept as the values they are (shared, never changed): written per answer, a
+ * short string or object costs less than splicing bytes in, and goes out in one write with the headers.
+ */
+const TEXT_FROM_BYTES = 512
+
+/**
+ * A kept result, with the head it was computed at when it named `latest` (else `null`: it holds at any head):
+ * JSON text when it is large, else the value itself; `bytes` is its JSON's size, for the memory bound.
+ */
+type Entry = { result: unknown; bytes: number; head: number | null }
 
 /**
  * Whole JSON-RPC results, as JSON text, of calls whose answer is fixed: every block they name is an explicit
@@ -80,9 +89,7 @@ type Entry = { text: RawJson; head: number | null }
  */
 export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCache; indexed: () => IndexedRange | null; maxBytes: number }) {
   const store =
-    cache.enabled && maxBytes > 0
-      ? new LRUCache<string, Entry>({ maxSize: maxBytes, sizeCalculation: (entry, key) => entry.text.heldBytes + key.length })
-      : null
+    cache.enabled && maxBytes > 0 ? new LRUCache<string, Entry>({ maxSize: maxBytes, sizeCalculation: (entry, key) => entry.bytes + key.length }) : null
   let generation = 0
   const figures = { hits: 0, kept: 0 }
   cache.onClear(() => {
@@ -95,7 +102,7 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
      * The ticket of a call whose answer would be fixed now (`pins` inside the indexed range), with the stored
      * result when there is one; `null` for a call that must run and not be kept.
      */
-    lookup(method: string, params: unknown, pins: Pins | undefined): { ticket: MemoTicket; hit: RawJson | undefined } | null {
+    lookup(method: string, params: unknown, pins: Pins | undefined): { ticket: MemoTicket; hit: unknown } | null {
       if (store === null || pins === undefined) return null
       const list = params === undefined || params === null ? [] : params
       if (!Array.isArray(list)) return null
@@ -115,21 +122,29 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
       const entry = store.get(key)
       if (entry === undefined || entry.head !== head) return { ticket: { key, generation, head }, hit: undefined }
       figures.hits++
-      const text = withDeflated(entry.text)
-      if (text !== entry.text) store.set(key, { text, head })
+      if (!(entry.result instanceof RawJson)) return { ticket: { key, generation, head }, hit: entry.result }
+      const text = withDeflated(entry.result)
+      if (text !== entry.result) store.set(key, { result: text, bytes: text.heldBytes, head })
       return { ticket: { key, generation, head }, hit: text }
     },
     /**
-     * Keeps a call's result as JSON text, unless it is `null` or a reorg came while it ran. Returns what to
-     * answer with: that text (so that it is written once), or the result as it was when it is not kept.
+     * Keeps a call's result (a small one as it is, a larger one as JSON text), unless it is `null` or a reorg
+     * came while it ran. Returns what to answer with: what was kept (so that a text is written once), or the
+     * result as it was.
      */
     keep(ticket: MemoTicket, result: unknown): unknown {
       if (store === null || result === null || result === undefined || ticket.generation !== generation) return result
-      const text = result instanceof RawJson ? result : RawJson.fromText(JSON.stringify(result))
-      if (text.byteLength > MAX_ENTRY_BYTES) return result
-      store.set(ticket.key, { text, head: ticket.head })
-      figures.kept++
-      return text
+      const remember = (kept: unknown, bytes: number) => {
+        if (bytes > MAX_ENTRY_BYTES) return result
+        store.set(ticket.key, { result: kept, bytes, head: ticket.head })
+        figures.kept++
+        return kept
+      }
+      if (result instanceof RawJson) return remember(result, result.heldBytes)
+      const json = JSON.stringify(result)
+      if (json.length < TEXT_FROM_BYTES) return remember(result, json.length)
+      const text = RawJson.fromText(json)
+      return remember(text, text.heldBytes)
     },
     /** Calls answered from it and results kept since the start, and what it holds now (for `/metrics`). */
     figures: () => ({ ...figures, entries: store?.size ?? 0, bytes: store?.calculatedSize ?? 0 }),
