@@ -42,8 +42,12 @@ const LOGS_PER_WAVE = TRANSFERS_PER_WAVE + MULTI_LOGS
  * The live wave then goes through its realtime sync (latest block, eth_getLogs by block hash, receipts).
  */
 const EMPTY_BLOCKS = 40
-/** Ponder's /ready after this long is a failure (it takes 10–15 s, mostly its own start-up). */
-const READY_TIMEOUT_MS = 45_000
+/**
+ * Ponder's /ready after this long is a failure. It takes 10–15 s on a quiet machine, mostly its own start-up,
+ * but 33–42 s in a CI run on a slow day (both pairs, through flashgate and directly, alike): the speed
+ * itself is judged by the bounds relative to the direct run, not by this.
+ */
+const READY_TIMEOUT_MS = 90_000
 /** The live wave indexed after this long is a failure. */
 const ROWS_TIMEOUT_MS = 15_000
 /** Live indexing watched after the live wave, for reorg messages: a few of the devnet's 1 s blocks. */
@@ -398,7 +402,7 @@ describe('Ponder 1.0 through flashgate and directly', () => {
     // cache, compiled modules) favours the direct runs.
     through = await runPonderPair(gateway.dedicatedUrl)
     direct = await runPonderPair(devnet.rpcUrl)
-  }, 150_000)
+  }, 300_000)
 
   test.each([true, false])('includeTransactionReceipts: %s — every Transfer log, as fast as directly (within 1.5×), no false reorg', (includeReceipts) => {
     const viaFlashgate = through.get(includeReceipts)!
