@@ -40,7 +40,7 @@ export type JsonRpcHandlerConfig = {
   refusedMethods?: ReadonlySet<string>
   /** Forwards a method the index does not answer to the upstream node, if it is on the allowlist. */
   passThrough?: PassThrough | null
-  /** Results of calls whose answer is fixed, kept as JSON text (jsonrpc/memo.ts); none when absent. */
+  /** Results of calls whose answer is fixed by the blocks they name (jsonrpc/memo.ts); none when absent. */
   memo?: CallMemo | null
 }
 

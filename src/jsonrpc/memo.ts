@@ -76,7 +76,7 @@ const TEXT_FROM_BYTES = 512
 type Entry = { result: unknown; bytes: number; head: number | null }
 
 /**
- * Whole JSON-RPC results, as JSON text, of calls whose answer is fixed: every block they name is an explicit
+ * Whole JSON-RPC results (as JSON text when large) of calls whose answer is fixed: every block they name is an explicit
  * number inside the indexed range when the call starts (so already committed, and not `pending`), or
  * `latest`, kept with the head it meant and given again only while that is still the head the resolvers see.
  * A repeated call (a wallet polling a balance, an indexer re-reading a range) then skips validation, the
