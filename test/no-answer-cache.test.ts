@@ -1,4 +1,8 @@
+import { sql } from 'drizzle-orm'
+import type { Hash, Hex } from 'viem'
 import { expect, test } from 'vitest'
+import { createDb } from '../src/db/index.js'
+import { createResolvers } from '../src/resolvers/index.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { useFollowedChain } from './fixtures/followed-chain.js'
 import { rpc } from './fixtures/gateway.js'
@@ -74,3 +78,41 @@ test('without an answer cache, blocks asked for at the same moment are read in o
   expect(reads.length).toBeGreaterThan(0)
   expect(reads.length).toBeLessThan(blocks.length / 2)
 })
+
+test.skipIf(!process.env.DATABASE_URL)(
+  'on Postgres, log queries with one plan are prepared once per connection, filters planned for their values never are, and both answer as anvil',
+  async () => {
+    const { anvil, database, facts } = followed()
+    const everyLog = (await rpc(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])).result as { address: Hex; topics: Hash[] }[]
+    const sample = everyLog.find((log) => log.topics.length > 0)!
+    const range = { fromBlock: '0x0', toBlock: `0x${facts.head.toString(16)}` }
+    const at = (block: string) => ({ kind: 'number', number: BigInt(block) }) as const
+    // One connection, so that `pg_prepared_statements` (per session) shows every statement these calls sent.
+    const db = await createDb({ databaseUrl: database.databaseUrl, poolSize: 1, migrate: false })
+    try {
+      const resolvers = createResolvers({ db, upstream: null, cacheBytes: 0, history: 'refuse' })
+      const filters = [
+        { addresses: [sample.address], topics: [[sample.topics[0]!]] },
+        { addresses: [sample.address], topics: [] },
+      ]
+      for (const { addresses, topics } of filters) {
+        const expected = (await rpc(anvil.rpcUrl, 'eth_getLogs', [{ ...range, address: addresses[0], topics }])).result as unknown[]
+        expect(expected.length).toBeGreaterThan(0)
+        for (let call = 0; call < 7; call++) {
+          const logs = await resolvers.getLogs({ filter: { addresses, topics, fromBlock: at(range.fromBlock), toBlock: at(range.toBlock) } })
+          expect(JSON.parse(JSON.stringify(logs))).toEqual(expected)
+        }
+      }
+      const prepared = await db.query<{ statement: string; calls: number }>(
+        sql`select statement, (generic_plans + custom_plans)::int as calls from pg_prepared_statements`,
+      )
+      const logStatements = prepared.filter((row) => row.statement.includes('from "logs"'))
+      expect(logStatements).toHaveLength(1)
+      expect(logStatements[0]!.calls).toBe(7)
+      expect(logStatements[0]!.statement).toContain('"topic0" =')
+      expect(prepared.filter((row) => row.statement.includes('plan for values'))).toEqual([])
+    } finally {
+      await db.close()
+    }
+  },
+)

@@ -21,6 +21,7 @@ export {
   IngestLockLostError,
   isIngestLockLost,
   isPostgresUrl,
+  PLAN_FOR_VALUES,
   pgliteDirectory,
 } from './session.js'
 

@@ -2,7 +2,7 @@ import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
 import type { AnyPgColumn } from 'drizzle-orm/pg-core'
 import type { Hash, Hex, RpcLog } from 'viem'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { byteaToHex, type Db, hexToBytea, type LogRow, schema } from '../db/index.js'
+import { byteaToHex, type Db, hexToBytea, type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -130,6 +130,16 @@ function isIndexExact(filter: LogFilter, fromNumber: number, toNumber: number): 
   return fromNumber === toNumber || (filter.addresses !== null && filter.topics[0] !== null && filter.topics[0] !== undefined)
 }
 
+/**
+ * Filters whose plan is the same for all values: none (the block range), or an address with topic0 (their
+ * index, then the range). Any other filter is planned for its values (`PLAN_FOR_VALUES`): by address alone, a
+ * hot token over a few blocks is best read by block range, a rare address by its index.
+ */
+function hasOnePlan(filter: LogFilter): boolean {
+  const matchesAll = filter.addresses === null && filter.topics.every((alternatives) => alternatives === null)
+  return matchesAll || (filter.addresses !== null && filter.topics[0] !== null && filter.topics[0] !== undefined)
+}
+
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 
 export function createLogResolvers({
@@ -152,7 +162,12 @@ export function createLogResolvers({
    * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
    */
   async function queryLogs(where: SQL | undefined, cap: number, scan: { filter: LogFilter; fromNumber: number; toNumber: number }): Promise<LogRow[]> {
-    const query = db.drizzle.select().from(schema.logs).where(where).orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex)).limit(cap)
+    const query = db.drizzle
+      .select()
+      .from(schema.logs)
+      .where(hasOnePlan(scan.filter) ? where : and(where, PLAN_FOR_VALUES))
+      .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
+      .limit(cap)
     const maxCost = limits.maxQueryCost ?? 0
     if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
       const cost = await plannedCost(query.getSQL())

@@ -72,12 +72,12 @@ export function createReceiptResolvers({
    */
   const storedReceipts = new DataLoader<number, StoredBlockReceipts | undefined>(
     async (numbers) => {
-      // Block numbers are resolved integers, never user text: written into the statement as an array literal.
+      // One parameter, an array literal (the client sends no array types), so that the statement text is the same for any batch.
       if (!numbers.every(Number.isSafeInteger)) throw new TypeError('block numbers must be integers')
       const rows = await db.query<StoredBlockReceipts>(
         sql`select ${blockReceipts.blockNumber} as number, ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength",
               ${blockReceipts.adler32} as adler32
-            from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${sql.raw(`'{${[...new Set(numbers)].join(',')}}'::bigint[]`)})`,
+            from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${`{${[...new Set(numbers)].join(',')}}`}::bigint[])`,
       )
       const byNumber = new Map(rows.map((row) => [Number(row.number), row]))
       return numbers.map((number) => byNumber.get(number))
