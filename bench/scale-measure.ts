@@ -133,7 +133,7 @@ export async function measureQueries({
     ...(await Promise.all(Array.from({ length: HOT_SENDER_RANKS }, (_, index) => address(ADDRESS_KIND.account, index + 1)))),
   ]
 
-  const logCount = async (filter: LogFilter) => (await resolvers.getLogs({ filter })).length
+  const logCount = async (filter: LogFilter) => (await resolvers.getLogs({ filter, limits: resolvers.limits })).length
   const accountRead = (accounts: Address[]) => async (random: Random) => {
     const account = random.pick(accounts)
     const block = atBlock(blockIn(random, firstBlock, head))

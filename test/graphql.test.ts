@@ -157,7 +157,11 @@ beforeAll(async () => {
   })
   await gateway.ingester.waitForBlock(head)
   client = new GraphQLClient(`${gateway.url}/graphql`)
-  yoga = createGraphqlServer({ resolvers: gateway.resolvers, logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }) })
+  yoga = createGraphqlServer({
+    resolvers: gateway.resolvers,
+    limits: gateway.resolvers.limits,
+    logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+  })
 })
 
 afterAll(async () => {
@@ -350,7 +354,7 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     } }`
     // Resolvers over the same database, with room for 100 logs in one page.
     const resolvers = createResolvers({ db: gateway.db, upstream: null })
-    const roomy = createGraphqlServer({ resolvers, logger: pino({ level: 'silent' }) })
+    const roomy = createGraphqlServer({ resolvers, limits: resolvers.limits, logger: pino({ level: 'silent' }) })
     const measure = async (first: number) => {
       // Every measurement reads the head afresh (it is cached for 100 ms), so that none gets it for free.
       resolvers.chain.invalidate()
@@ -441,6 +445,7 @@ describe('GraphQL errors', () => {
   test('an unexpected failure is masked: no SQL or stack in the answer', async () => {
     const broken = createGraphqlServer({
       resolvers: { ...gateway.resolvers, blocksByNumbers: () => Promise.reject(new Error('relation "blocks" does not exist')) },
+      limits: gateway.resolvers.limits,
       logger: pino({ level: 'silent' }),
     })
     const response = await broken.fetch('http://flashgate.test/graphql', {

@@ -99,7 +99,10 @@ test.skipIf(!process.env.DATABASE_URL)(
         const expected = (await rpc(anvil.rpcUrl, 'eth_getLogs', [{ ...range, address: addresses[0], topics }])).result as unknown[]
         expect(expected.length).toBeGreaterThan(0)
         for (let call = 0; call < 7; call++) {
-          const logs = await resolvers.getLogs({ filter: { addresses, topics, fromBlock: at(range.fromBlock), toBlock: at(range.toBlock) } })
+          const logs = await resolvers.getLogs({
+            filter: { addresses, topics, fromBlock: at(range.fromBlock), toBlock: at(range.toBlock) },
+            limits: resolvers.limits,
+          })
           expect(JSON.parse(JSON.stringify(logs))).toEqual(expected)
         }
       }

@@ -243,18 +243,17 @@ describe('size limits', () => {
 
   test('a log query no index answers exactly is priced first and refused over the cost limit, with a smaller range', async () => {
     const limits = { ...gateway.resolvers.limits, maxQueryCost: 1 }
-    const priced = gateway.resolvers.withLimits(limits)
     const logs = await anvilCall<{ address: string; topics: string[] }[]>(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])
     const withTopics = logs.find((log) => log.topics.length >= 2)!
     const topicOnly = logFilter.parse({ fromBlock: '0x1', toBlock: '0x20', topics: [null, withTopics.topics[1]] })
-    await expect(priced.getLogs({ filter: topicOnly })).rejects.toThrow(
+    await expect(gateway.resolvers.getLogs({ filter: topicOnly, limits })).rejects.toThrow(
       /^query would scan too many logs \(estimated cost \d+, at most 1\); filter by address and topic0, or ask for fewer blocks\. Try with this block range \[0x1, 0x[0-9a-f]+\]\.$/,
     )
     // An address with topic0 is answered by its index: never priced, answered as the node does.
     const exact = { fromBlock: '0x1', toBlock: '0x20', address: withTopics.address, topics: [withTopics.topics[0]] }
-    expect(await priced.getLogs({ filter: logFilter.parse(exact) })).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [exact]))
+    expect(await gateway.resolvers.getLogs({ filter: logFilter.parse(exact), limits })).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [exact]))
     // The default limit lets this small chain's scans through.
-    expect(await gateway.resolvers.withLimits({ ...limits, maxQueryCost: 250_000 }).getLogs({ filter: topicOnly })).toEqual(
+    expect(await gateway.resolvers.getLogs({ filter: topicOnly, limits: { ...limits, maxQueryCost: 250_000 } })).toEqual(
       await anvilCall(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x1', toBlock: '0x20', topics: [null, withTopics.topics[1]] }]),
     )
   })

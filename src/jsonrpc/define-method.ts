@@ -1,11 +1,14 @@
 import type { z } from 'zod'
-import type { Resolvers } from '../resolvers/index.js'
+import type { LogLimits, Resolvers } from '../resolvers/index.js'
 import type { Pins } from './memo.js'
+
+/** What a method call carries besides its params: the limits of the endpoint it came through. */
+export type CallContext = { limits: LogLimits }
 
 /** One JSON-RPC method: a zod schema for its positional params and a handler that calls a resolver. */
 export type MethodDefinition<schema extends z.ZodType = z.ZodType> = {
   params: schema
-  handler(resolvers: Resolvers, params: z.output<schema>): Promise<unknown>
+  handler(resolvers: Resolvers, params: z.output<schema>, call: CallContext): Promise<unknown>
   /** The blocks that fix its answer, for the call memo (jsonrpc/memo.ts); absent for a method never memoised. */
   pins?: Pins
 }

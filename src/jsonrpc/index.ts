@@ -12,8 +12,8 @@ import {
   RateLimitedError,
   toJsonRpcError,
 } from '../errors.js'
-import type { Resolvers } from '../resolvers/index.js'
-import type { MethodDefinition } from './define-method.js'
+import type { LogLimits, Resolvers } from '../resolvers/index.js'
+import type { CallContext, MethodDefinition } from './define-method.js'
 import { methods as indexMethods } from './methods/index.js'
 import type { CallMemo } from './memo.js'
 import { exactIds, type NumericId } from './request-ids.js'
@@ -33,6 +33,8 @@ export type JsonRpcReply = { status: number; headers?: Record<string, string>; b
 
 export type JsonRpcHandlerConfig = {
   resolvers: Resolvers
+  /** The endpoint's `eth_getLogs` limits, passed to the resolvers with each call. */
+  limits: LogLimits
   logger: Logger
   methods?: Record<string, MethodDefinition>
   maxBatchSize?: number
@@ -69,6 +71,7 @@ export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
  */
 export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const { resolvers, logger } = config
+  const callContext: CallContext = { limits: config.limits }
   const table = config.methods ?? indexMethods
   const maxBatchSize = config.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE
   const refusedMethods = config.refusedMethods ?? new Set<string>()
@@ -119,7 +122,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     if (memoized?.hit !== undefined) return memoized.hit
     const parsed = definition.params.safeParse(rawParams ?? [])
     if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, rawParams ?? []))
-    const result = await definition.handler(resolvers, parsed.data)
+    const result = await definition.handler(resolvers, parsed.data, callContext)
     if (memoized !== null) return memo!.keep(memoized.ticket, result) ?? null
     return result === undefined ? null : result
   }

@@ -16,11 +16,16 @@ export type GetAccountTransactionsParameters = {
   toBlock: BlockSelector
   first: number
   after: TransactionCursor | null
+  /** The endpoint's `eth_getLogs` limits, which bound the block range read. */
+  limits: LogLimits
 }
 
 export type TransactionsPage = { transactions: RpcTransaction[]; hasNextPage: boolean }
 
-type ResolveLogRange = (filter: { addresses: null; topics: []; fromBlock: BlockSelector; toBlock: BlockSelector }) => Promise<{
+type ResolveLogRange = (
+  filter: { addresses: null; topics: []; fromBlock: BlockSelector; toBlock: BlockSelector },
+  limits: LogLimits,
+) => Promise<{
   fromNumber: number
   toNumber: number
 }>
@@ -34,23 +39,21 @@ type ResolveLogRange = (filter: { addresses: null; topics: []; fromBlock: BlockS
 export function createAccountHistoryResolvers({
   db,
   chain,
-  limits,
   pendingView,
   resolveLogRange,
 }: {
   db: Db
   chain: ChainState
-  limits: LogLimits
   pendingView: PendingView
   resolveLogRange: ResolveLogRange
 }) {
   const bodies = createBlockBodies({ db })
 
-  async function getAccountTransactions({ address, fromBlock, toBlock, first, after }: GetAccountTransactionsParameters): Promise<TransactionsPage> {
+  async function getAccountTransactions({ address, fromBlock, toBlock, first, after, limits }: GetAccountTransactionsParameters): Promise<TransactionsPage> {
     const { confirmed: range, pending: pendingBlocks } = await pendingView.split({ fromBlock, toBlock })
     let confirmed: RpcTransaction[] = []
     if (range !== null) {
-      const { fromNumber, toNumber } = await resolveLogRange({ addresses: null, topics: [], ...range })
+      const { fromNumber, toNumber } = await resolveLogRange({ addresses: null, topics: [], ...range }, limits)
       const key = hexToBytea(address)
       const position =
         after === null
@@ -91,7 +94,7 @@ export function createAccountHistoryResolvers({
    * The default start of an account's history: the newest `maxBlockRange` blocks up to `toBlock`, so that a
    * query without `fromBlock` is never refused for its range.
    */
-  async function recentBlocksStart(toBlock: BlockSelector): Promise<BlockSelector> {
+  async function recentBlocksStart(toBlock: BlockSelector, limits: LogLimits): Promise<BlockSelector> {
     const view = await chain.view()
     const resolved = await chain.resolve(toBlock)
     const end = resolved.status === 'known' && !isPendingTag(toBlock) ? resolved.number : (view.head?.number ?? 0)

@@ -235,7 +235,10 @@ export function createEventStream(options: {
         number = resumeAfter.number + 1
         continue
       }
-      const logs = count('logs') > 0 ? await options.getLogs({ filter: { addresses: null, topics: [], fromBlock: selector, toBlock: selector } }) : null
+      const logs =
+        count('logs') > 0
+          ? await options.getLogs({ filter: { addresses: null, topics: [], fromBlock: selector, toBlock: selector }, limits: EVENT_LOG_LIMITS })
+          : null
       if (started !== generation) return true
       if (logs?.some((log) => log.blockHash !== block.hash)) return false
       announce(block, logs)

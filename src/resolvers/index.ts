@@ -17,7 +17,7 @@ import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
 import { createBuilderCodeResolvers } from './builder-codes.js'
 import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
-import { createEventStream, EVENT_LOG_LIMITS } from './events.js'
+import { createEventStream } from './events.js'
 import { createLogResolvers, type LogLimits } from './logs.js'
 import { createPendingView } from './pending.js'
 import { createReceiptResolvers } from './receipts.js'
@@ -65,18 +65,11 @@ export type ResolversConfig = {
   logger?: Logger | null
 }
 
-/** The one read API behind JSON-RPC, GraphQL and REST (DESIGN.md §1). */
-export function createResolvers(config: ResolversConfig): Resolvers {
-  const base = createResolverSet(config)
-  /**
-   * The same resolvers with other `eth_getLogs` limits (an endpoint policy's): caches and chain state are
-   * shared, only the range and result caps differ.
-   */
-  const withLimits = (limits: LogLimits): Resolvers => ({ ...base, ...base.limitedResolvers(limits), withLimits })
-  return { ...base, withLimits }
-}
-
-function createResolverSet(config: ResolversConfig) {
+/**
+ * The one read API behind JSON-RPC, GraphQL and REST (DESIGN.md §1). The `eth_getLogs` limits come with each
+ * call that needs them (the endpoint's policy); `limits` is the configured default, for callers without one.
+ */
+export function createResolvers(config: ResolversConfig) {
   const { db, upstream } = config
   const cache = createAnswerCache({ maxBytes: config.cacheBytes ?? DEFAULT_ANSWER_CACHE_BYTES })
   const chain: ChainState = createChainState({ db, onReorg: () => cache.clear() })
@@ -87,11 +80,12 @@ function createResolverSet(config: ResolversConfig) {
   const history = createHistory({ upstream, mode: config.history ?? 'upstream', chain, cache })
   const blocks = createBlockResolvers({ db, chain, cache, pendingView, history })
   const receipts = createReceiptResolvers({ db, chain, cache, pendingView, history })
+  const logs = createLogResolvers({ db, chain, cache, pendingView, history })
   const stream = createEventStream({
     chain,
     cache,
     getBlock: blocks.getBlock,
-    getLogs: createLogResolvers({ db, chain, limits: EVENT_LOG_LIMITS, cache, pendingView, history }).getLogs,
+    getLogs: logs.getLogs,
     pendingBlock: blocks.pendingBlock,
     pending: config.pending ?? null,
     logger: config.logger ?? null,
@@ -108,16 +102,6 @@ function createResolverSet(config: ResolversConfig) {
     return toQuantity(view.head?.number ?? 0)
   }
 
-  /** The resolvers whose answers depend on the `eth_getLogs` limits. */
-  function limitedResolvers(limits: LogLimits) {
-    const logs = createLogResolvers({ db, chain, limits, cache, pendingView, history })
-    return {
-      limits,
-      ...logs,
-      ...createAccountHistoryResolvers({ db, chain, limits, pendingView, resolveLogRange: logs.resolveLogRange }),
-    }
-  }
-
   const sending = createSendResolvers({
     forward: config.forward ?? null,
     pending: config.pending ?? null,
@@ -131,7 +115,8 @@ function createResolverSet(config: ResolversConfig) {
     chain,
     /** Answers kept by block, cleared on a reorg: for the transports' own caches of finished answers (jsonrpc/memo.ts). */
     answerCache: cache,
-    limitedResolvers,
+    /** The `eth_getLogs` limits configured for this set, for callers that have no endpoint of their own (bench, tests). */
+    limits,
     /**
      * Blocks were committed up to `head` (`reorg: false`) or undone (`reorg: true`): by the ingester in this
      * process, or by the one that ingests, as its Postgres NOTIFY says (db/notifications.ts).
@@ -148,7 +133,8 @@ function createResolverSet(config: ResolversConfig) {
     chainId,
     blockNumber,
     pendingView,
-    ...limitedResolvers(limits),
+    ...logs,
+    ...createAccountHistoryResolvers({ db, chain, pendingView, resolveLogRange: logs.resolveLogRange }),
     ...blocks,
     ...createTransactionResolvers({ db, cache, pendingView, forwarded, history }),
     ...receipts,
@@ -165,4 +151,4 @@ function createResolverSet(config: ResolversConfig) {
   return resolvers
 }
 
-export type Resolvers = ReturnType<typeof createResolverSet> & { withLimits(limits: LogLimits): Resolvers }
+export type Resolvers = ReturnType<typeof createResolvers>

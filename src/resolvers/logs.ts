@@ -105,11 +105,12 @@ export function rangeEnd(resolved: ResolvedBlock): number {
   }
 }
 
-export type GetLogsParameters = { filter: LogFilter }
+/** An `eth_getLogs` call: the filter, and the limits of the endpoint it came through. */
+export type GetLogsParameters = { filter: LogFilter; limits: LogLimits }
 
 /** Position of a log in the chain: a page of logs continues after it. */
 export type LogCursor = { blockNumber: number; logIndex: number }
-export type GetLogsPageParameters = { filter: LogFilter; first: number; after: LogCursor | null }
+export type GetLogsPageParameters = { filter: LogFilter; first: number; after: LogCursor | null; limits: LogLimits }
 export type LogsPage = { logs: Log[]; hasNextPage: boolean }
 
 function isAfter(log: Pick<Log, 'blockNumber' | 'logIndex'>, cursor: LogCursor): boolean {
@@ -142,17 +143,19 @@ function hasOnePlan(filter: LogFilter): boolean {
 
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 
+/**
+ * `eth_getLogs` and its paged form. Limits come with each call (an endpoint policy's, or the event stream's),
+ * so that one set of resolvers, with one cache and one chain state, serves every endpoint.
+ */
 export function createLogResolvers({
   db,
   chain,
-  limits,
   cache,
   pendingView,
   history,
 }: {
   db: Db
   chain: ChainState
-  limits: LogLimits
   cache: AnswerCache
   pendingView: PendingView
   history: History
@@ -161,7 +164,12 @@ export function createLogResolvers({
    * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
    * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
    */
-  async function queryLogs(where: SQL | undefined, cap: number, scan: { filter: LogFilter; fromNumber: number; toNumber: number }): Promise<LogRow[]> {
+  async function queryLogs(
+    where: SQL | undefined,
+    cap: number,
+    scan: { filter: LogFilter; fromNumber: number; toNumber: number },
+    limits: LogLimits,
+  ): Promise<LogRow[]> {
     const query = db.drizzle
       .select()
       .from(schema.logs)
@@ -193,26 +201,29 @@ export function createLogResolvers({
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
-  async function getLogs({ filter }: GetLogsParameters): Promise<Log[]> {
+  async function getLogs({ filter, limits }: GetLogsParameters): Promise<Log[]> {
     // `toBlock: pending`: the confirmed logs up to latest (none when `fromBlock` is pending too), then the
     // pre-confirmed ones. Without pending state, `pending` is `latest` below.
-    if (filter.blockHash !== undefined) return confirmedLogs(filter)
+    if (filter.blockHash !== undefined) return confirmedLogs(filter, limits)
     const { confirmed, pending } = await pendingView.split(filter)
-    if (pending.length === 0) return confirmedLogs(filter)
-    const logs = [...(confirmed === null ? [] : await confirmedLogs({ ...filter, ...confirmed })), ...((await pendingView.logs(filter, pending)) as Log[])]
+    if (pending.length === 0) return confirmedLogs(filter, limits)
+    const logs = [
+      ...(confirmed === null ? [] : await confirmedLogs({ ...filter, ...confirmed }, limits)),
+      ...((await pendingView.logs(filter, pending)) as Log[]),
+    ]
     if (logs.length > limits.maxLogs) throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
     return logs
   }
 
   /** The block numbers a filter spans, with the same checks and limits as `eth_getLogs`. */
-  async function resolveLogRange(filter: LogFilter): Promise<{ fromNumber: number; toNumber: number }> {
-    const range = await resolveFullRange(filter)
-    if (range.firstBlock !== null && range.fromNumber < range.firstBlock) throw historyError(range.firstBlock, range.toNumber)
+  async function resolveLogRange(filter: LogFilter, limits: LogLimits): Promise<{ fromNumber: number; toNumber: number }> {
+    const range = await resolveFullRange(filter, limits)
+    if (range.firstBlock !== null && range.fromNumber < range.firstBlock) throw historyError(range.firstBlock, range.toNumber, limits)
     return range
   }
 
   /** As `resolveLogRange`, but a range may start below the index; `firstBlock` says where the index starts. */
-  async function resolveFullRange(filter: LogFilter): Promise<{ fromNumber: number; toNumber: number; firstBlock: number | null }> {
+  async function resolveFullRange(filter: LogFilter, limits: LogLimits): Promise<{ fromNumber: number; toNumber: number; firstBlock: number | null }> {
     if (filter.blockHash !== undefined) {
       const block = await chain.blockByHash(filter.blockHash)
       if (block === null) throw new UnknownBlockError()
@@ -234,7 +245,7 @@ export function createLogResolvers({
   }
 
   /** Logs below the index refused (`--history refuse`, or a paged query): the range the index can answer. */
-  function historyError(firstBlock: number, toNumber: number): HistoryUnavailableError {
+  function historyError(firstBlock: number, toNumber: number, limits: LogLimits): HistoryUnavailableError {
     const to = Math.max(firstBlock, Math.min(toNumber, firstBlock + limits.maxBlockRange - 1))
     return new HistoryUnavailableError(
       `history before block ${toQuantity(firstBlock)} is not indexed. Try with this block range [${toQuantity(firstBlock)}, ${toQuantity(to)}].`,
@@ -242,30 +253,34 @@ export function createLogResolvers({
     )
   }
 
-  async function confirmedLogs(filter: LogFilter): Promise<Log[]> {
-    const { fromNumber, toNumber, firstBlock } = await resolveFullRange(filter)
-    if (firstBlock !== null && fromNumber < firstBlock) return withHistory(filter, fromNumber, toNumber, firstBlock)
-    const logs = await cache.remember(`logs:${fromNumber}-${toNumber}:${matchKey(filter)}`, () => logsInRange(filter, fromNumber, toNumber), bytesOfLogs)
+  async function confirmedLogs(filter: LogFilter, limits: LogLimits): Promise<Log[]> {
+    const { fromNumber, toNumber, firstBlock } = await resolveFullRange(filter, limits)
+    if (firstBlock !== null && fromNumber < firstBlock) return withHistory(filter, fromNumber, toNumber, firstBlock, limits)
+    const logs = await cache.remember(
+      `logs:${fromNumber}-${toNumber}:${matchKey(filter)}`,
+      () => logsInRange(filter, fromNumber, toNumber, limits),
+      bytesOfLogs,
+    )
     // The cache is shared by every endpoint policy: an answer cached under a larger cap is refused here.
-    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber)
+    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
     return logs
   }
 
   /** A range that starts below the index: the older part from the upstream (`--history upstream`), then the index's. */
-  async function withHistory(filter: LogFilter, fromNumber: number, toNumber: number, firstBlock: number): Promise<Log[]> {
-    if (history.mode === 'refuse') throw historyError(firstBlock, toNumber)
+  async function withHistory(filter: LogFilter, fromNumber: number, toNumber: number, firstBlock: number, limits: LogLimits): Promise<Log[]> {
+    if (history.mode === 'refuse') throw historyError(firstBlock, toNumber, limits)
     const match = { address: filter.addresses ?? undefined, topics: filter.topics }
     const [older, indexed] = await Promise.all([
       history.logs(match, fromNumber, Math.min(toNumber, firstBlock - 1)) as Promise<Log[]>,
-      toNumber >= firstBlock ? logsInRange(filter, firstBlock, toNumber) : Promise.resolve([]),
+      toNumber >= firstBlock ? logsInRange(filter, firstBlock, toNumber, limits) : Promise.resolve([]),
     ])
     const logs = [...older, ...indexed]
-    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber)
+    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
     return logs
   }
 
   /** The result cap's error, naming the range before the block where the result overflowed, if any. */
-  function resultCapError(overflowBlock: number, fromNumber: number): LimitExceededError {
+  function resultCapError(overflowBlock: number, fromNumber: number, limits: LogLimits): LimitExceededError {
     // Every log of the blocks before the first one that overflows fits under the cap.
     if (overflowBlock > fromNumber) return tooLarge(`query returned more than ${limits.maxLogs} results`, fromNumber, overflowBlock - 1, limits.maxLogs)
     return new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`)
@@ -276,17 +291,18 @@ export function createLogResolvers({
    * than `maxLogs` results it returns `first` of them after `after`, so that a client can walk any number
    * of logs (GraphQL `logs`). Keyset pagination on the primary key `(block_number, log_index)`.
    */
-  async function getLogsPage({ filter, first, after }: GetLogsPageParameters): Promise<LogsPage> {
+  async function getLogsPage({ filter, first, after, limits }: GetLogsPageParameters): Promise<LogsPage> {
     const { confirmed: range, pending } = filter.blockHash === undefined ? await pendingView.split(filter) : { confirmed: null, pending: [] }
     let confirmed: Log[] = []
     if (range !== null || filter.blockHash !== undefined) {
-      const { fromNumber, toNumber } = await resolveLogRange(range === null ? filter : { ...filter, ...range, blockHash: undefined })
+      const { fromNumber, toNumber } = await resolveLogRange(range === null ? filter : { ...filter, ...range, blockHash: undefined }, limits)
       const position = after === null ? undefined : sql`(${schema.logs.blockNumber}, ${schema.logs.logIndex}) > (${after.blockNumber}, ${after.logIndex})`
-      const rows = await queryLogs(and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)), first + 1, {
-        filter,
-        fromNumber,
-        toNumber,
-      })
+      const rows = await queryLogs(
+        and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)),
+        first + 1,
+        { filter, fromNumber, toNumber },
+        limits,
+      )
       confirmed = rows.map(formatLog)
     }
     const logs =
@@ -296,11 +312,11 @@ export function createLogResolvers({
     return { logs: logs.slice(0, first), hasNextPage: logs.length > first }
   }
 
-  async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number): Promise<Log[]> {
+  async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number, limits: LogLimits): Promise<Log[]> {
     const conditions = matchConditions(filter)
     const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
-    const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber })
-    if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber)
+    const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber }, limits)
+    if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber, limits)
     return rows.map(formatLog)
   }
 

@@ -26,7 +26,7 @@ async function historyRange(account: AccountShape, args: { fromBlock?: BlockInpu
   const toBlock = args.toBlock ?? account.block
   const toSelector = parseArgument(blockSelector, toBlock, 'toBlock')
   const fromBlock: BlockInputShape = args.fromBlock ?? {
-    number: ((await context.resolvers.recentBlocksStart(toSelector)) as Extract<BlockSelector, { kind: 'number' }>).number,
+    number: ((await context.resolvers.recentBlocksStart(toSelector, context.limits)) as Extract<BlockSelector, { kind: 'number' }>).number,
   }
   return { fromBlock, toBlock }
 }
@@ -85,6 +85,7 @@ Account.implement({
           toBlock: parseArgument(blockSelector, range.toBlock, 'toBlock'),
           first: pageSize(args.first, context),
           after: after ? { blockNumber: after.blockNumber, transactionIndex: after.index } : null,
+          limits: context.limits,
         })
         const last = page.transactions.at(-1)
         return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.transactionIndex!) : null }

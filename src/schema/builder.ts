@@ -5,7 +5,7 @@ import ZodPlugin from '@pothos/plugin-zod'
 import type { Address, Hash, Hex } from 'viem'
 import { InvalidParamsError } from '../errors.js'
 import type { ChainEvents } from '../jsonrpc/subscriptions.js'
-import type { Resolvers } from '../resolvers/index.js'
+import type { LogLimits, Resolvers } from '../resolvers/index.js'
 import type { Loaders } from './loaders.js'
 
 /**
@@ -20,6 +20,8 @@ export const MAX_QUERY_COMPLEXITY = 100_000
 /** Everything a resolver sees, made fresh for each request (the loaders cache only within it). */
 export type GraphqlContext = {
   resolvers: Resolvers
+  /** The `eth_getLogs` limits GraphQL is served under (the public endpoint's): they bound log and history pages. */
+  limits: LogLimits
   loaders: Loaders
   /** The event stream the subscriptions read (resolvers/events.ts); `null` where none is wired (unit tests). */
   chainEvents: ChainEvents | null

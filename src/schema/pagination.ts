@@ -7,7 +7,7 @@ export const PAGE_SIZE_DESCRIPTION = `Page size: ${DEFAULT_PAGE_SIZE} by default
 
 /** `first` beyond the configured result limit is refused, as `eth_getLogs` refuses more results. */
 export function pageSize(first: number | null | undefined, context: GraphqlContext): number {
-  const { maxLogs } = context.resolvers.limits
+  const { maxLogs } = context.limits
   if (first === null || first === undefined) return Math.min(DEFAULT_PAGE_SIZE, maxLogs)
   if (first > maxLogs) throw new LimitExceededError(`first: at most ${maxLogs} items per page`)
   return first
@@ -20,6 +20,7 @@ export async function logsPage(context: GraphqlContext, filter: LogFilter, args:
     filter,
     first: pageSize(args.first, context),
     after: after ? { blockNumber: after.blockNumber, logIndex: after.index } : null,
+    limits: context.limits,
   })
   const last = page.logs.at(-1)
   return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.logIndex!) : null }

@@ -8,7 +8,7 @@ import { createYoga, type GraphiQLOptions, maskError } from 'graphql-yoga'
 import type { Logger } from 'pino'
 import { toGraphQLError } from '../errors.js'
 import type { ChainEvents } from '../jsonrpc/subscriptions.js'
-import type { Resolvers } from '../resolvers/index.js'
+import type { LogLimits, Resolvers } from '../resolvers/index.js'
 import type { GraphqlContext } from './builder.js'
 import { createLoaders } from './loaders.js'
 import { maxNestingPlugin } from './nesting.js'
@@ -62,6 +62,8 @@ function isGraphQLError(error: unknown): error is GraphQLError {
 
 export type GraphqlServerConfig = {
   resolvers: Resolvers
+  /** The `eth_getLogs` limits that bound log and history pages (the server passes the public endpoint's). */
+  limits: LogLimits
   logger: Logger
   chainEvents?: ChainEvents | null
   /** GraphiQL's page; by default the library's, which inlines its 9 MB of scripts (src/server serves them apart). */
@@ -85,6 +87,7 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
     landingPage: false,
     context: () => ({
       resolvers,
+      limits: config.limits,
       loaders: createLoaders(resolvers),
       chainEvents: config.chainEvents ?? null,
     }),

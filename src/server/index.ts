@@ -153,7 +153,8 @@ export function createServer(config: ServerConfig) {
     Object.values(policies).map((policy) => [
       policy.name,
       createJsonRpcHandler({
-        resolvers: resolvers.withLimits(policy.logLimits),
+        resolvers,
+        limits: policy.logLimits,
         logger,
         maxBatchSize: policy.maxBatchSize,
         refusedMethods: policy.refusedMethods,
@@ -163,9 +164,14 @@ export function createServer(config: ServerConfig) {
     ]),
   ) as Record<PolicyName, JsonRpcHandler>
   // GraphQL is served under the public policy: its log limits and its rate per client address.
-  const graphqlResolvers = resolvers.withLimits(policies.public.logLimits)
   const graphql = createGraphqlRoute(
-    createGraphqlServer({ resolvers: graphqlResolvers, logger, chainEvents: config.chainEvents, renderGraphiQL: renderGraphiqlPage }),
+    createGraphqlServer({
+      resolvers,
+      limits: policies.public.logLimits,
+      logger,
+      chainEvents: config.chainEvents,
+      renderGraphiQL: renderGraphiqlPage,
+    }),
     logger,
   )
   const cors = createCors(config.corsOrigins ?? '*')

@@ -13,5 +13,5 @@ export const eth_getLogs = defineMethod({
     const to = pinOf(toBlock ?? 'latest')
     return from === null || to === null ? null : [from, to]
   },
-  handler: (resolvers, [filter]) => resolvers.getLogs({ filter }),
+  handler: (resolvers, [filter], { limits }) => resolvers.getLogs({ filter, limits }),
 })
