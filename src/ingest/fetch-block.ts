@@ -74,3 +74,5 @@ export function createBlockFetcher({ upstream, capabilities }: { upstream: Upstr
 
   return { fetchBlock, fetchHeader }
 }
+
+export type BlockFetcher = ReturnType<typeof createBlockFetcher>

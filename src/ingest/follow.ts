@@ -1,0 +1,127 @@
+import type { Logger } from 'pino'
+import { type Hex, RpcError, RpcRequestError, webSocket } from 'viem'
+import { SYNC_KEYS } from '../db/index.js'
+import type { Upstream } from '../upstream/index.js'
+import type { IngesterStatus } from './status.js'
+import type { Store } from './store.js'
+
+/** Head polling when the upstream has no WebSocket; with one, a slower safety poll. */
+const POLL_INTERVAL_MS = 250
+const WS_SAFETY_POLL_MS = 2_000
+const SAFE_HEAD_REFRESH_MS = 1_000
+
+export type HeadFollowerConfig = {
+  upstream: Upstream
+  logger: Logger
+  /** `lastUpstreamContactAt` is kept up to date by each read of the head. */
+  status: IngesterStatus
+  pollIntervalMs?: number
+}
+
+/**
+ * Follows the upstream's heads: the latest one, read when a `newHeads` notification arrives (where the upstream
+ * has a WebSocket), at each poll, or at once on `pollNow`; and the safe and finalized ones.
+ */
+export function createHeadFollower({ upstream, logger, status, pollIntervalMs = POLL_INTERVAL_MS }: HeadFollowerConfig) {
+  let stopping = false
+  let wake: (() => void) | null = null
+  /** Set while the loop waits for the next head poll: the only wait `pollNow` cuts short (never a back-off). */
+  let polling = false
+  /** `pollNow` came while the loop was busy: its next wait between polls is skipped, so the request is not lost. */
+  let pollAsked = false
+  let unsubscribe: (() => void) | null = null
+  let safeHeadsCheckedAt = 0
+
+  /** Waits `ms`, or until `stop` (or `pollNow`, between polls, or a new head) wakes it; no wait at all once stopping. */
+  function sleep(ms: number): Promise<void> {
+    // `stop` may have come between its check and this wait, when there was nothing to wake.
+    if (stopping) return Promise.resolve()
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms)
+      function done() {
+        clearTimeout(timer)
+        if (wake === done) wake = null
+        resolve()
+      }
+      wake = done
+    })
+  }
+
+  function subscribeToHeads() {
+    if (upstream.wsUrl === null) return
+    try {
+      const transport = webSocket(upstream.wsUrl, { reconnect: true })({})
+      let active = true
+      transport.value
+        ?.subscribe({
+          params: ['newHeads'],
+          onData: () => wake?.(),
+          onError: (error) => logger.warn({ err: error }, 'newHeads subscription error'),
+        })
+        .then(({ unsubscribe: stop }) => {
+          if (!active) void stop().catch(() => {})
+          else unsubscribe = () => void stop().catch(() => {})
+        })
+        .catch((error: unknown) => logger.warn({ err: error }, 'newHeads subscription failed; polling'))
+      unsubscribe = () => {
+        active = false
+      }
+    } catch (error) {
+      logger.warn({ err: error }, 'newHeads subscription failed; polling')
+    }
+  }
+
+  return {
+    start() {
+      stopping = false
+      subscribeToHeads()
+    },
+    /** Wakes whatever waits, and ends the subscription. */
+    stop() {
+      stopping = true
+      wake?.()
+      unsubscribe?.()
+    },
+    sleep,
+    /** The upstream's latest block number; this read is the one a `pollNow` before it asked for. */
+    async readHead(): Promise<number> {
+      pollAsked = false
+      const number = Number.parseInt(await upstream.request<Hex>('eth_blockNumber'), 16)
+      status.lastUpstreamContactAt = Date.now()
+      return number
+    },
+    /** Waits until the next head poll is due, unless a `pollNow` came since the last read. */
+    async waitForNextPoll() {
+      if (pollAsked) return
+      polling = true
+      await sleep(upstream.wsUrl === null ? pollIntervalMs : WS_SAFETY_POLL_MS).finally(() => {
+        polling = false
+      })
+    },
+    /** Cuts short the wait between head polls, never an error's back-off; or, when busy, skips the next one. */
+    pollNow() {
+      if (polling && wake !== null) wake()
+      else pollAsked = true
+    },
+    /** Stores the upstream's safe and finalized block numbers, at most once per `SAFE_HEAD_REFRESH_MS`. */
+    async refreshSafeHeads(store: Store) {
+      if (Date.now() - safeHeadsCheckedAt < SAFE_HEAD_REFRESH_MS) return
+      safeHeadsCheckedAt = Date.now()
+      // A node without the tag answers null (or an error): no such block. A failed call (the upstream is
+      // away) leaves the stored value as it was, so that `safe` does not vanish for the length of an outage.
+      const read = async (tag: 'safe' | 'finalized'): Promise<number | null | undefined> => {
+        try {
+          const block = await upstream.request<{ number: Hex } | null>('eth_getBlockByNumber', [tag, false])
+          return block === null ? null : Number.parseInt(block.number, 16)
+        } catch (error) {
+          return error instanceof RpcError || error instanceof RpcRequestError ? null : undefined
+        }
+      }
+      const [safe, finalized] = await Promise.all([read('safe'), read('finalized')])
+      if (safe !== undefined) await store.putSyncState(SYNC_KEYS.safe, safe)
+      if (finalized !== undefined) await store.putSyncState(SYNC_KEYS.finalized, finalized)
+    },
+  }
+}
+
+export type HeadFollower = ReturnType<typeof createHeadFollower>

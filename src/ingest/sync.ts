@@ -1,0 +1,108 @@
+import type { Logger } from 'pino'
+import type { Hash } from 'viem'
+import { SYNC_KEYS } from '../db/index.js'
+import { type BlockData, type RowOptions, toRows } from './block-data.js'
+import type { BlockFetcher } from './fetch-block.js'
+import { createProgress } from './progress.js'
+import type { IngesterStatus } from './status.js'
+import type { Store, StoredHead } from './store.js'
+
+/**
+ * After a backfill of at least this many logs the planner's statistics are refreshed at once, so that the
+ * first `eth_getLogs` do not wait for autovacuum to find the (address, topic0) index worth using.
+ */
+const ANALYZE_AFTER_LOGS = 100_000
+
+export type BlockSyncConfig = {
+  fetcher: BlockFetcher
+  logger: Logger
+  /** `head` and `lastUpstreamContactAt` are kept up to date by each batch. */
+  status: IngesterStatus
+  /** Blocks written per transaction, and upstream requests in flight at once. */
+  batchSize: number
+  fetchConcurrency: number
+  /** Read for each block: the registry is known only once it is followed. */
+  rowOptions: () => RowOptions
+  stopping: () => boolean
+  /** Rewinds past a reorganisation found above `head`; returns the block to fetch next. */
+  rewind: (head: StoredHead) => Promise<number>
+  /** Announces a commit: its new head, and its blocks in order. */
+  committed: (head: StoredHead, blocks: BlockData[]) => void
+  /** Runs after each commit. */
+  refreshSafeHeads: (store: Store) => Promise<void>
+}
+
+/** Ingests ranges of blocks: fetched in parallel, written batch by batch, each batch one transaction. */
+export function createBlockSync(config: BlockSyncConfig) {
+  const { fetcher, logger, status, batchSize, fetchConcurrency } = config
+
+  async function fetchRange(from: number, to: number): Promise<BlockData[]> {
+    const numbers = Array.from({ length: to - from + 1 }, (_, index) => from + index)
+    const results: BlockData[] = new Array(numbers.length)
+    let next = 0
+    async function worker() {
+      while (next < numbers.length) {
+        const index = next++
+        results[index] = await fetcher.fetchBlock(numbers[index]!)
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(fetchConcurrency, numbers.length) }, worker))
+    return results
+  }
+
+  /** Fetches `[from, min(from + batchSize - 1, target)]`, or nothing past the target. */
+  function fetchBatch(from: number, target: number): Promise<BlockData[]> | null {
+    if (from > target) return null
+    const batch = fetchRange(from, Math.min(from + batchSize - 1, target))
+    // It may be dropped unawaited (reorg, stop); its failure is then of no interest.
+    batch.catch(() => {})
+    return batch
+  }
+
+  /**
+   * Ingests up to `target`, batch by batch, fetching the next batch while the current one is written;
+   * returns the next block to fetch.
+   */
+  async function syncTo(store: Store, next: number, target: number): Promise<number> {
+    const progress = createProgress({ logger })
+    let prefetched = fetchBatch(next, target)
+    let logsWritten = 0
+    try {
+      while (next <= target && !config.stopping() && prefetched !== null) {
+        const batch = await prefetched
+        prefetched = null
+        status.lastUpstreamContactAt = Date.now()
+        const head = await store.head()
+        const first = batch[0]!.block
+        if (head !== null && head.number === next - 1 && first.parentHash !== head.hash) {
+          next = await config.rewind(head)
+          prefetched = fetchBatch(next, target)
+          continue
+        }
+        // Keep only the prefix that links up: the upstream may have reorganised while we fetched.
+        let linked = 1
+        while (linked < batch.length && batch[linked]!.block.parentHash === batch[linked - 1]!.block.hash) linked++
+        const accepted = batch.slice(0, linked)
+        const rows = accepted.map((data) => toRows(data, config.rowOptions()))
+        const tracing = accepted.every((block) => block.accountChanges !== null)
+        prefetched = fetchBatch(next + accepted.length, target)
+        await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' })
+        const last = accepted[accepted.length - 1]!.block
+        const committed = { number: Number.parseInt(last.number, 16), hash: last.hash as Hash }
+        status.head = committed.number
+        next = committed.number + 1
+        config.committed(committed, accepted)
+        const logs = rows.reduce((sum, block) => sum + block.logs.length, 0)
+        logsWritten += logs
+        progress.record(accepted.length, logs, committed.number, target)
+        await config.refreshSafeHeads(store)
+      }
+    } finally {
+      progress.done()
+    }
+    if (logsWritten >= ANALYZE_AFTER_LOGS) await store.analyze()
+    return next
+  }
+
+  return { syncTo }
+}
