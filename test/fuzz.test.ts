@@ -19,16 +19,12 @@ import { PASS_THROUGH_METHODS } from '../src/upstream/pass-through.js'
 import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import {
-  type FuzzRequest,
-  type FuzzWorld,
-  graphqlBody,
-  hostilePathRequest,
-  type JsonRpcEndpoint,
-  jsonRpcBody,
-  registrationBody,
-  unknownKeyPath,
-} from './fixtures/fuzz.js'
+import { graphqlBody } from './fixtures/fuzz/graphql.js'
+import type { FuzzRequest } from './fixtures/fuzz/http.js'
+import { type JsonRpcEndpoint, jsonRpcBody, unknownKeyPath } from './fixtures/fuzz/json-rpc.js'
+import { hostilePathRequest } from './fixtures/fuzz/paths.js'
+import { registrationBody } from './fixtures/fuzz/registration.js'
+import type { FuzzWorld } from './fixtures/fuzz/values.js'
 import {
   type CapturedLog,
   createHttpClient,
