@@ -2,7 +2,7 @@ import { brotliDecompressSync } from 'node:zlib'
 import { type Hash, type Hex, keccak256 } from 'viem'
 import { WebSocket } from 'ws'
 import { DEFAULT_BLOCK_TIME_MS, DEFAULT_FLASHBLOCK_INTERVAL_MS } from '../src/devnet/devnet.js'
-import type { FlashblockMessage } from '../src/devnet/flashblock-message.js'
+import type { FlashblockWireMessage } from '../src/pending/message.js'
 import { SWAP_TOPIC } from '../src/devnet/pool.js'
 import { createRpcClient } from './rpc.js'
 
@@ -82,7 +82,7 @@ export async function startFollowProbes(options: {
   const feed = new WebSocket(options.flashblocksUrl)
   feed.on('message', (data: Buffer, isBinary) => {
     const at = performance.now()
-    const message = JSON.parse(isBinary ? brotliDecompressSync(data).toString('utf8') : data.toString('utf8')) as FlashblockMessage
+    const message = JSON.parse(isBinary ? brotliDecompressSync(data).toString('utf8') : data.toString('utf8')) as FlashblockWireMessage
     const block = message.metadata.block_number
     if (message.index === TICKS_PER_BLOCK - 1 && measuring) {
       sealedAt.set(block, at)

@@ -6,7 +6,7 @@ import { WebSocket } from 'ws'
 import { decodeAttribution } from '../src/attribution/index.js'
 import { TRANSFER_TOPIC } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
-import type { FlashblockMessage } from '../src/devnet/flashblock-message.js'
+import type { FlashblockWireMessage } from '../src/pending/message.js'
 import { SWAP_TOPIC, SYNC_TOPIC } from '../src/devnet/pool.js'
 import { BASE_TRANSACTIONS_PER_BLOCK } from '../src/devnet/profile.js'
 import { PROFILE_BUILDER_CODES } from '../src/devnet/base-mix.js'
@@ -37,15 +37,15 @@ let database: TestDatabase
 let gateway: TestGateway
 let socket: WebSocket
 /** Flashblocks by block number, in arrival order. */
-const frames = new Map<number, FlashblockMessage[]>()
+const frames = new Map<number, FlashblockWireMessage[]>()
 /** The blocks checked: whole in the feed, sealed, with their receipts. */
-const checked: { number: number; flashblocks: FlashblockMessage[]; block: Block; receipts: Receipt[] }[] = []
+const checked: { number: number; flashblocks: FlashblockWireMessage[]; block: Block; receipts: Receipt[] }[] = []
 
 beforeAll(async () => {
   devnet = await startDevnet({ port: 0, flashblocksPort: 0, profile: 'base' })
   socket = new WebSocket(devnet.flashblocksUrl)
   socket.on('message', (data: Buffer) => {
-    const message = JSON.parse(brotliDecompressSync(data).toString('utf8')) as FlashblockMessage
+    const message = JSON.parse(brotliDecompressSync(data).toString('utf8')) as FlashblockWireMessage
     const number = message.metadata.block_number
     frames.set(number, [...(frames.get(number) ?? []), message])
   })

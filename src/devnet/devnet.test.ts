@@ -5,7 +5,7 @@ import { mnemonicToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket } from 'ws'
 import { type Devnet, startDevnet } from './devnet.js'
-import type { FlashblockMessage } from './flashblock-message.js'
+import type { FlashblockWireMessage } from '../pending/message.js'
 import { PRECONFIRMED_BLOCK_HASH } from './node-view.js'
 
 /** Base's timing, the devnet's defaults. */
@@ -17,7 +17,7 @@ const CADENCE_TOLERANCE_MS = 60
 const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk'
 const POLL_MS = 10
 
-type Frame = { message: FlashblockMessage; at: number; isBinary: boolean }
+type Frame = { message: FlashblockWireMessage; at: number; isBinary: boolean }
 type Feed = { frames: Frame[]; socket: WebSocket }
 
 describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
@@ -235,7 +235,7 @@ describe('devnet lifecycle', () => {
 
 // --- helpers -------------------------------------------------------------------------------------------
 
-function announces(message: FlashblockMessage, hash: Hash): boolean {
+function announces(message: FlashblockWireMessage, hash: Hash): boolean {
   return message.diff.transactions.some((raw) => keccak256(raw) === hash)
 }
 
@@ -250,7 +250,7 @@ async function connect(url: string): Promise<Feed> {
   const socket = new WebSocket(url)
   socket.on('message', (data: Buffer, isBinary) => {
     const text = isBinary ? brotliDecompressSync(data).toString('utf8') : data.toString('utf8')
-    frames.push({ message: JSON.parse(text) as FlashblockMessage, at: performance.now(), isBinary })
+    frames.push({ message: JSON.parse(text) as FlashblockWireMessage, at: performance.now(), isBinary })
   })
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject))
   return { frames, socket }

@@ -1,12 +1,13 @@
 import { brotliDecompressSync } from 'node:zlib'
 import type { RpcBlock } from 'viem'
 import { describe, expect, test } from 'vitest'
-import { type FlashblockMessage, buildFlashblockMessage, encodeFlashblock } from './flashblock-message.js'
+import type { FlashblockWireMessage } from '../pending/message.js'
+import { buildFlashblockMessage, encodeFlashblock } from './flashblock-message.js'
 
 const HASH = `0x${'ab'.repeat(32)}` as const
 
 /** A Base-shaped index-0 message in the legacy format, with one transaction, receipt and balance. */
-const SAMPLE_MESSAGE: FlashblockMessage = {
+const SAMPLE_MESSAGE: FlashblockWireMessage = {
   payload_id: '0x0307de8ff1df8ed8',
   index: 0,
   base: {

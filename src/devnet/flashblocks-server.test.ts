@@ -1,13 +1,13 @@
 import { brotliDecompressSync } from 'node:zlib'
 import { WebSocket } from 'ws'
 import { afterEach, describe, expect, test } from 'vitest'
-import type { FlashblockMessage } from './flashblock-message.js'
+import type { FlashblockWireMessage } from '../pending/message.js'
 import { type FlashblocksServer, createFlashblocksServer } from './flashblocks-server.js'
 
 type Frame = { isBinary: boolean; data: Buffer }
 
 const HASH = `0x${'ab'.repeat(32)}` as const
-const SAMPLE_MESSAGE: FlashblockMessage = {
+const SAMPLE_MESSAGE: FlashblockWireMessage = {
   payload_id: '0x0307de8ff1df8ed8',
   index: 1,
   diff: {

@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net'
 import { WebSocket, WebSocketServer } from 'ws'
 import type { DevnetLogger } from './anvil.js'
-import { type FlashblockMessage, encodeFlashblock } from './flashblock-message.js'
+import type { FlashblockWireMessage } from '../pending/message.js'
+import { encodeFlashblock } from './flashblock-message.js'
 
 const LOOPBACK_HOST = '127.0.0.1'
 /** Base's feed URL ends in `/ws`; any path is accepted, this is the one printed. */
@@ -21,7 +22,7 @@ export type FlashblocksServer = {
   url: string
   port: number
   /** Encodes the message once and sends it to every connected client. */
-  broadcast: (message: FlashblockMessage) => void
+  broadcast: (message: FlashblockWireMessage) => void
   clientCount: () => number
   /** Disconnects every client and releases the port. Idempotent. */
   close: () => Promise<void>
@@ -38,7 +39,7 @@ export async function createFlashblocksServer({ port, plain, logger }: Flashbloc
   server.on('connection', (socket) => socket.on('error', () => socket.terminate()))
   const boundPort = (server.address() as AddressInfo).port
 
-  function broadcast(message: FlashblockMessage): void {
+  function broadcast(message: FlashblockWireMessage): void {
     if (server.clients.size === 0) return
     const frame = encodeFlashblock(message, { compress: !plain })
     for (const client of server.clients) {

@@ -30,20 +30,7 @@ export {
   type StartDevnetOptions,
   startDevnet,
 } from './devnet.js'
-export {
-  type EncodeFlashblockOptions,
-  type FeedFormat,
-  type FlashblockBase,
-  type FlashblockDiff,
-  type FlashblockLog,
-  type FlashblockMessage,
-  type FlashblockMetadata,
-  type FlashblockReceipt,
-  type FlashblockSource,
-  type LegacyFlashblockReceipt,
-  buildFlashblockMessage,
-  encodeFlashblock,
-} from './flashblock-message.js'
+export { type EncodeFlashblockOptions, type FeedFormat, type FlashblockSource, buildFlashblockMessage, encodeFlashblock } from './flashblock-message.js'
 export { type PendingBlock, PRECONFIRMED_BLOCK_HASH, readAsNode } from './node-view.js'
 export {
   BASE_TRANSACTIONS_PER_BLOCK,

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket } from 'ws'
 import { TOKEN_DEPLOY_BYTECODE, deployToken, tokenAbi } from './contracts.js'
 import { type Devnet, startDevnet } from './devnet.js'
-import type { FlashblockMessage } from './flashblock-message.js'
+import type { FlashblockWireMessage } from '../pending/message.js'
 import { PRECONFIRMED_BLOCK_HASH } from './node-view.js'
 
 // The devnet's JSON-RPC answers as a flashblocks-aware Base node (DESIGN.md §6): every pre-confirmed answer
@@ -56,7 +56,7 @@ type Snapshot = {
 }
 
 let devnet: Devnet
-let feed: { messages: FlashblockMessage[]; onMessage: (listener: (message: FlashblockMessage) => void) => void; close: () => void }
+let feed: { messages: FlashblockWireMessage[]; onMessage: (listener: (message: FlashblockWireMessage) => void) => void; close: () => void }
 let rpc: <T>(method: string, params?: unknown[]) => Promise<T>
 let batch: (calls: Call[]) => Promise<{ result?: unknown; error?: { code: number; message: string } }[]>
 
@@ -407,21 +407,21 @@ function balanceOfData(holder: Address): Hex {
   return encodeFunctionData({ abi: tokenAbi, functionName: 'balanceOf', args: [holder] })
 }
 
-function announces(message: FlashblockMessage, hash: Hash): boolean {
+function announces(message: FlashblockWireMessage, hash: Hash): boolean {
   return message.diff.transactions.some((raw) => keccak256(raw) === hash)
 }
 
-async function nextFlashblock(matches: (message: FlashblockMessage) => boolean): Promise<void> {
+async function nextFlashblock(matches: (message: FlashblockWireMessage) => boolean): Promise<void> {
   const seen = feed.messages.length
   await waitFor(() => feed.messages.slice(seen).some(matches))
 }
 
 async function collectFlashblocks(url: string): Promise<typeof feed> {
-  const messages: FlashblockMessage[] = []
-  const listeners: ((message: FlashblockMessage) => void)[] = []
+  const messages: FlashblockWireMessage[] = []
+  const listeners: ((message: FlashblockWireMessage) => void)[] = []
   const socket = new WebSocket(url)
   socket.on('message', (data: Buffer, isBinary) => {
-    const message = JSON.parse(isBinary ? brotliDecompressSync(data).toString('utf8') : data.toString('utf8')) as FlashblockMessage
+    const message = JSON.parse(isBinary ? brotliDecompressSync(data).toString('utf8') : data.toString('utf8')) as FlashblockWireMessage
     messages.push(message)
     for (const listener of listeners) listener(message)
   })

@@ -23,7 +23,7 @@ import { WebSocket } from 'ws'
 import { startAnvil } from './anvil.js'
 import { TOKEN_DEPLOY_BYTECODE, deployToken, tokenAbi } from './contracts.js'
 import { type Devnet, startDevnet } from './devnet.js'
-import type { FlashblockMessage, FlashblockReceipt } from './flashblock-message.js'
+import type { FlashblockReceipt, FlashblockWireMessage } from '../pending/message.js'
 import { SEQUENCER_ANVIL_ARGS, createSequencer } from './sequencer.js'
 
 // Proves DESIGN.md §6's invariant on a real anvil for the legacy feed: what a flashblock announces
@@ -42,7 +42,7 @@ const POLL_MS = 20
 /** How often the reader probes `latest` while ticks run. */
 const READ_PROBE_MS = 7
 
-type Received = { message: FlashblockMessage; at: number }
+type Received = { message: FlashblockWireMessage; at: number }
 type RawReceipt = Record<string, unknown> & { logs: Record<string, unknown>[] }
 type RawBlock = Record<string, unknown> & { hash: Hash; number: Hex; transactions: Hash[] }
 
@@ -169,7 +169,7 @@ describe('sequencer invariant', () => {
 describe('sequencer stop', () => {
   test('stop() takes the pre-confirmed block down: anvil’s head is the sealed one, the unsealed transaction back in its pool', async () => {
     const anvil = await startAnvil({ noMining: true, extraArgs: [...SEQUENCER_ANVIL_ARGS] })
-    const messages: FlashblockMessage[] = []
+    const messages: FlashblockWireMessage[] = []
     // Long slots, so that the transaction is pre-confirmed well before its block would seal.
     const sequencer = createSequencer({
       anvilRpcUrl: anvil.rpcUrl,
@@ -202,7 +202,7 @@ describe('sequencer stop', () => {
 })
 
 /** The complete flashblock sequence (index 0 to the sealing one) whose last diff is the sealed block. */
-function flashblocksOf(sealed: RawBlock): FlashblockMessage[] {
+function flashblocksOf(sealed: RawBlock): FlashblockWireMessage[] {
   const last = feed.messages.find(({ message }) => message.diff.block_hash === sealed.hash && message.index === TICKS_PER_BLOCK - 1)
   expect(last, `sealing flashblock of block ${sealed.number}`).toBeDefined()
   const sequence = feed.messages.map(({ message }) => message).filter((message) => message.payload_id === last!.message.payload_id)
@@ -210,7 +210,7 @@ function flashblocksOf(sealed: RawBlock): FlashblockMessage[] {
   return sequence
 }
 
-function expectHeaderMatches(flashblocks: FlashblockMessage[], sealed: RawBlock): void {
+function expectHeaderMatches(flashblocks: FlashblockWireMessage[], sealed: RawBlock): void {
   const { base } = flashblocks[0]!
   expect(base).toEqual({
     parent_beacon_block_root: sealed.parentBeaconBlockRoot,
@@ -239,7 +239,7 @@ function expectHeaderMatches(flashblocks: FlashblockMessage[], sealed: RawBlock)
  * What a consumer of the feed can know of each receipt: the consensus fields from `metadata.receipts`, the
  * rest derived from the transactions, their positions and `base` — exactly as a node does for Base's feed.
  */
-async function receiptsFromFlashblocks(flashblocks: FlashblockMessage[]): Promise<Map<Hash, RawReceipt>> {
+async function receiptsFromFlashblocks(flashblocks: FlashblockWireMessage[]): Promise<Map<Hash, RawReceipt>> {
   const base = flashblocks[0]!.base!
   const blockHash = flashblocks.at(-1)!.diff.block_hash
   const receipts = new Map<Hash, RawReceipt>()
@@ -291,7 +291,7 @@ async function receiptsFromFlashblocks(flashblocks: FlashblockMessage[]): Promis
 }
 
 /** A balance announced by a flashblock, and not changed by a later one, is the sealed block's balance. */
-async function expectBalancesMatch(flashblocks: FlashblockMessage[], sealed: RawBlock): Promise<void> {
+async function expectBalancesMatch(flashblocks: FlashblockWireMessage[], sealed: RawBlock): Promise<void> {
   let checked = 0
   for (const [i, message] of flashblocks.entries()) {
     const later = new Set(flashblocks.slice(i + 1).flatMap((next) => Object.keys(next.metadata.new_account_balances ?? {})))
@@ -329,7 +329,7 @@ async function collectFlashblocks(url: string): Promise<{ messages: Received[]; 
   const socket = new WebSocket(url)
   socket.on('message', (data: Buffer, isBinary) => {
     const text = isBinary ? brotliDecompressSync(data).toString('utf8') : data.toString('utf8')
-    messages.push({ message: JSON.parse(text) as FlashblockMessage, at: performance.now() })
+    messages.push({ message: JSON.parse(text) as FlashblockWireMessage, at: performance.now() })
   })
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject))
   return { messages, close: () => socket.close() }

@@ -2,7 +2,8 @@ import { type Address, type Hash, type Hex, type RpcBlock, type RpcTransactionRe
 import type { DevnetLogger } from './anvil.js'
 import { type JsonRpcRequest, type JsonRpcResponse, createAnvilClient } from './anvil-client.js'
 import { createChainLock } from './chain-lock.js'
-import { type FeedFormat, type FlashblockMessage, buildFlashblockMessage } from './flashblock-message.js'
+import type { FlashblockWireMessage } from '../pending/message.js'
+import { type FeedFormat, buildFlashblockMessage } from './flashblock-message.js'
 import { type PendingBlock, hidePendingBlockHash, readAsNode } from './node-view.js'
 
 // How the devnet turns anvil into a Base-like sequencer (DESIGN.md §6). anvil runs with --no-mining and
@@ -47,7 +48,7 @@ export type SequencerOptions = {
   /** `current` (default): Base's frames since Azul; `legacy`: with receipts and balances. */
   feedFormat?: FeedFormat
   /** Called inside the tick, before any waiting read or send runs, so feed and chain never disagree. */
-  onFlashblock: (message: FlashblockMessage) => void
+  onFlashblock: (message: FlashblockWireMessage) => void
   /** Called after every tick with its duration (for logs and benchmarks). */
   onTick?: (tick: { index: number; transactions: number; durationMs: number; sealed: boolean }) => void
   logger?: DevnetLogger

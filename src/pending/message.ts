@@ -1,10 +1,16 @@
 /**
- * Base's Flashblocks feed message, parsed leniently. Since Base's Azul upgrade `metadata` is only
- * `{block_number, access_list}`: no receipts, no balances. Older feeds and other OP-Stack builders still
- * send receipts (as `{"type":"0x2",…}` or the older `{"Eip1559":{…}}`) and `new_account_balances`; they
- * are used where present. `base` comes at index 0 only (older streams sent `null` later); fields a builder
- * adds are kept; a receipt that does not parse counts as absent rather than voiding the flashblock.
+ * Base's Flashblocks feed message, defined once for both sides: the wire form the devnet writes
+ * (`FlashblockWireMessage`) and the lenient reader the feed parses it with (`flashblockMessage`).
+ *
+ * The sequencer sends one every ~200 ms: `index` 0 opens a block and carries `base`; every message's `diff`
+ * lists only the transactions new since the previous one, with the block's cumulative roots and gas so far.
+ * Since Base's Azul upgrade `metadata` is only `{block_number, access_list}`: no receipts, no balances. Older
+ * feeds and other OP-Stack builders still send receipts (as `{"type":"0x2",…}` or the older `{"Eip1559":{…}}`)
+ * and `new_account_balances`; they are used where present. `base` comes at index 0 only (older streams sent
+ * `null` later); fields a builder adds are kept; a receipt that does not parse counts as absent rather than
+ * voiding the flashblock.
  * https://github.com/ethereum-optimism/specs/blob/main/specs/protocol/flashblocks.md
+ * https://docs.base.org/base-chain/flashblocks/websocket-reference
  */
 import { brotliDecompressSync } from 'node:zlib'
 import type { Address, Hash, Hex } from 'viem'
@@ -12,26 +18,104 @@ import { z } from 'zod'
 import { address, hash, hexData, quantity } from '../codecs/index.js'
 
 /** Consensus receipt types by their name in the older enum form. */
-const RECEIPT_TYPE_BY_NAME: Record<string, number> = { Legacy: 0, Eip2930: 1, Eip1559: 2, Eip4844: 3, Eip7702: 4, Deposit: 0x7e }
+const RECEIPT_TYPE_BY_NAME = { Legacy: 0, Eip2930: 1, Eip1559: 2, Eip4844: 3, Eip7702: 4, Deposit: 0x7e }
 
-const consensusLog = z.object({ address, topics: z.array(hash), data: hexData })
+// ---------------------------------------------------------------------------------------------------------
+// The wire form (hex quantities, as in the Engine API payload)
+
+/** Header fields fixed when the block is opened. */
+export type FlashblockBase = {
+  parent_beacon_block_root: Hash
+  parent_hash: Hash
+  fee_recipient: Address
+  prev_randao: Hash
+  block_number: Hex
+  gas_limit: Hex
+  timestamp: Hex
+  extra_data: Hex
+  base_fee_per_gas: Hex
+}
+
+export type FlashblockWithdrawal = { index: Hex; validatorIndex: Hex; address: Address; amount: Hex }
+
+/** The block as built so far: roots and `gas_used` cover every flashblock up to this one. */
+export type FlashblockDiff = {
+  state_root: Hash
+  receipts_root: Hash
+  logs_bloom: Hex
+  /** Cumulative over the block, not this flashblock's own gas. */
+  gas_used: Hex
+  block_hash: Hash
+  /** EIP-2718 encoded transactions new in this flashblock, in block order. */
+  transactions: Hex[]
+  withdrawals: FlashblockWithdrawal[]
+  withdrawals_root?: Hash
+  /** Sent by Base since Azul (`0x0`: an OP-Stack block carries no blobs). */
+  blob_gas_used?: Hex
+}
+
+export type FlashblockLog = { address: Address; topics: Hash[]; data: Hex }
+
+/** A consensus receipt in node-reth's tagged form (what the devnet sends). */
+export type FlashblockReceipt = {
+  type: Hex
+  status: Hex
+  /** Cumulative over the block; a transaction's own gas is the difference to the previous receipt's. */
+  cumulativeGasUsed: Hex
+  logs: FlashblockLog[]
+}
+
+/** The older serde enum form (`{"Eip1559":{…}}`) that Base's feed sent before the tagged one. */
+export type LegacyFlashblockReceipt = { [name in keyof typeof RECEIPT_TYPE_BY_NAME]?: Omit<FlashblockReceipt, 'type'> }
+
+export type FlashblockMetadata = {
+  /** A JSON number here, unlike `base.block_number`. */
+  block_number: number
+  /** Sent by Base since Azul, always `null` so far (reserved for a block-level access list). */
+  access_list?: unknown
+  /** Receipts of this flashblock's transactions, keyed by transaction hash. Legacy feeds only. */
+  receipts?: Record<Hash, FlashblockReceipt | LegacyFlashblockReceipt>
+  /** Post-flashblock balances of the accounts its transactions changed. Legacy feeds only. */
+  new_account_balances?: Record<Address, Hex>
+}
+
+export type FlashblockWireMessage = {
+  /** 8 bytes, the same for every flashblock of one block. */
+  payload_id: Hex
+  index: number
+  /** Only on index 0. */
+  base?: FlashblockBase
+  diff: FlashblockDiff
+  metadata: FlashblockMetadata
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The reader
+
+/** A zod shape for the wire type `wire`: it names no field that `wire` lacks (those it leaves out pass through). */
+type ShapeOf<wire> = { [field in keyof wire]?: z.ZodType }
+
+/** `wire`, where `schema` reads every value of it: a type changed on one side only fails to compile. */
+type ReadBy<schema extends z.ZodType, wire extends z.input<schema>> = wire
+
+const consensusLog = z.object({ address, topics: z.array(hash), data: hexData } satisfies ShapeOf<FlashblockLog>)
 
 const receiptFields = z
   .object({
     status: z.union([quantity, z.boolean()]).transform((value) => (typeof value === 'boolean' ? (value ? 1n : 0n) : value)),
     cumulativeGasUsed: quantity,
     logs: z.array(consensusLog).default([]),
-  })
+  } satisfies ShapeOf<FlashblockReceipt>)
   .passthrough()
 
-const taggedReceipt = receiptFields.extend({ type: quantity })
+const taggedReceipt = receiptFields.extend({ type: quantity } satisfies ShapeOf<FlashblockReceipt>)
 
 /** A receipt as the feed carries it: consensus fields only, type known. */
 export type FeedReceipt = {
   type: number
   status: 0 | 1
   cumulativeGasUsed: bigint
-  logs: { address: Address; topics: Hash[]; data: Hex }[]
+  logs: FlashblockLog[]
   /** Anything else the feed sent (e.g. `depositNonce` on OP deposit receipts), kept as is. */
   extra: Record<string, unknown>
 }
@@ -44,7 +128,7 @@ const feedReceipt = z.unknown().transform((value, context): FeedReceipt => {
     const [name, inner] = entries[0] ?? []
     if (entries.length === 1 && name !== undefined && name in RECEIPT_TYPE_BY_NAME) {
       candidate = inner
-      type = RECEIPT_TYPE_BY_NAME[name]
+      type = RECEIPT_TYPE_BY_NAME[name as keyof typeof RECEIPT_TYPE_BY_NAME]
     }
   }
   const parsed = (type === undefined ? taggedReceipt : receiptFields).safeParse(candidate)
@@ -74,10 +158,10 @@ const base = z
     extra_data: hexData.optional(),
     prev_randao: hash.optional(),
     parent_beacon_block_root: hash.optional(),
-  })
+  } satisfies ShapeOf<FlashblockBase>)
   .passthrough()
 
-const withdrawal = z.object({ index: quantity, validatorIndex: quantity, address, amount: quantity }).passthrough()
+const withdrawal = z.object({ index: quantity, validatorIndex: quantity, address, amount: quantity } satisfies ShapeOf<FlashblockWithdrawal>).passthrough()
 
 export const flashblockMessage = z.object({
   payload_id: z.string().regex(/^0x[0-9a-fA-F]+$/),
@@ -94,7 +178,7 @@ export const flashblockMessage = z.object({
       withdrawals: z.array(withdrawal).nullish(),
       withdrawals_root: hash.nullish(),
       blob_gas_used: quantity.nullish(),
-    })
+    } satisfies ShapeOf<FlashblockDiff>)
     .passthrough(),
   metadata: z
     .object({
@@ -102,12 +186,20 @@ export const flashblockMessage = z.object({
       // One bad receipt leaves that transaction without one; it does not void the flashblock.
       receipts: z.record(hash, feedReceipt.nullable().catch(null)).nullish(),
       new_account_balances: z.record(address, quantity).nullish(),
-    })
+    } satisfies ShapeOf<FlashblockMetadata>)
     .passthrough()
     .nullish(),
-})
+} satisfies ShapeOf<FlashblockWireMessage>)
 
+/** A flashblock as read: quantities as bigints, receipts in one form. */
 export type FlashblockMessage = z.output<typeof flashblockMessage>
+
+// The reader takes every message the devnet writes, and receipts in both forms (tagged, and inside the enum).
+type _ReadsTheWire = [
+  ReadBy<typeof flashblockMessage, FlashblockWireMessage>,
+  ReadBy<typeof taggedReceipt, FlashblockReceipt>,
+  ReadBy<typeof receiptFields, Omit<FlashblockReceipt, 'type'>>,
+]
 
 /** Decodes one WebSocket frame: text, raw-JSON binary, or Brotli-compressed binary JSON. */
 export function decodeFrame(data: Buffer | string): unknown {
