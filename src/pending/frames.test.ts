@@ -188,6 +188,17 @@ describe('legacy frames (receipts and balances in metadata) are still used where
     await state.settled()
     expect(state.blocks(0)[0]?.receipts.map((receipt) => receipt?.transactionHash ?? null)).toEqual([null, transactions[1]!.hash])
   })
+
+  test('a receipt in the enum form under a name that is no receipt type (an inherited key such as toString) counts as absent', async () => {
+    const message = flashblock({ index: 0, blockNumber: 82, transactions: transactions.slice(0, 2) })
+    const receipts = (message.metadata as { receipts: Record<string, unknown> }).receipts
+    const fields = { status: '0x1', cumulativeGasUsed: '0x5208', logs: [] }
+    receipts[transactions[0]!.hash] = { toString: fields }
+    receipts[transactions[1]!.hash] = { constructor: fields }
+    const parsed = receive(message)
+    expect(parsed.metadata?.receipts?.[transactions[0]!.hash] ?? null).toBeNull()
+    expect(parsed.metadata?.receipts?.[transactions[1]!.hash] ?? null).toBeNull()
+  })
 })
 
 describe('reconciliation by content', () => {

@@ -126,7 +126,7 @@ const feedReceipt = z.unknown().transform((value, context): FeedReceipt => {
   if (typeof value === 'object' && value !== null && !('type' in value)) {
     const entries = Object.entries(value)
     const [name, inner] = entries[0] ?? []
-    if (entries.length === 1 && name !== undefined && name in RECEIPT_TYPE_BY_NAME) {
+    if (entries.length === 1 && name !== undefined && Object.hasOwn(RECEIPT_TYPE_BY_NAME, name)) {
       candidate = inner
       type = RECEIPT_TYPE_BY_NAME[name as keyof typeof RECEIPT_TYPE_BY_NAME]
     }
