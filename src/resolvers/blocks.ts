@@ -122,6 +122,10 @@ export function createTransactionResolvers({
     if (pending !== null) return formatPendingTransaction(pending.block, pending.position) as unknown as RpcTransaction
     const inPool = forwarded?.transaction(hash) ?? null
     if (inPool !== null) return formatPoolTransaction(inPool) as unknown as RpcTransaction
+    // Its block may have sealed while we looked: the index commits a block before the pending view lets go
+    // of it, so a transaction gone from the pending view is in the index now.
+    const sealed = await loadTransaction(hash)
+    if (sealed !== null) return sealed
     return history.transaction(hash)
   }
 

@@ -109,6 +109,9 @@ export function createReceiptResolvers({
     if (confirmed !== null) return confirmed
     const pending = await pendingView.receipt(hash)
     if (pending !== null) return RawJson.fromValue(pending)
+    // Its block may have sealed while we looked: the index commits a block before the pending view lets go of it.
+    const sealed = await loadTransactionReceipt(hash)
+    if (sealed !== null) return sealed
     const older = await history.receipt(hash)
     return older === null ? null : RawJson.fromValue(older)
   }
