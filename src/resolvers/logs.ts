@@ -123,12 +123,17 @@ function matchKey(filter: LogFilter): string {
   return `${filter.addresses?.join(',') ?? '*'}:${filter.topics.map((alternatives) => alternatives?.join('|') ?? '*').join(',')}`
 }
 
+/** An address with topic0: `logs_address_topic0_idx` answers it, then the block range. */
+function byAddressAndTopic0(filter: LogFilter): boolean {
+  return filter.addresses !== null && filter.topics[0] !== null && filter.topics[0] !== undefined
+}
+
 /**
  * Filters an index answers exactly: one block (the primary key), or an address with topic0
  * (`logs_address_topic0_idx`). Everything else is priced before it runs.
  */
 function isIndexExact(filter: LogFilter, fromNumber: number, toNumber: number): boolean {
-  return fromNumber === toNumber || (filter.addresses !== null && filter.topics[0] !== null && filter.topics[0] !== undefined)
+  return fromNumber === toNumber || byAddressAndTopic0(filter)
 }
 
 /**
@@ -138,7 +143,7 @@ function isIndexExact(filter: LogFilter, fromNumber: number, toNumber: number): 
  */
 function hasOnePlan(filter: LogFilter): boolean {
   const matchesAll = filter.addresses === null && filter.topics.every((alternatives) => alternatives === null)
-  return matchesAll || (filter.addresses !== null && filter.topics[0] !== null && filter.topics[0] !== undefined)
+  return matchesAll || byAddressAndTopic0(filter)
 }
 
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
