@@ -16,11 +16,12 @@ import {
   type PendingState,
 } from './pending/index.js'
 import { createNonceRegistry } from './pending/forwarded.js'
+import { createFlashblockExecutor } from './pending/execute/index.js'
 import { createPolicies, createRateLimiter, type RateLimiter } from './policy/index.js'
 import { createRedis } from './redis/index.js'
 import { createResolvers, type Resolvers } from './resolvers/index.js'
 import { createServer } from './server/index.js'
-import type { Hash } from 'viem'
+import type { Hash, Hex } from 'viem'
 import { createUpstream } from './upstream/index.js'
 import { createPassThrough } from './upstream/pass-through.js'
 
@@ -135,6 +136,16 @@ export async function startGateway({
   const feedState = sharedPending?.state ?? pending
   // Feeds without receipts (Base since Azul): hydrate them from a flashblocks-aware upstream (src/pending/hydrate.ts).
   // A worker's replica is fed by its primary, which alone reads the feed and asks the upstream.
+  // `--pending-source execute`: the primary executes the flashblocks itself (src/pending/execute/).
+  const executor =
+    pending === null || link !== null || config.pendingSource !== 'execute'
+      ? null
+      : createFlashblockExecutor({
+          state: pending,
+          chainId: Number(await upstream.request<Hex>('eth_chainId', [])),
+          request: (method, params) => upstream.request(method, params),
+          logger: pendingLogger.child({ source: 'execute' }),
+        })
   const pendingSource =
     feedState === null || link !== null
       ? null
@@ -142,6 +153,7 @@ export async function startGateway({
           mode: config.pendingSource,
           state: feedState,
           fetchReceipts: createReceiptFetcher({ rpcUrl: upstream.rpcUrl, request: (method, params) => upstream.request(method, params) }),
+          execute: executor?.hydrate ?? null,
           logger: pendingLogger,
         })
   const passThrough = createPassThrough({ upstream })
@@ -196,7 +208,7 @@ export async function startGateway({
     const hydrate = (hashes: Hash[]) => link.request('hydrate', hashes)
     link.events.on('flashblock', ({ message }) => void pending?.apply(message))
     link.events.on('pending-reset', ({ reason }) => pending?.reset(reason))
-    link.events.on('hydrating', ({ on }) => pending?.setHydrate(on ? hydrate : null))
+    link.events.on('hydrating', ({ on, balances }) => pending?.setHydrate(on ? Object.assign(hydrate, { providesBalances: balances === true }) : null))
     link.events.on('sealed', ({ blocks }) => {
       for (const block of blocks) {
         resolvers.pendingView.observeSealed(block.header)
@@ -321,6 +333,7 @@ export async function startGateway({
       stopping ??= (async () => {
         await feed?.stop()
         pendingSource?.stop()
+        executor?.stop()
         await server?.close()
         await chainChanges?.close()
         await retention?.stop()

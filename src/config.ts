@@ -167,7 +167,7 @@ export const OPTIONS = [
     key: 'pendingSource',
     flag: 'pending-source',
     env: 'PENDING_SOURCE',
-    help: 'pre-confirmed receipts and balances when the feed has none: auto|hydrate|frames (default auto)',
+    help: 'pre-confirmed receipts and balances when the feed has none: auto|hydrate|frames|execute (default auto)',
   },
   {
     key: 'history',

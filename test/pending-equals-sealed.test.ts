@@ -30,8 +30,15 @@ function withoutBlockHash(object: Json): Json {
   return rest
 }
 
-for (const feedFormat of ['current', 'legacy'] as const)
-  describe(`pre-confirmed through flashgate equals sealed (${feedFormat} frames)`, () => {
+const VARIANTS = [
+  { feedFormat: 'current', pendingSource: 'auto', source: 'hydrate' },
+  { feedFormat: 'legacy', pendingSource: 'auto', source: 'feed' },
+  // Today's frames with no flashblocks-aware node asked: flashgate executes the transactions itself.
+  { feedFormat: 'current', pendingSource: 'execute', source: 'execute' },
+] as const
+
+for (const { feedFormat, pendingSource, source } of VARIANTS)
+  describe(`pre-confirmed through flashgate equals sealed (${feedFormat} frames, pending source ${pendingSource})`, () => {
     let devnet: Devnet
     let database: TestDatabase
     let gateway: TestGateway
@@ -40,7 +47,7 @@ for (const feedFormat of ['current', 'legacy'] as const)
     beforeAll(async () => {
       devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 1_000, flashblockIntervalMs: 100, feedFormat })
       database = await createTestDatabase()
-      gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl })
+      gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl, pendingSource })
       const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [
         { from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' },
       ])
@@ -144,8 +151,8 @@ for (const feedFormat of ['current', 'legacy'] as const)
       })
       expect(pendingBalances).toEqual(sealedBalances)
       expect(pendingNonces).toEqual(sealedNonces)
-      // Built from the frames' receipts and balances (legacy), or hydrated from the node (today's format).
+      // Built from the frames' receipts and balances (legacy), hydrated from the node or executed (today's format).
       const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as { pending: { source: string } }
-      expect(readiness.pending.source).toBe(feedFormat === 'legacy' ? 'feed' : 'hydrate')
+      expect(readiness.pending.source).toBe(source)
     })
   })

@@ -2,6 +2,7 @@ import type { Worker } from 'node:cluster'
 import type { Logger } from 'pino'
 import { AggregatorRegistry } from 'prom-client'
 import { loggableError } from '../errors.js'
+import type { Hash } from 'viem'
 import type { FlashblockMessage } from '../pending/message.js'
 import type { Hydrate, PendingState, UpstreamReceipt } from '../pending/state.js'
 import type { ClusterOperation, ClusterOperations, PrimaryStatus, PrimaryToWorker, SealedBlock, WorkerToPrimary } from './protocol.js'
@@ -34,6 +35,8 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
   const metricsWaiting = new Map<number, (metrics: ProcessMetrics) => void>()
   let nextMetricsId = 0
   let hydrating = false
+  /** Whether the hydration's receipts carry balances (flashgate's own execution). */
+  let hydratingBalances = false
   // The flashblocks of the blocks not sealed yet, in order, so that a worker that starts now builds the same view.
   let replay: { block: number | null; message: FlashblockMessage }[] = []
   let currentBlock: number | null = null
@@ -97,7 +100,7 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
       // Listening means its link is up: from now on it hears everything, starting with what it missed.
       attached.add(worker)
       send(worker, { fg: 'status', status: status() })
-      send(worker, { fg: 'hydrating', on: hydrating })
+      send(worker, { fg: 'hydrating', on: hydrating, balances: hydratingBalances })
       for (const { message: flashblock } of replay) send(worker, { fg: 'flashblock', message: flashblock })
     }
   }
@@ -122,19 +125,21 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
     sharePending(state: PendingState): { state: PendingState; hydrate: Hydrate } {
       let current: Hydrate | null = null
       const shared = new Map<string, Promise<UpstreamReceipt[]>>()
-      const hydrateOnce =
-        (inner: Hydrate): Hydrate =>
-        (hashes, options) => {
-          const key = hashes.join()
-          let receipts = shared.get(key)
-          if (receipts === undefined) {
-            receipts = inner(hashes, options)
-            shared.set(key, receipts)
-            const forget = () => setTimeout(() => shared.delete(key), HYDRATION_SHARED_MS).unref()
-            receipts.then(forget, forget)
-          }
-          return receipts
-        }
+      const hydrateOnce = (inner: Hydrate): Hydrate =>
+        Object.assign(
+          (hashes: Hash[], options?: { live?: () => boolean }) => {
+            const key = hashes.join()
+            let receipts = shared.get(key)
+            if (receipts === undefined) {
+              receipts = inner(hashes, options)
+              shared.set(key, receipts)
+              const forget = () => setTimeout(() => shared.delete(key), HYDRATION_SHARED_MS).unref()
+              receipts.then(forget, forget)
+            }
+            return receipts
+          },
+          { providesBalances: inner.providesBalances },
+        )
       const relayed = new Proxy(state, {
         get(target, key) {
           if (key === 'apply')
@@ -155,7 +160,8 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
             return (next: Hydrate | null) => {
               current = next === null ? null : hydrateOnce(next)
               hydrating = next !== null
-              broadcast({ fg: 'hydrating', on: hydrating })
+              hydratingBalances = next?.providesBalances === true
+              broadcast({ fg: 'hydrating', on: hydrating, balances: hydratingBalances })
               target.setHydrate(current)
             }
           return Reflect.get(target, key, target)

@@ -53,7 +53,7 @@ export type PrimaryToWorker =
   | { fg: 'pending-reset'; reason: string }
   | { fg: 'sealed'; blocks: SealedBlock[] }
   /** Whether pre-confirmed receipts are hydrated now (`auto` may turn it off for an unaware upstream). */
-  | { fg: 'hydrating'; on: boolean }
+  | { fg: 'hydrating'; on: boolean; balances?: boolean }
   | { fg: 'status'; status: PrimaryStatus }
   | { fg: 'metrics-request'; id: number }
 

@@ -16,12 +16,13 @@ const REPROBE_AFTER_MS = 60_000
 
 /**
  * Where pre-confirmed receipts, logs and balances come from when the feed carries none (Base since Azul):
- * `auto` hydrates from the upstream when it is flashblocks-aware and keeps to the frames otherwise.
+ * `auto` hydrates from the upstream when it is flashblocks-aware and keeps to the frames otherwise;
+ * `execute` runs the transactions itself on the parent block's state (src/pending/execute/).
  */
-export const PENDING_SOURCE_MODES = ['auto', 'hydrate', 'frames'] as const
+export const PENDING_SOURCE_MODES = ['auto', 'hydrate', 'frames', 'execute'] as const
 export type PendingSourceMode = (typeof PENDING_SOURCE_MODES)[number]
 /** Where pre-confirmed receipts come from now: the frames themselves (legacy feeds), the upstream, or nowhere. */
-export type PendingSourceKind = 'feed' | 'hydrate' | 'frames' | 'probing'
+export type PendingSourceKind = 'feed' | 'hydrate' | 'frames' | 'probing' | 'execute'
 
 type JsonRpcAnswer = { id?: unknown; result?: unknown; error?: { code: number; message: string } }
 
@@ -104,11 +105,14 @@ export function createPendingSource({
   mode,
   state,
   fetchReceipts,
+  execute = null,
   logger,
 }: {
   mode: PendingSourceMode
   state: PendingState
   fetchReceipts: ((hashes: Hash[]) => Promise<UpstreamReceipt[]>) | null
+  /** Receipts (with balances) from flashgate's own execution of the flashblocks, for `execute`. */
+  execute?: Hydrate | null
   logger: Logger
 }) {
   let found = 0
@@ -146,7 +150,11 @@ export function createPendingSource({
           return receipts
         }
 
-  if (mode === 'frames' || observed === null) {
+  if (mode === 'execute') {
+    if (execute === null) throw new Error('--pending-source execute needs the executor')
+    state.setHydrate(execute)
+    upstreamAware = false
+  } else if (mode === 'frames' || observed === null) {
     state.setHydrate(null)
     upstreamAware = false
   } else state.setHydrate(observed)
@@ -159,7 +167,15 @@ export function createPendingSource({
       clearTimeout(reprobe)
     },
     status(): { mode: PendingSourceMode; source: PendingSourceKind; upstreamAware: boolean | null } {
-      const source: PendingSourceKind = state.feedSendsReceipts ? 'feed' : upstreamAware === null ? 'probing' : upstreamAware ? 'hydrate' : 'frames'
+      const source: PendingSourceKind = state.feedSendsReceipts
+        ? 'feed'
+        : mode === 'execute'
+          ? 'execute'
+          : upstreamAware === null
+            ? 'probing'
+            : upstreamAware
+              ? 'hydrate'
+              : 'frames'
       return { mode, source, upstreamAware }
     },
   }

@@ -92,7 +92,16 @@ export type UpstreamReceipt = Record<string, unknown> | null
  * Receipts of pre-confirmed transactions, `null` where the upstream has none (yet). `live` says whether the
  * flashblock still matters: once its block is sealed or dropped, waiting for more receipts is pointless.
  */
-export type Hydrate = (hashes: Hash[], options?: { live?: () => boolean }) => Promise<UpstreamReceipt[]>
+export type Hydrate = ((hashes: Hash[], options?: { live?: () => boolean }) => Promise<UpstreamReceipt[]>) & {
+  /**
+   * Whether its receipts carry their transaction's balance changes under `EXECUTED_BALANCES_KEY` (flashgate's
+   * own execution does; a node's receipts do not): then the pending balances are known without the feed's.
+   */
+  providesBalances?: boolean
+}
+
+/** The key under which an executed receipt carries the balances its transaction left (never served). */
+export const EXECUTED_BALANCES_KEY = 'flashgateBalances'
 
 /** What the canonical block looked like, for reconciliation by content. */
 export type CanonicalBlock = {
@@ -161,6 +170,7 @@ export function createPendingState(config: PendingStateConfig) {
     produce: () => Promise<(PendingReceipt | null)[]> | (PendingReceipt | null)[],
     positions: number[],
     onVisible?: () => void,
+    onAccepted?: (offset: number) => void,
   ) {
     const produced = Promise.resolve().then(produce)
     // The answer is awaited in order, but fetched at once: the round trips overlap.
@@ -177,6 +187,7 @@ export function createPendingState(config: PendingStateConfig) {
         const position = positions[offset]!
         if (receipt === null || block.receipts[position] !== null) return
         block.receipts[position] = receipt
+        onAccepted?.(offset)
         announced.push(receipt)
       })
       if (announced.length === 0) return
@@ -193,6 +204,7 @@ export function createPendingState(config: PendingStateConfig) {
     const started = performance.now()
     let upstreamMs = 0
     const blockEpoch = epoch
+    const balanceChanges: (Record<string, Hex> | undefined)[] = []
     hydration.inFlight++
     publish(
       block,
@@ -205,7 +217,12 @@ export function createPendingState(config: PendingStateConfig) {
           )
           const receipts = answers.map((answer, offset) => {
             const transaction = transactions[offset]!
-            const receipt = answer === null || answer === undefined ? null : normaliseUpstreamReceipt(answer, transaction, block.number)
+            let receipt: PendingReceipt | null = null
+            if (answer !== null && answer !== undefined) {
+              const { [EXECUTED_BALANCES_KEY]: balances, ...fields } = answer
+              if (fetchReceipts.providesBalances === true) balanceChanges[offset] = balances as Record<string, Hex> | undefined
+              receipt = normaliseUpstreamReceipt(fields, transaction, block.number)
+            }
             if (receipt === null) hydration.missing++
             return receipt
           })
@@ -225,6 +242,9 @@ export function createPendingState(config: PendingStateConfig) {
       },
       positions,
       () => events.emit('hydrated', { upstreamMs, visibleMs: performance.now() - started }),
+      (offset) => {
+        for (const [address, balance] of Object.entries(balanceChanges[offset] ?? {})) block.balances.set(address as Address, BigInt(balance))
+      },
     )
   }
 
@@ -288,8 +308,10 @@ export function createPendingState(config: PendingStateConfig) {
     })
     block.transactionCount += decoded.length
     const balances = message.metadata?.new_account_balances
-    if (balances === undefined || balances === null) block.reportsBalances = false
-    else for (const [address, balance] of Object.entries(balances)) block.balances.set(address.toLowerCase() as Address, balance)
+    // Without the feed's balances they are known only where the receipt source brings them (flashgate's execution).
+    if (balances === undefined || balances === null) {
+      if (hydrate?.providesBalances !== true) block.reportsBalances = false
+    } else for (const [address, balance] of Object.entries(balances)) block.balances.set(address.toLowerCase() as Address, balance)
     updateHeader(block.header, message)
     block.lastIndex = message.index
     block.version++

@@ -1,0 +1,289 @@
+import { createRequire } from 'node:module'
+import { type Block, createBlock } from '@ethereumjs/block'
+import { type Common, createCustomCommon, Mainnet } from '@ethereumjs/common'
+import { createTxFromRLP } from '@ethereumjs/tx'
+import { bytesToHex, hexToBytes } from '@ethereumjs/util'
+import { createVM, runTx, type VM } from '@ethereumjs/vm'
+import type { Logger } from 'pino'
+import type { Hash, Hex } from 'viem'
+import { toQuantity } from '../../codecs/index.js'
+import type { FeedReceipt } from '../message.js'
+import { buildPendingReceipt } from '../receipts.js'
+import { EXECUTED_BALANCES_KEY, type Hydrate, type PendingBlock, type PendingState, type UpstreamReceipt } from '../state.js'
+import type { PendingTransaction } from '../transactions.js'
+import { ExecutionState, ParentState, type StateLoader } from './state.js'
+
+/** EVM rules the executor applies unless told otherwise: Base's execution layer since Isthmus is Prague's. */
+export const DEFAULT_EXECUTION_HARDFORK = 'prague'
+/** An answer not produced within this long (its flashblock was never executed) is given up as unknown. */
+const RESULT_TIMEOUT_MS = 10_000
+/** Cached parent-state entries (accounts and storage slots) kept from block to block at most. */
+const MAX_CACHED_ENTRIES = 250_000
+/**
+ * System contracts Prague writes outside transactions at the start of each block (EIP-4788 beacon roots,
+ * EIP-2935 block hashes): their storage is read fresh at each parent, never carried over.
+ */
+const SYSTEM_CONTRACTS = new Set(['0x000f3df6d732807ef1319fb7b8bb8522d0beac02', '0x0000f90827f1c53a10cb7a02335b175320002935'])
+/** EIP-7685's commitment to no requests (sha256 of nothing): a pending block has none. */
+const EMPTY_REQUESTS_HASH = hexToBytes('0xe3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855')
+
+/**
+ * Public-key recovery for the EVM (senders and the ECRECOVER precompile) by libsecp256k1's native addon,
+ * ~20× faster than the pure-JS default; the default stays where the addon does not load.
+ */
+function nativeEcrecover(): ((hash: Uint8Array, v: bigint, r: Uint8Array, s: Uint8Array, chainId?: bigint) => Uint8Array) | undefined {
+  try {
+    const native = createRequire(import.meta.url)('secp256k1/bindings') as {
+      ecdsaRecover(signature: Uint8Array, recoveryId: number, hash: Uint8Array, compressed: boolean): Uint8Array
+    }
+    return (hash, v, r, s, chainId) => {
+      const recovery = v === 0n || v === 1n ? v : chainId === undefined ? v - 27n : v - (chainId * 2n + 35n)
+      if (recovery !== 0n && recovery !== 1n) throw new Error('invalid signature v')
+      const signature = new Uint8Array(64)
+      signature.set(r.subarray(Math.max(0, r.length - 32)), 32 - Math.min(32, r.length))
+      signature.set(s.subarray(Math.max(0, s.length - 32)), 64 - Math.min(32, s.length))
+      return native.ecdsaRecover(signature, Number(recovery), hash, false).subarray(1)
+    }
+  } catch {
+    return undefined
+  }
+}
+
+type Deferred = { promise: Promise<UpstreamReceipt>; resolve: (receipt: UpstreamReceipt) => void }
+
+/** One pending block being executed: its VM over the parent's state, and how far it got. */
+type BlockRun = {
+  block: PendingBlock
+  vm: VM
+  header: Block
+  state: ExecutionState
+  parent: ParentState
+  /** Position in the block of the next transaction to execute. */
+  next: number
+  gasUsed: bigint
+  logCount: number
+  /** Set when a transaction could not be executed: the rest of the block is unknown. */
+  failed: boolean
+}
+
+export type ExecutorStatus = {
+  executedTransactions: number
+  failedBlocks: number
+  upstreamReads: number
+  cachedEntries: number
+  lastFlashblockMs: number | null
+}
+
+/**
+ * `--pending-source execute`: each flashblock's transactions executed, in order, on the parent block's
+ * state (ethereumjs' EVM; why this one: README), producing the receipts, logs and balance changes a
+ * flashblocks-aware node would report. State the block reads comes from a cache carried from one block to
+ * the next (a block's writes are its child's parent state, when the child's parent hash is the hash the
+ * feed gave the block we executed), and otherwise from the upstream at the parent block, prefetched for a
+ * flashblock's senders and recipients in parallel. Plain EVM chains only: OP-Stack deposits and L1 fees
+ * are not executed (a block with a deposit stops execution for that block).
+ *
+ * It hears the transactions from the pending state's `transactions` event and answers the state's
+ * `Hydrate` calls (by hash) from what it executed, so that workers asking through their primary get the
+ * same answers.
+ */
+export function createFlashblockExecutor({
+  state,
+  chainId,
+  hardfork = DEFAULT_EXECUTION_HARDFORK,
+  request,
+  logger,
+  maxCachedEntries = MAX_CACHED_ENTRIES,
+}: {
+  state: PendingState
+  chainId: number
+  hardfork?: string
+  request: <T>(method: string, params: unknown[]) => Promise<T>
+  logger: Logger
+  maxCachedEntries?: number
+}) {
+  const ecrecover = nativeEcrecover()
+  const common: Common = createCustomCommon({ chainId }, Mainnet, { hardfork, ...(ecrecover ? { customCrypto: { ecrecover } } : {}) })
+  const results = new Map<Hash, Deferred>()
+  let parentAt: Hex = '0x0'
+  let upstreamReads = 0
+  const loader: StateLoader = {
+    async account(address) {
+      const at = parentAt
+      upstreamReads++
+      const [balance, nonce, code] = await Promise.all([
+        request<Hex>('eth_getBalance', [address, at]),
+        request<Hex>('eth_getTransactionCount', [address, at]),
+        request<Hex>('eth_getCode', [address, at]),
+      ])
+      if (BigInt(balance) === 0n && BigInt(nonce) === 0n && code === '0x') return null
+      return { balance: BigInt(balance), nonce: BigInt(nonce), code }
+    },
+    storage(address, slot) {
+      upstreamReads++
+      return request<Hex>('eth_getStorageAt', [address, slot, parentAt])
+    },
+  }
+  let parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
+  let run: BlockRun | null = null
+  /** Flashblocks are executed one after another, across blocks: each may build on the one before. */
+  let chain: Promise<unknown> = Promise.resolve()
+  const status = { executedTransactions: 0, failedBlocks: 0, lastFlashblockMs: null as number | null }
+
+  function deferred(hash: Hash): Deferred {
+    let entry = results.get(hash)
+    if (entry === undefined) {
+      let resolve!: (receipt: UpstreamReceipt) => void
+      const promise = new Promise<UpstreamReceipt>((done) => {
+        resolve = done
+      })
+      entry = { promise, resolve }
+      results.set(hash, entry)
+      const expire = setTimeout(() => {
+        entry!.resolve(null)
+        results.delete(hash)
+      }, RESULT_TIMEOUT_MS)
+      expire.unref()
+    }
+    return entry
+  }
+
+  async function startRun(block: PendingBlock): Promise<BlockRun> {
+    // The block we executed is this one's parent exactly when the feed's hash for it is this block's parent hash.
+    const carried =
+      run !== null &&
+      !run.failed &&
+      run.block.number === block.number - 1 &&
+      run.block.header.blockHash !== null &&
+      run.block.header.blockHash === block.header.parentHash
+    if (carried) parent.apply(run!.state)
+    else parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
+    parentAt = toQuantity(block.number - 1)
+    const executionState = new ExecutionState(parent)
+    const vm = await createVM({ common, stateManager: executionState })
+    const { header } = block
+    const pendingHeader = createBlock(
+      {
+        header: {
+          number: BigInt(block.number),
+          parentHash: hexToBytes(header.parentHash),
+          timestamp: header.timestamp,
+          gasLimit: header.gasLimit,
+          baseFeePerGas: header.baseFeePerGas,
+          coinbase: hexToBytes(header.feeRecipient),
+          mixHash: header.prevRandao === null ? undefined : hexToBytes(header.prevRandao),
+          difficulty: 0n,
+          excessBlobGas: 0n,
+          blobGasUsed: 0n,
+          parentBeaconBlockRoot: header.parentBeaconBlockRoot === null ? undefined : hexToBytes(header.parentBeaconBlockRoot),
+          requestsHash: EMPTY_REQUESTS_HASH,
+        },
+      },
+      { common, skipConsensusFormatValidation: true },
+    )
+    return { block, vm, header: pendingHeader, state: executionState, parent, next: 0, gasUsed: 0n, logCount: 0, failed: false }
+  }
+
+  /** Reads what the flashblock's transactions will surely touch, in parallel, before the EVM asks one at a time. */
+  async function prefetch(current: BlockRun, transactions: PendingTransaction[]): Promise<void> {
+    const addresses = new Set<string>([current.block.header.feeRecipient])
+    for (const transaction of transactions) {
+      addresses.add(transaction.from)
+      if (transaction.to !== null) addresses.add(transaction.to)
+    }
+    await Promise.all([...addresses].map((address) => current.parent.account(address)))
+  }
+
+  async function executeOne(current: BlockRun, transaction: PendingTransaction): Promise<UpstreamReceipt> {
+    const tx = createTxFromRLP(hexToBytes(transaction.raw), { common })
+    const result = await runTx(current.vm, { tx, block: current.header, blockGasUsed: current.gasUsed, skipHardForkValidation: true })
+    const { receipt } = result
+    const cumulativeGasUsed = receipt.cumulativeBlockGasUsed
+    const feedReceipt: FeedReceipt = {
+      type: transaction.type,
+      status: 'status' in receipt && receipt.status === 1 ? 1 : 0,
+      cumulativeGasUsed,
+      logs: receipt.logs.map(([address, topics, data]) => ({
+        address: bytesToHex(address) as Hex,
+        topics: topics.map((topic) => bytesToHex(topic) as Hash),
+        data: bytesToHex(data) as Hex,
+      })),
+      extra: {},
+    }
+    const built = buildPendingReceipt({
+      transaction,
+      receipt: feedReceipt,
+      firstLogIndex: current.logCount,
+      previousCumulativeGasUsed: current.gasUsed,
+      block: { number: current.block.number, timestamp: current.block.header.timestamp, baseFeePerGas: current.block.header.baseFeePerGas },
+    })
+    current.gasUsed = cumulativeGasUsed
+    current.logCount += feedReceipt.logs.length
+    const balances: Record<string, Hex> = {}
+    for (const [address, account] of current.state.takeTouched()) balances[address] = toQuantity(account.balance)
+    return { ...built, [EXECUTED_BALANCES_KEY]: balances }
+  }
+
+  async function executeFlashblock(block: PendingBlock, transactions: PendingTransaction[]): Promise<void> {
+    const started = performance.now()
+    if (run === null || run.block !== block) run = await startRun(block)
+    const current = run
+    if (!current.failed) await prefetch(current, transactions)
+    for (const transaction of transactions) {
+      const entry = deferred(transaction.hash)
+      if (!current.failed && transaction.index !== current.next) {
+        current.failed = true
+        logger.warn(
+          { block: block.number, expected: current.next, got: transaction.index },
+          'a transaction of the block is missing (undecodable): the rest of the block is not executed',
+        )
+      }
+      if (current.failed) {
+        entry.resolve(null)
+        continue
+      }
+      try {
+        entry.resolve(await executeOne(current, transaction))
+        current.next++
+        status.executedTransactions++
+      } catch (error) {
+        current.failed = true
+        status.failedBlocks++
+        logger.warn(
+          { block: block.number, transaction: transaction.hash, err: error instanceof Error ? error.message : String(error) },
+          'could not execute a pre-confirmed transaction: the rest of its block has no executed receipts',
+        )
+        entry.resolve(null)
+      }
+    }
+    status.lastFlashblockMs = performance.now() - started
+  }
+
+  const onTransactions = (block: PendingBlock, transactions: PendingTransaction[]) => {
+    for (const transaction of transactions) deferred(transaction.hash)
+    chain = chain.then(() => executeFlashblock(block, transactions)).catch((error: unknown) => logger.error({ err: error }, 'flashblock execution failed'))
+  }
+  /** A pre-confirmation that turned out wrong: what was built on it is no longer trusted. */
+  const onDivergence = () => {
+    if (run !== null) run.failed = true
+  }
+  state.events.on('transactions', onTransactions)
+  state.events.on('divergence', onDivergence)
+
+  const hydrate: Hydrate = Object.assign((hashes: Hash[]) => Promise.all(hashes.map((hash) => deferred(hash).promise)), { providesBalances: true })
+
+  return {
+    hydrate,
+    /** Waits for every flashblock heard so far to be executed. */
+    idle: () => chain,
+    status(): ExecutorStatus {
+      return { ...status, upstreamReads, cachedEntries: parent.size }
+    },
+    stop() {
+      state.events.off('transactions', onTransactions)
+      state.events.off('divergence', onDivergence)
+    },
+  }
+}
+
+export type FlashblockExecutor = ReturnType<typeof createFlashblockExecutor>

@@ -1,0 +1,264 @@
+import type { AccountFields, StateManagerInterface } from '@ethereumjs/common'
+import { OriginalStorageCache } from '@ethereumjs/statemanager'
+import { Account, type Address, bytesToHex, hexToBytes, KECCAK256_NULL, KECCAK256_RLP } from '@ethereumjs/util'
+import type { Hex } from 'viem'
+import { keccak256 } from 'viem'
+
+/** An account as the parent block left it; `null` when it does not exist (no balance, nonce or code). */
+export type LoadedAccount = { balance: bigint; nonce: bigint; code: Hex } | null
+
+/** Reads state at the parent block, for what the cache does not hold. */
+export type StateLoader = {
+  account(address: Hex): Promise<LoadedAccount>
+  storage(address: Hex, slot: Hex): Promise<Hex>
+}
+
+/** What a block's transactions read and wrote, as values: the cache of the next block's parent state. */
+type Entry = { account: Account | undefined; code: Uint8Array }
+
+const EMPTY = new Uint8Array(0)
+
+/** Storage values are kept minimal (no leading zero bytes), as the EVM compares them. */
+function minimal(bytes: Uint8Array): Uint8Array {
+  let start = 0
+  while (start < bytes.length && bytes[start] === 0) start++
+  return start === 0 ? bytes : bytes.subarray(start)
+}
+
+function copy(account: Account | undefined): Account | undefined {
+  return account === undefined ? undefined : new Account(account.nonce, account.balance, account.storageRoot, account.codeHash)
+}
+
+const storageKey = (address: string, slot: Uint8Array) => `${address}:${bytesToHex(slot)}`
+
+/**
+ * The parent block's state as far as it has been read, shared by the blocks that follow while each builds
+ * on the one before (see `ExecutionState.commitTo`). Bounded: past `maxEntries` it is emptied, and what is
+ * needed again is read again from the upstream.
+ */
+export class ParentState {
+  readonly accounts = new Map<string, Entry>()
+  readonly storage = new Map<string, Uint8Array>()
+  /** Reads in flight, so that a prefetch and the EVM never ask the upstream twice for the same value. */
+  private readonly loadingAccounts = new Map<string, Promise<Entry>>()
+  private readonly loadingStorage = new Map<string, Promise<Uint8Array>>()
+
+  constructor(
+    readonly loader: StateLoader,
+    private readonly maxEntries = 200_000,
+    /** Accounts whose storage is never kept from one block to the next (system contracts written outside transactions). */
+    private readonly volatile: ReadonlySet<string> = new Set(),
+  ) {}
+
+  get size(): number {
+    return this.accounts.size + this.storage.size
+  }
+
+  account(address: string): Entry | Promise<Entry> {
+    const known = this.accounts.get(address)
+    if (known !== undefined) return known
+    let loading = this.loadingAccounts.get(address)
+    if (loading === undefined) {
+      loading = this.loader.account(address as Hex).then((loaded) => {
+        const entry: Entry =
+          loaded === null
+            ? { account: undefined, code: EMPTY }
+            : {
+                account: new Account(loaded.nonce, loaded.balance, KECCAK256_RLP, loaded.code === '0x' ? KECCAK256_NULL : hexToBytes(keccak256(loaded.code))),
+                code: loaded.code === '0x' ? EMPTY : hexToBytes(loaded.code),
+              }
+        this.loadingAccounts.delete(address)
+        this.accounts.set(address, entry)
+        return entry
+      })
+      this.loadingAccounts.set(address, loading)
+    }
+    return loading
+  }
+
+  slot(address: string, slot: Uint8Array): Uint8Array | Promise<Uint8Array> {
+    const key = storageKey(address, slot)
+    const known = this.storage.get(key)
+    if (known !== undefined) return known
+    let loading = this.loadingStorage.get(key)
+    if (loading === undefined) {
+      loading = this.loader.storage(address as Hex, bytesToHex(slot)).then((value) => {
+        const bytes = minimal(hexToBytes(value))
+        this.loadingStorage.delete(key)
+        if (!this.volatile.has(address)) this.storage.set(key, bytes)
+        return bytes
+      })
+      this.loadingStorage.set(key, loading)
+    }
+    return loading
+  }
+
+  /** Makes a block's writes the state its child starts from. */
+  apply(writes: ExecutionState): void {
+    if (this.size > this.maxEntries) {
+      this.accounts.clear()
+      this.storage.clear()
+    }
+    for (const address of writes.cleared) for (const key of this.storage.keys()) if (key.startsWith(`${address}:`)) this.storage.delete(key)
+    for (const [address, entry] of writes.accounts) this.accounts.set(address, { account: copy(entry.account), code: entry.code })
+    for (const [key, value] of writes.storage) if (!this.volatile.has(key.slice(0, 42))) this.storage.set(key, value)
+  }
+}
+
+/**
+ * One pending block's state for the EVM: the parent's (read through `ParentState`) under the block's own
+ * writes, with a journal for the EVM's checkpoints (each call frame and transaction), so that a revert
+ * undoes only what it must instead of copying the state at every checkpoint.
+ */
+export class ExecutionState implements StateManagerInterface {
+  readonly accounts = new Map<string, Entry>()
+  readonly storage = new Map<string, Uint8Array>()
+  /** Accounts whose storage was wiped in this block (created over, or destroyed): the parent's slots no longer count. */
+  readonly cleared = new Set<string>()
+  /** Accounts written since `takeTouched` last ran. */
+  private readonly touched = new Set<string>()
+  private journal: (() => void)[] = []
+  private checkpoints: number[] = []
+  readonly originalStorageCache: OriginalStorageCache
+
+  constructor(readonly parent: ParentState) {
+    this.originalStorageCache = new OriginalStorageCache(this.getStorage.bind(this))
+  }
+
+  private async entry(address: string): Promise<Entry> {
+    return this.accounts.get(address) ?? (await this.parent.account(address))
+  }
+
+  private setEntry(address: string, entry: Entry): void {
+    const before = this.accounts.get(address)
+    if (this.checkpoints.length > 0) this.journal.push(before === undefined ? () => this.accounts.delete(address) : () => this.accounts.set(address, before))
+    this.accounts.set(address, entry)
+    this.touched.add(address)
+  }
+
+  async getAccount(address: Address): Promise<Account | undefined> {
+    return copy((await this.entry(address.toString())).account)
+  }
+
+  async putAccount(address: Address, account?: Account): Promise<void> {
+    const key = address.toString()
+    const entry = await this.entry(key)
+    this.setEntry(key, { account: copy(account), code: entry.code })
+  }
+
+  async deleteAccount(address: Address): Promise<void> {
+    const key = address.toString()
+    this.setEntry(key, { account: undefined, code: EMPTY })
+    this.markCleared(key)
+  }
+
+  async modifyAccountFields(address: Address, fields: AccountFields): Promise<void> {
+    const account = (await this.getAccount(address)) ?? new Account()
+    account.nonce = fields.nonce ?? account.nonce
+    account.balance = fields.balance ?? account.balance
+    account.storageRoot = fields.storageRoot ?? account.storageRoot
+    account.codeHash = fields.codeHash ?? account.codeHash
+    await this.putAccount(address, account)
+  }
+
+  async putCode(address: Address, value: Uint8Array): Promise<void> {
+    const key = address.toString()
+    const entry = await this.entry(key)
+    const account = copy(entry.account) ?? new Account()
+    account.codeHash = value.length === 0 ? KECCAK256_NULL : hexToBytes(keccak256(value))
+    this.setEntry(key, { account, code: value })
+  }
+
+  async getCode(address: Address): Promise<Uint8Array> {
+    return (await this.entry(address.toString())).code
+  }
+
+  async getCodeSize(address: Address): Promise<number> {
+    return (await this.getCode(address)).length
+  }
+
+  async getStorage(address: Address, slot: Uint8Array): Promise<Uint8Array> {
+    const owner = address.toString()
+    const written = this.storage.get(storageKey(owner, slot))
+    if (written !== undefined) return written
+    if (this.cleared.has(owner)) return EMPTY
+    return this.parent.slot(owner, slot)
+  }
+
+  async putStorage(address: Address, slot: Uint8Array, value: Uint8Array): Promise<void> {
+    const key = storageKey(address.toString(), slot)
+    const before = this.storage.get(key)
+    if (this.checkpoints.length > 0) this.journal.push(before === undefined ? () => this.storage.delete(key) : () => this.storage.set(key, before))
+    this.storage.set(key, minimal(value))
+  }
+
+  async clearStorage(address: Address): Promise<void> {
+    this.markCleared(address.toString())
+  }
+
+  private markCleared(owner: string): void {
+    const removed = [...this.storage].filter(([key]) => key.startsWith(`${owner}:`))
+    for (const [key] of removed) this.storage.delete(key)
+    const wasCleared = this.cleared.has(owner)
+    this.cleared.add(owner)
+    if (this.checkpoints.length > 0)
+      this.journal.push(() => {
+        if (!wasCleared) this.cleared.delete(owner)
+        for (const [key, value] of removed) this.storage.set(key, value)
+      })
+  }
+
+  async checkpoint(): Promise<void> {
+    this.checkpoints.push(this.journal.length)
+  }
+
+  async commit(): Promise<void> {
+    this.checkpoints.pop()
+    // Outside every checkpoint nothing can be undone any more.
+    if (this.checkpoints.length === 0) this.journal = []
+  }
+
+  async revert(): Promise<void> {
+    const mark = this.checkpoints.pop() ?? 0
+    while (this.journal.length > mark) this.journal.pop()!()
+  }
+
+  async flush(): Promise<void> {}
+
+  clearCaches(): void {}
+
+  async getStateRoot(): Promise<Uint8Array> {
+    throw new Error('a pending block executed by flashgate has no state root')
+  }
+
+  async setStateRoot(): Promise<void> {
+    throw new Error('a pending block executed by flashgate has no state root')
+  }
+
+  async hasStateRoot(): Promise<boolean> {
+    return false
+  }
+
+  shallowCopy(): StateManagerInterface {
+    const copied = new ExecutionState(this.parent)
+    for (const [key, entry] of this.accounts) copied.accounts.set(key, entry)
+    for (const [key, value] of this.storage) copied.storage.set(key, value)
+    for (const owner of this.cleared) copied.cleared.add(owner)
+    return copied
+  }
+
+  /**
+   * Balance and nonce of every account written since the last call (a transaction's changes, taken after it
+   * ran); an account whose write was undone (a reverted call) reports the value it has now.
+   */
+  takeTouched(): Map<Hex, { balance: bigint; nonce: bigint }> {
+    const out = new Map<Hex, { balance: bigint; nonce: bigint }>()
+    for (const address of this.touched) {
+      const entry = this.accounts.get(address) ?? this.parent.accounts.get(address)
+      if (entry === undefined) continue
+      out.set(address as Hex, { balance: entry.account?.balance ?? 0n, nonce: entry.account?.nonce ?? 0n })
+    }
+    this.touched.clear()
+    return out
+  }
+}
