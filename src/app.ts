@@ -49,7 +49,7 @@ export type Gateway = {
  * come from, whether the upstream is flashblocks-aware, and how far hydration lags the frames.
  */
 function pendingReadiness(source: PrimaryStatus['pendingSource'] & {}, state: PrimaryStatus['pending'] & {}) {
-  const { mode, source: current, upstreamAware } = source
+  const { mode, source: current, upstreamAware, execution } = source
   const { hydration, divergences } = state
   return {
     mode,
@@ -61,6 +61,7 @@ function pendingReadiness(source: PrimaryStatus['pendingSource'] & {}, state: Pr
     missingReceipts: hydration.missingReceipts,
     lastHydrationError: hydration.lastError,
     divergences,
+    execution,
   }
 }
 
@@ -153,7 +154,7 @@ export async function startGateway({
           mode: config.pendingSource,
           state: feedState,
           fetchReceipts: createReceiptFetcher({ rpcUrl: upstream.rpcUrl, request: (method, params) => upstream.request(method, params) }),
-          execute: executor?.hydrate ?? null,
+          execute: executor,
           logger: pendingLogger,
         })
   const passThrough = createPassThrough({ upstream })

@@ -8,7 +8,7 @@
 import type { Address, Hash } from 'viem'
 import type { IngesterStatus } from '../ingest/index.js'
 import type { FlashblockMessage } from '../pending/message.js'
-import type { PendingSourceKind, PendingSourceMode } from '../pending/hydrate.js'
+import type { PendingSource } from '../pending/hydrate.js'
 import type { CanonicalBlock, PendingState, UpstreamReceipt } from '../pending/state.js'
 
 /** A rate limiter as a worker names it to the primary: the buckets are the primary's, one set per name. */
@@ -34,7 +34,7 @@ export type ClusterOperation = keyof ClusterOperations
 export type PrimaryStatus = {
   ingester: IngesterStatus
   feed: { connected: boolean; messages: number; rejected: number } | null
-  pendingSource: { mode: PendingSourceMode; source: PendingSourceKind; upstreamAware: boolean | null } | null
+  pendingSource: ReturnType<PendingSource['status']> | null
   pending: ReturnType<PendingState['status']> | null
 }
 

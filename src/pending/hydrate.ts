@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { Hash } from 'viem'
+import type { ExecutorStatus } from './execute/index.js'
 import type { Hydrate, PendingState, UpstreamReceipt } from './state.js'
 
 /** One round trip to the upstream may take this long before it counts as failed. */
@@ -112,7 +113,7 @@ export function createPendingSource({
   state: PendingState
   fetchReceipts: ((hashes: Hash[]) => Promise<UpstreamReceipt[]>) | null
   /** Receipts (with balances) from flashgate's own execution of the flashblocks, for `execute`. */
-  execute?: Hydrate | null
+  execute?: { hydrate: Hydrate; status(): ExecutorStatus } | null
   logger: Logger
 }) {
   let found = 0
@@ -152,7 +153,7 @@ export function createPendingSource({
 
   if (mode === 'execute') {
     if (execute === null) throw new Error('--pending-source execute needs the executor')
-    state.setHydrate(execute)
+    state.setHydrate(execute.hydrate)
     upstreamAware = false
   } else if (mode === 'frames' || observed === null) {
     state.setHydrate(null)
@@ -166,7 +167,7 @@ export function createPendingSource({
     stop() {
       clearTimeout(reprobe)
     },
-    status(): { mode: PendingSourceMode; source: PendingSourceKind; upstreamAware: boolean | null } {
+    status(): { mode: PendingSourceMode; source: PendingSourceKind; upstreamAware: boolean | null; execution: ExecutorStatus | null } {
       const source: PendingSourceKind = state.feedSendsReceipts
         ? 'feed'
         : mode === 'execute'
@@ -176,7 +177,7 @@ export function createPendingSource({
             : upstreamAware
               ? 'hydrate'
               : 'frames'
-      return { mode, source, upstreamAware }
+      return { mode, source, upstreamAware, execution: execute?.status() ?? null }
     },
   }
 }

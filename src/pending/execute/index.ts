@@ -69,6 +69,9 @@ type BlockRun = {
 export type ExecutorStatus = {
   executedTransactions: number
   failedBlocks: number
+  /** Blocks that started from the state the block before left, and blocks whose parent state was read afresh. */
+  carriedBlocks: number
+  freshBlocks: number
   upstreamReads: number
   cachedEntries: number
   lastFlashblockMs: number | null
@@ -128,7 +131,7 @@ export function createFlashblockExecutor({
   let run: BlockRun | null = null
   /** Flashblocks are executed one after another, across blocks: each may build on the one before. */
   let chain: Promise<unknown> = Promise.resolve()
-  const status = { executedTransactions: 0, failedBlocks: 0, lastFlashblockMs: null as number | null }
+  const status = { executedTransactions: 0, failedBlocks: 0, carriedBlocks: 0, freshBlocks: 0, lastFlashblockMs: null as number | null }
 
   function deferred(hash: Hash): Deferred {
     let entry = results.get(hash)
@@ -156,8 +159,13 @@ export function createFlashblockExecutor({
       run.block.number === block.number - 1 &&
       run.block.header.blockHash !== null &&
       run.block.header.blockHash === block.header.parentHash
-    if (carried) parent.apply(run!.state)
-    else parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
+    if (carried) {
+      parent.apply(run!.state)
+      status.carriedBlocks++
+    } else {
+      parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
+      status.freshBlocks++
+    }
     parentAt = toQuantity(block.number - 1)
     const executionState = new ExecutionState(parent)
     const vm = await createVM({ common, stateManager: executionState })

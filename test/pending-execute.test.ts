@@ -1,0 +1,129 @@
+import type { Address, Hex } from 'viem'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type Devnet, type StartDevnetOptions, startDevnet } from '../src/devnet/devnet.js'
+import type { ExecutorStatus } from '../src/pending/execute/index.js'
+import type { PendingBlock } from '../src/pending/state.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+
+// `--pending-source execute` on today's frames (no receipts, no balances) with no flashblocks-aware node
+// asked: every receipt and log flashgate executed, and every balance it left, equals what the sealed block
+// says at the reference node (anvil), field by field (block hash aside), over many flashblocks of
+// Base-shaped traffic (token transfers, multi-hop swaps, batches, reverts, ETH transfers, ERC-8021 suffixes).
+
+type Json = Record<string, unknown>
+
+/** Receipts executed only after their block was sealed (never published) may be at most this share. */
+const MAX_LATE_SHARE = 0.05
+
+const RUNS: { name: string; devnet: StartDevnetOptions; flashblocks: number }[] = [
+  { name: 'Base timing and mix (250 transactions a block)', devnet: { profile: 'base' }, flashblocks: 60 },
+  {
+    name: 'over 1,000 flashblocks of a quicker Base-shaped chain',
+    devnet: { profile: 'base', blockTimeMs: 400, flashblockIntervalMs: 40, profileTransactionsPerBlock: 30 },
+    flashblocks: 1_000,
+  },
+]
+
+async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
+  const answer = await rpc(url, method, params)
+  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
+  return answer.result as value
+}
+
+/** Block hash aside; anvil writes a receipt's `blockTimestamp` as a JSON number, nodes as hex: same value. */
+function withoutBlockHash(object: Json): Json {
+  const { blockHash: _hash, ...rest } = object
+  if (rest.blockTimestamp !== undefined) rest.blockTimestamp = Number(rest.blockTimestamp)
+  if (Array.isArray(rest.logs)) rest.logs = (rest.logs as Json[]).map(withoutBlockHash)
+  return rest
+}
+
+for (const run of RUNS)
+  describe(`pending source execute: ${run.name}`, () => {
+    let devnet: Devnet
+    let database: TestDatabase
+    let gateway: TestGateway
+    /** Pending blocks followed from their index 0, and the flashblocks applied to each. */
+    const followed = new Map<number, { block: PendingBlock; flashblocks: number }>()
+
+    beforeAll(async () => {
+      devnet = await startDevnet({ port: 0, flashblocksPort: 0, ...run.devnet })
+      database = await createTestDatabase()
+      gateway = await startTestGateway({
+        upstreamRpc: devnet.rpcUrl,
+        flashblocksWs: devnet.flashblocksUrl,
+        databaseUrl: database.databaseUrl,
+        pendingSource: 'execute',
+      })
+      gateway.pending!.events.on('transactions', (block) => {
+        const entry = followed.get(block.number)
+        if (entry === undefined) {
+          if (block.lastIndex === 0) followed.set(block.number, { block, flashblocks: 1 })
+        } else if (entry.block === block) entry.flashblocks++
+      })
+    }, 60_000)
+
+    afterAll(async () => {
+      await gateway?.stop()
+      await devnet?.stop()
+      await database?.drop()
+    })
+
+    test('every executed receipt, log and balance equals the sealed block', { timeout: 240_000 }, async () => {
+      const total = () => [...followed.values()].reduce((sum, entry) => sum + entry.flashblocks, 0)
+      await expect.poll(total, { timeout: 200_000, interval: 100 }).toBeGreaterThanOrEqual(run.flashblocks)
+      const numbers = [...followed.keys()].sort((a, b) => a - b)
+      // The newest block may still be building: check the ones sealed since.
+      const checked = numbers.slice(0, -1)
+      await gateway.ingester.waitForBlock(checked.at(-1)!, 30_000)
+
+      let transactions = 0
+      let logs = 0
+      let balances = 0
+      let reverted = 0
+      let late = 0
+      for (const number of checked) {
+        const { block } = followed.get(number)!
+        const at = `0x${number.toString(16)}`
+        const sealed = await result<Json[]>(devnet.rpcUrl, 'eth_getBlockReceipts', [at])
+        // The feed showed the whole block: the same transactions, in order.
+        expect(block.transactions.map((transaction) => transaction.hash)).toEqual(sealed.map((receipt) => receipt.transactionHash))
+        // A receipt executed after its block was sealed and indexed is never published (null): it was too late
+        // to pre-confirm anything. Every one that was published equals the sealed one.
+        const executed = block.receipts.map((receipt, index) => (receipt === null ? null : sealed[index]!))
+        expect(block.receipts.map((receipt) => (receipt === null ? null : withoutBlockHash(receipt)))).toEqual(
+          executed.map((receipt) => (receipt === null ? null : withoutBlockHash(receipt))),
+        )
+        late += executed.filter((receipt) => receipt === null).length
+        transactions += sealed.length
+        logs += sealed.reduce((sum, receipt) => sum + (receipt.logs as unknown[]).length, 0)
+        reverted += sealed.filter((receipt) => receipt.status === '0x0').length
+        // Every balance the executed transactions left is the sealed block's (all of them, when none was late).
+        if (executed.includes(null)) continue
+        const addresses = [...block.balances.keys()] as Address[]
+        const expected = await Promise.all(addresses.map((address) => result<Hex>(devnet.rpcUrl, 'eth_getBalance', [address, at])))
+        expect(addresses.map((address) => `0x${block.balances.get(address)!.toString(16)}`)).toEqual(expected)
+        balances += addresses.length
+      }
+      const status = gateway.pending!.status()
+      expect(status.divergences).toEqual({ transactions: 0, parent: 0, receipt: 0 })
+      // Published before the seal: all but a few (a cold start reads every account from the node).
+      expect(late).toBeLessThanOrEqual(transactions * MAX_LATE_SHARE)
+      const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as { pending: { source: string; execution: ExecutorStatus } }
+      expect(readiness.pending.source).toBe('execute')
+      const { execution } = readiness.pending
+      expect(execution.failedBlocks).toBe(0)
+      expect(execution.executedTransactions).toBeGreaterThanOrEqual(transactions)
+      // Blocks after the first build on the state the one before left, read from the node only for what is new.
+      expect(execution.carriedBlocks).toBeGreaterThanOrEqual(checked.length - 1)
+      expect(transactions).toBeGreaterThan(checked.length * 10)
+      expect(logs).toBeGreaterThan(transactions)
+      expect(reverted).toBeGreaterThan(0)
+      expect(balances).toBeGreaterThan(checked.length * 10)
+      console.log(
+        `${run.name}: ${checked.length} blocks, ${total()} flashblocks, ${transactions} transactions (${late} executed after the seal), ${logs} logs, ${balances} balances, ${reverted} reverted: all equal; ` +
+          `${execution.upstreamReads} upstream reads, ${execution.carriedBlocks} blocks on carried state, ${execution.freshBlocks} read afresh`,
+      )
+    })
+  })
