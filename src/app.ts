@@ -144,7 +144,7 @@ export async function startGateway({
       : createFlashblockExecutor({
           state: pending,
           chainId: Number(await upstream.request<Hex>('eth_chainId', [])),
-          request: (method, params) => upstream.request(method, params),
+          request: (method, params) => upstream.batchedRequest(method, params),
           logger: pendingLogger.child({ source: 'execute' }),
         })
   const pendingSource =

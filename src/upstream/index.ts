@@ -13,21 +13,27 @@ export type Upstream = {
   /** The WebSocket URL for `newHeads`: the configured one, or the RPC URL itself when it is ws(s). */
   wsUrl: string | null
   request<result = unknown>(method: string, params?: unknown[]): Promise<result>
+  /**
+   * The same, but calls made in the same tick share one round trip (a JSON-RPC batch over HTTP; a WebSocket
+   * already shares one connection): for many small reads at once, such as a flashblock's state.
+   */
+  batchedRequest<result = unknown>(method: string, params?: unknown[]): Promise<result>
 }
 
 export function createUpstream({ rpcUrl, wsUrl }: UpstreamConfig): Upstream {
   const isWs = rpcUrl.startsWith('ws://') || rpcUrl.startsWith('wss://')
   // viem's transports give us retries with backoff, timeouts and request ids; we only use `request`.
-  const transport = (
-    isWs
-      ? webSocket(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS })
-      : http(rpcUrl, { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS })
-  )({})
+  const options = { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS }
+  const transport = (isWs ? webSocket(rpcUrl, options) : http(rpcUrl, options))({})
+  const batching = isWs ? transport : http(rpcUrl, { ...options, batch: { wait: 0 } })({})
   return {
     rpcUrl,
     wsUrl: wsUrl ?? (isWs ? rpcUrl : null),
     request(method, params = []) {
       return transport.request({ method, params } as EIP1193Parameters<PublicRpcSchema>) as never
+    },
+    batchedRequest(method, params = []) {
+      return batching.request({ method, params } as EIP1193Parameters<PublicRpcSchema>) as never
     },
   }
 }

@@ -11,7 +11,7 @@ import type { FeedReceipt } from '../message.js'
 import { buildPendingReceipt } from '../receipts.js'
 import { EXECUTED_BALANCES_KEY, type Hydrate, type PendingBlock, type PendingState, type UpstreamReceipt } from '../state.js'
 import type { PendingTransaction } from '../transactions.js'
-import { ExecutionState, ParentState, type StateLoader } from './state.js'
+import { ExecutionState, type LoadedAccount, ParentState, type StateLoader } from './state.js'
 
 /** EVM rules the executor applies unless told otherwise: Base's execution layer since Isthmus is Prague's. */
 export const DEFAULT_EXECUTION_HARDFORK = 'prague'
@@ -101,6 +101,7 @@ export function createFlashblockExecutor({
   state: PendingState
   chainId: number
   hardfork?: string
+  /** Reads from the upstream; calls made together should share a round trip (`Upstream.batchedRequest`). */
   request: <T>(method: string, params: unknown[]) => Promise<T>
   logger: Logger
   maxCachedEntries?: number
@@ -110,18 +111,26 @@ export function createFlashblockExecutor({
   const results = new Map<Hash, Deferred>()
   let parentAt: Hex = '0x0'
   let upstreamReads = 0
-  const loader: StateLoader = {
-    async account(address) {
-      const at = parentAt
-      upstreamReads++
-      const [balance, nonce, code] = await Promise.all([
+  /** Accounts' balance, nonce and code at the parent, asked together (one round trip with a batching `request`). */
+  const loadAccounts = async (addresses: Hex[]): Promise<LoadedAccount[]> => {
+    const at = parentAt
+    upstreamReads += addresses.length
+    const answers = await Promise.all(
+      addresses.flatMap((address) => [
         request<Hex>('eth_getBalance', [address, at]),
         request<Hex>('eth_getTransactionCount', [address, at]),
         request<Hex>('eth_getCode', [address, at]),
-      ])
+      ]),
+    )
+    return addresses.map((_, offset) => {
+      const [balance, nonce, code] = answers.slice(offset * 3, offset * 3 + 3) as [Hex, Hex, Hex]
       if (BigInt(balance) === 0n && BigInt(nonce) === 0n && code === '0x') return null
       return { balance: BigInt(balance), nonce: BigInt(nonce), code }
-    },
+    })
+  }
+  const loader: StateLoader = {
+    account: async (address) => (await loadAccounts([address]))[0]!,
+    accounts: loadAccounts,
     storage(address, slot) {
       upstreamReads++
       return request<Hex>('eth_getStorageAt', [address, slot, parentAt])
@@ -199,7 +208,7 @@ export function createFlashblockExecutor({
       addresses.add(transaction.from)
       if (transaction.to !== null) addresses.add(transaction.to)
     }
-    await Promise.all([...addresses].map((address) => current.parent.account(address)))
+    await current.parent.prefetch(addresses)
   }
 
   async function executeOne(current: BlockRun, transaction: PendingTransaction): Promise<UpstreamReceipt> {

@@ -10,6 +10,8 @@ export type LoadedAccount = { balance: bigint; nonce: bigint; code: Hex } | null
 /** Reads state at the parent block, for what the cache does not hold. */
 export type StateLoader = {
   account(address: Hex): Promise<LoadedAccount>
+  /** Several accounts in one round trip (a JSON-RPC batch), for the prefetch of a flashblock. */
+  accounts(addresses: Hex[]): Promise<LoadedAccount[]>
   storage(address: Hex, slot: Hex): Promise<Hex>
 }
 
@@ -59,21 +61,36 @@ export class ParentState {
     if (known !== undefined) return known
     let loading = this.loadingAccounts.get(address)
     if (loading === undefined) {
-      loading = this.loader.account(address as Hex).then((loaded) => {
-        const entry: Entry =
-          loaded === null
-            ? { account: undefined, code: EMPTY }
-            : {
-                account: new Account(loaded.nonce, loaded.balance, KECCAK256_RLP, loaded.code === '0x' ? KECCAK256_NULL : hexToBytes(keccak256(loaded.code))),
-                code: loaded.code === '0x' ? EMPTY : hexToBytes(loaded.code),
-              }
-        this.loadingAccounts.delete(address)
-        this.accounts.set(address, entry)
-        return entry
-      })
+      loading = this.loader.account(address as Hex).then((loaded) => this.keep(address, loaded))
       this.loadingAccounts.set(address, loading)
     }
     return loading
+  }
+
+  /** Reads the accounts neither known nor being read, in one round trip. */
+  async prefetch(addresses: Iterable<string>): Promise<void> {
+    const wanted = [...new Set(addresses)].filter((address) => !this.accounts.has(address) && !this.loadingAccounts.has(address))
+    if (wanted.length === 0) return
+    const batch = this.loader.accounts(wanted as Hex[])
+    for (const [offset, address] of wanted.entries())
+      this.loadingAccounts.set(
+        address,
+        batch.then((loaded) => this.keep(address, loaded[offset] ?? null)),
+      )
+    await Promise.all(wanted.map((address) => this.loadingAccounts.get(address)))
+  }
+
+  private keep(address: string, loaded: LoadedAccount): Entry {
+    const entry: Entry =
+      loaded === null
+        ? { account: undefined, code: EMPTY }
+        : {
+            account: new Account(loaded.nonce, loaded.balance, KECCAK256_RLP, loaded.code === '0x' ? KECCAK256_NULL : hexToBytes(keccak256(loaded.code))),
+            code: loaded.code === '0x' ? EMPTY : hexToBytes(loaded.code),
+          }
+    this.loadingAccounts.delete(address)
+    this.accounts.set(address, entry)
+    return entry
   }
 
   slot(address: string, slot: Uint8Array): Uint8Array | Promise<Uint8Array> {
