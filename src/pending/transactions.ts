@@ -27,6 +27,8 @@ export type PendingTransaction = {
   type: number
   /** Fields for the RPC object, already hex-encoded (see `formatPendingTransaction`). */
   fields: Record<string, unknown>
+  /** The sender's public key (64 bytes) where recovery gave it: flashgate's executor need not recover it again. */
+  senderPublicKey?: Uint8Array
 }
 
 const TYPE_BY_NAME: Record<string, number> = { legacy: 0, eip2930: 1, eip1559: 2, eip4844: 3, eip7702: 4, deposit: 0x7e }
@@ -52,7 +54,7 @@ const recoverPublicKey: (digest: Uint8Array, signature: Uint8Array, recoveryId: 
 })()
 
 /** The sender of a signed transaction; viem's recovery stays as the fallback for anything unusual. */
-async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise<Address> {
+async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise<{ address: Address; publicKey?: Uint8Array }> {
   try {
     const { r, s, v, yParity, ...unsigned } = parsed as Record<string, unknown> & { r: Hex; s: Hex; v?: bigint; yParity?: number }
     const legacyV = v === undefined ? undefined : Number(v)
@@ -64,9 +66,9 @@ async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise
     const digest = hexToBytes(keccak256(serializeTransaction(unsigned as TransactionSerializable)))
     const publicKey = recoverPublicKey(digest, signature, recoveryId)
     if (publicKey === null) throw new Error('no key')
-    return `0x${keccak256(publicKey.subarray(1)).slice(26)}`
+    return { address: `0x${keccak256(publicKey.subarray(1)).slice(26)}`, publicKey: publicKey.subarray(1) }
   } catch {
-    return recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized })
+    return { address: await recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized }) }
   }
 }
 
@@ -74,7 +76,8 @@ async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise
 export async function decodePendingTransaction(raw: Hex): Promise<PendingTransaction> {
   const parsed = parseTransaction(raw) as Record<string, unknown> & { type: string }
   const type = TYPE_BY_NAME[parsed.type] ?? 0
-  const from = type === 0x7e ? (parsed.from as Address) : await recoverSender(raw, parsed)
+  const sender = type === 0x7e ? { address: parsed.from as Address } : await recoverSender(raw, parsed)
+  const from = sender.address
   const fields: Record<string, unknown> = { type: toQuantity(type) }
   if (parsed.chainId !== undefined) fields.chainId = toQuantity(parsed.chainId as number)
   fields.nonce = toQuantity((parsed.nonce as number | undefined) ?? 0)
@@ -108,5 +111,6 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
     to: (fields.to as Address | null) ?? null,
     type,
     fields,
+    ...(sender.publicKey !== undefined && { senderPublicKey: sender.publicKey }),
   }
 }

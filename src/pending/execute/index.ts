@@ -213,6 +213,8 @@ export function createFlashblockExecutor({
 
   async function executeOne(current: BlockRun, transaction: PendingTransaction): Promise<UpstreamReceipt> {
     const tx = createTxFromRLP(hexToBytes(transaction.raw), { common })
+    // The sender was recovered when the frame was decoded; ethereumjs keeps the key on the (shallowly) frozen tx.
+    if (transaction.senderPublicKey !== undefined) tx.cache.senderPubKey = transaction.senderPublicKey
     const result = await runTx(current.vm, { tx, block: current.header, blockGasUsed: current.gasUsed, skipHardForkValidation: true })
     const { receipt } = result
     const cumulativeGasUsed = receipt.cumulativeBlockGasUsed
