@@ -156,6 +156,11 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
               broadcast({ fg: 'pending-reset', reason })
               target.reset(reason)
             }
+          if (key === 'withdraw')
+            return (number: number) => {
+              broadcast({ fg: 'pending-withdraw', number })
+              target.withdraw(number)
+            }
           if (key === 'setHydrate')
             return (next: Hydrate | null) => {
               current = next === null ? null : hydrateOnce(next)

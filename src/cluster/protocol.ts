@@ -51,6 +51,8 @@ export type PrimaryToWorker =
   /** Applied to the primary's pending state: the worker applies the same, in the same order. */
   | { fg: 'flashblock'; message: FlashblockMessage }
   | { fg: 'pending-reset'; reason: string }
+  /** The primary's executor took back a pending block's receipts (built on a pre-confirmation that proved wrong). */
+  | { fg: 'pending-withdraw'; number: number }
   | { fg: 'sealed'; blocks: SealedBlock[] }
   /** Whether pre-confirmed receipts are hydrated now (`auto` may turn it off for an unaware upstream). */
   | { fg: 'hydrating'; on: boolean; balances?: boolean }

@@ -50,7 +50,8 @@ export type PendingLog = {
   transactionHash: Hash
   transactionIndex: Hex
   logIndex: Hex
-  removed: false
+  /** `true` only when announced again because it was withdrawn (it differed from the sealed block). */
+  removed: boolean
 }
 
 /** The price a transaction pays per gas in a block with this base fee (EIP-1559; `gasPrice` before it). */

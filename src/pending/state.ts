@@ -77,6 +77,11 @@ export type PendingStateEvents = {
   hydrated: [timing: { upstreamMs: number; visibleMs: number }]
   /** A canonical block differed from its pre-confirmation (reconciliation by content). */
   divergence: [divergence: Divergence]
+  /**
+   * Receipts taken back: they differed from the sealed block's, or were built on a pre-confirmation that did
+   * (flashgate's own execution). Their logs are announced again with `removed: true`.
+   */
+  withdrawn: [block: PendingBlock, receipts: PendingReceipt[]]
 }
 
 export type Divergence = { number: number; kind: 'transactions' | 'parent' | 'receipt'; detail: string }
@@ -399,7 +404,7 @@ export function createPendingState(config: PendingStateConfig) {
       diverged({ number: canonical.number, kind: 'transactions', detail: `transaction ${mismatch?.index ?? hashes.length} differs` })
       return 'transactions'
     }
-    let same = true
+    const wrong: PendingReceipt[] = []
     if (canonical.receipts !== undefined)
       pendingBlock.transactions.forEach((transaction, position) => {
         const pendingReceipt = pendingBlock.receipts[position]
@@ -407,10 +412,11 @@ export function createPendingState(config: PendingStateConfig) {
         if (pendingReceipt === null || pendingReceipt === undefined || sealed === undefined) return
         const difference = receiptDifference(pendingReceipt, sealed)
         if (difference === null) return
-        same = false
+        wrong.push(pendingReceipt)
         diverged({ number: canonical.number, kind: 'receipt', detail: `${transaction.hash}: ${difference}` })
       })
-    return same ? 'same' : 'receipts'
+    if (wrong.length > 0) events.emit('withdrawn', pendingBlock, wrong)
+    return wrong.length === 0 ? 'same' : 'receipts'
   }
 
   return {
@@ -456,6 +462,24 @@ export function createPendingState(config: PendingStateConfig) {
         blocks = blocks.filter((block) => block.number > headNumber - KEEP_CONFIRMED_BLOCKS)
       if (now() - lastMessageAt > staleAfterMs) return []
       return blocks[0] !== undefined && blocks[0].number <= headNumber ? blocks.filter((block) => block.number > headNumber) : blocks
+    },
+    /**
+     * Takes back every receipt known for the pending block `number` (and the balances its source brought),
+     * for a source that learned they were built on something wrong; receipts still to come are unaffected.
+     */
+    withdraw(number: number): void {
+      const block = blocks.find((candidate) => candidate.number === number)
+      if (block === undefined) return
+      const receipts = block.receipts.filter((receipt): receipt is PendingReceipt => receipt !== null)
+      if (receipts.length === 0) return
+      block.receipts = block.receipts.map(() => null)
+      if (hydrate?.providesBalances === true) {
+        block.balances.clear()
+        block.reportsBalances = false
+      }
+      block.version++
+      events.emit('update')
+      events.emit('withdrawn', block, receipts)
     },
     /** Resolves once every message applied so far has its receipts published (or given up): for tests and benchmarks. */
     async settled(): Promise<void> {

@@ -294,6 +294,11 @@ export function createEventStream(options: {
     const logs = receipts.flatMap((receipt) => receipt.logs)
     if (logs.length > 0) emit('pendingLogs', logs)
   })
+  pending?.events.on('withdrawn', (_block, receipts) => {
+    if (count('pendingLogs') === 0) return
+    const logs = receipts.flatMap((receipt) => receipt.logs).map((log) => ({ ...log, removed: true as const }))
+    if (logs.length > 0) emit('pendingLogs', logs)
+  })
 
   const events: ChainEvents = { subscribe }
   return {
