@@ -139,10 +139,10 @@ export async function startGateway({
   // A worker's replica is fed by its primary, which alone reads the feed and asks the upstream.
   // `--pending-source execute`: the primary executes the flashblocks itself (src/pending/execute/).
   const executor =
-    pending === null || link !== null || config.pendingSource !== 'execute'
+    feedState === null || link !== null || config.pendingSource !== 'execute'
       ? null
       : createFlashblockExecutor({
-          state: pending,
+          state: feedState,
           chainId: Number(await upstream.request<Hex>('eth_chainId', [])),
           request: (method, params) => upstream.batchedRequest(method, params),
           logger: pendingLogger.child({ source: 'execute' }),
@@ -171,6 +171,9 @@ export async function startGateway({
     limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
     cacheBytes: config.answerCacheMb * MIB,
     forward: passThrough,
+    // `pending` calls run on the executed state where the executor lives. A worker of `--workers N` has none
+    // (its primary executes, serves no HTTP, and calls are not relayed over the cluster link): it forwards them.
+    pendingCalls: executor,
     history: config.history,
     logger: logger.child({ module: 'events' }),
     redis,
@@ -209,6 +212,7 @@ export async function startGateway({
     const hydrate = (hashes: Hash[]) => link.request('hydrate', hashes)
     link.events.on('flashblock', ({ message }) => void pending?.apply(message))
     link.events.on('pending-reset', ({ reason }) => pending?.reset(reason))
+    link.events.on('pending-withdraw', ({ number }) => pending?.withdraw(number))
     link.events.on('hydrating', ({ on, balances }) => pending?.setHydrate(on ? Object.assign(hydrate, { providesBalances: balances === true }) : null))
     link.events.on('sealed', ({ blocks }) => {
       for (const block of blocks) {

@@ -188,6 +188,25 @@ export class UpstreamRpcError extends FlashgateError {
 }
 
 /**
+ * A call or gas estimate that reverted, answered as the node would: code 3, `execution reverted` with the
+ * `Error(string)` reason when there is one, and the revert bytes as `data` (wallets decode custom errors from
+ * them). https://github.com/ethereum/execution-apis (eth_call, eth_estimateGas)
+ */
+export class ExecutionRevertedError extends FlashgateError {
+  override readonly name = 'ExecutionRevertedError'
+  readonly code = 3
+  constructor(data: string, reason: string | null) {
+    super(reason === null ? 'execution reverted' : `execution reverted: ${reason}`, { data })
+  }
+}
+
+/** A call that failed without reverting (out of gas, an invalid opcode), or an estimate no allowed gas satisfies: geth's `-32000`. */
+export class ExecutionFailedError extends FlashgateError {
+  override readonly name = 'ExecutionFailedError'
+  readonly code = -32000
+}
+
+/**
  * EIP-7966: the transaction was accepted but no receipt came within the timeout; `data` is its hash, so
  * the caller can keep waiting by other means.
  */

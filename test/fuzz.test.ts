@@ -148,9 +148,10 @@ function expectedEntry(entry: unknown, refused: ReadonlySet<string>): ExpectedEn
   if (refused.has(method)) return { ...base, codes: new Set([-32004]), resultAllowed: false }
   const params = entry.params
   if (params !== undefined && params !== null && !Array.isArray(params)) return { ...base, codes: new Set([-32602]), resultAllowed: false }
-  if (Object.hasOwn(indexMethods, method)) return { ...base, codes: new Set([-32602, -32000]), resultAllowed: true }
-  // Forwarded calls answer with the upstream's own errors (any code), or -32603 when it cannot be asked.
+  // Forwarded calls (sends and calls too, though their resolvers see them first) answer with the upstream's
+  // own errors (any code), or -32603 when it cannot be asked.
   if (PASS_THROUGH_METHODS.has(method)) return { ...base, codes: null, resultAllowed: true }
+  if (Object.hasOwn(indexMethods, method)) return { ...base, codes: new Set([-32602, -32000]), resultAllowed: true }
   return { ...base, codes: new Set([-32601]), resultAllowed: false }
 }
 

@@ -82,9 +82,15 @@ test('executed receipts that differ from the sealed block are counted and their 
   }
   socket.close()
 
-  const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as { pending: { source: string; divergences: { receipt: number } } }
+  const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as {
+    pending: { source: string; divergences: { receipt: number }; execution: { withdrawnBlocks: number; freshBlocks: number } }
+  }
   expect(readiness.pending.source).toBe('execute')
   expect(readiness.pending.divergences.receipt).toBeGreaterThan(0)
+  // The block executed on the state of a diverged one was withdrawn too, and the next one read afresh.
+  expect(readiness.pending.execution.withdrawnBlocks).toBeGreaterThan(0)
+  const freshBlocks = async () => ((await (await fetch(`${gateway.url}/readyz`)).json()) as typeof readiness).pending.execution.freshBlocks
+  await expect.poll(freshBlocks, { timeout: 10_000, interval: 100 }).toBeGreaterThan(1)
   const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
   expect(metrics).toMatch(/flashgate_pending_divergences_total\{kind="receipt"\} [1-9]/)
 })

@@ -211,6 +211,59 @@ export type LogFilter = {
   topics: (Hash[] | null)[]
 } & ({ blockHash: Hash; fromBlock?: undefined; toBlock?: undefined } | { blockHash?: undefined; fromBlock: BlockSelector; toBlock: BlockSelector })
 
+/**
+ * A call as `eth_call`, `eth_estimateGas` and `eth_createAccessList` take it (geth's `TransactionArgs`), when
+ * flashgate runs it itself. `nonce`, `chainId` and `type` are accepted and not used (calls skip the nonce
+ * check, as geth's do); any other field (blobs, EIP-7702 authorizations), or fields geth refuses together,
+ * fail the parse, and the call goes to the node as it was sent.
+ */
+export const callRequest = z
+  .strictObject({
+    from: address.nullish(),
+    to: address.nullish(),
+    gas: quantity.nullish(),
+    gasPrice: quantity.nullish(),
+    maxFeePerGas: quantity.nullish(),
+    maxPriorityFeePerGas: quantity.nullish(),
+    value: quantity.nullish(),
+    data: hexData.nullish(),
+    input: hexData.nullish(),
+    accessList: z.array(z.strictObject({ address, storageKeys: z.array(hash) })).nullish(),
+    nonce: quantity.nullish(),
+    chainId: quantity.nullish(),
+    type: quantity.nullish(),
+  })
+  .refine((call) => call.gasPrice == null || (call.maxFeePerGas == null && call.maxPriorityFeePerGas == null))
+  .refine((call) => call.data == null || call.input == null || call.data === call.input)
+  .transform((call) => ({
+    from: call.from ?? undefined,
+    to: call.to ?? undefined,
+    gas: call.gas ?? undefined,
+    gasPrice: call.gasPrice ?? undefined,
+    maxFeePerGas: call.maxFeePerGas ?? undefined,
+    maxPriorityFeePerGas: call.maxPriorityFeePerGas ?? undefined,
+    value: call.value ?? 0n,
+    data: call.input ?? call.data ?? '0x',
+    accessList: call.accessList ?? undefined,
+  }))
+
+export type CallRequest = z.output<typeof callRequest>
+
+/**
+ * The params of `eth_call`, `eth_estimateGas` and `eth_createAccessList`, kept as sent (they are forwarded as
+ * they are), and `local` for the one case flashgate may answer itself: a call it can run, a block argument,
+ * and no state or block overrides.
+ */
+export const callParams = z.array(z.unknown()).transform((params) => {
+  const [call, block, ...overrides] = params
+  const request = callRequest.safeParse(call)
+  const selector = blockArgument.safeParse(block ?? undefined)
+  const local = request.success && selector.success && overrides.every((override) => override == null) ? { request: request.data, block: selector.data } : null
+  return { params, local }
+})
+
+export type CallParams = z.output<typeof callParams>
+
 export function toQuantity(value: bigint | number): Hex {
   return `0x${value.toString(16)}`
 }

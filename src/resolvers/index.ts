@@ -15,6 +15,7 @@ import { createAttributionResolvers } from './attribution.js'
 import { createBatchResolvers } from './batches.js'
 import { createBlockResolvers, createTransactionResolvers } from './blocks.js'
 import { createBuilderCodeResolvers } from './builder-codes.js'
+import { createCallResolvers, type PendingCalls } from './calls.js'
 import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
 import { createEventStream } from './events.js'
@@ -32,6 +33,7 @@ export type { BlockWithHashes } from './batches.js'
 export type { AttributionFigures, BuilderCodeStats, BuilderCodeSummary, LeaderboardEntry, SeriesPoint } from './attribution.js'
 export type { RegistryStatus } from './registry.js'
 export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder-codes.js'
+export type { PendingCalls } from './calls.js'
 export type { BlockRef, ChainState, ChainView } from './chain.js'
 export type { ChainEvents } from './events.js'
 export type { Log, LogCursor, LogLimits, LogsPage } from './logs.js'
@@ -51,8 +53,10 @@ export type ResolversConfig = {
   cacheBytes?: number
   /** The pre-confirmed view from a Flashblocks feed; without it `pending` answers as `latest`. */
   pending?: PendingState | null
-  /** Sends transactions to the upstream (the pass-through); without it sends are refused. */
+  /** Sends transactions and calls to the upstream (the pass-through); without it they are refused. */
   forward?: Forward | null
+  /** Runs `pending` calls on flashgate's own execution of the flashblocks; without it they are forwarded. */
+  pendingCalls?: PendingCalls | null
   /** Reads below the index's first block: from the upstream (default) or refused. */
   history?: HistoryMode
   /** Shares key revocations and forwarded nonces with the deployment's other processes (`--redis-url`). */
@@ -144,6 +148,7 @@ export function createResolvers(config: ResolversConfig) {
     // Look-ups by many keys and paged histories, for the GraphQL schema's dataloaders and connections.
     ...createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock }),
     sending,
+    calls: createCallResolvers({ pendingView, pendingCalls: config.pendingCalls ?? null, forward: config.forward ?? null }),
     ...createBuilderCodeResolvers({ db, primary: config.primary ?? db }),
     ...createAttributionResolvers({ db, chain, pending: config.pending ?? null, entryPoints: config.entryPoints }),
     ...createApiKeyResolvers({ db: config.primary ?? db, redis: config.redis ?? null }),

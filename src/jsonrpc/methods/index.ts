@@ -1,6 +1,9 @@
 import type { MethodDefinition } from '../define-method.js'
 import { eth_blockNumber } from './eth_blockNumber.js'
+import { eth_call } from './eth_call.js'
 import { eth_chainId } from './eth_chainId.js'
+import { eth_createAccessList } from './eth_createAccessList.js'
+import { eth_estimateGas } from './eth_estimateGas.js'
 import { eth_getBalance } from './eth_getBalance.js'
 import { eth_getBlockByHash } from './eth_getBlockByHash.js'
 import { eth_getBlockByNumber } from './eth_getBlockByNumber.js'
@@ -17,7 +20,10 @@ import { web3_clientVersion } from './web3_clientVersion.js'
 /** Every method the index answers, by name. */
 export const methods: Record<string, MethodDefinition> = {
   eth_blockNumber,
+  eth_call,
   eth_chainId,
+  eth_createAccessList,
+  eth_estimateGas,
   eth_getBalance,
   eth_getBlockByHash,
   eth_getBlockByNumber,

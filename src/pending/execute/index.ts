@@ -6,11 +6,13 @@ import { bytesToHex, hexToBytes } from '@ethereumjs/util'
 import { createVM, runTx, type VM } from '@ethereumjs/vm'
 import type { Logger } from 'pino'
 import type { Hash, Hex } from 'viem'
-import { toQuantity } from '../../codecs/index.js'
+import { type CallRequest, toQuantity } from '../../codecs/index.js'
+import { isFlashgateError } from '../../errors.js'
 import type { FeedReceipt } from '../message.js'
 import { buildPendingReceipt } from '../receipts.js'
-import { EXECUTED_BALANCES_KEY, type Hydrate, type PendingBlock, type PendingState, type UpstreamReceipt } from '../state.js'
+import { type Divergence, EXECUTED_BALANCES_KEY, type Hydrate, type PendingBlock, type PendingState, type UpstreamReceipt } from '../state.js'
 import type { PendingTransaction } from '../transactions.js'
+import { type AccessListResult, type CallKind, runPendingCall } from './call.js'
 import { ExecutionState, type LoadedAccount, ParentState, type StateLoader } from './state.js'
 
 /** EVM rules the executor applies unless told otherwise: Base's execution layer since Isthmus is Prague's. */
@@ -72,6 +74,10 @@ export type ExecutorStatus = {
   /** Blocks that started from the state the block before left, and blocks whose parent state was read afresh. */
   carriedBlocks: number
   freshBlocks: number
+  /** Blocks whose executed receipts were withdrawn because the block they were built on diverged. */
+  withdrawnBlocks: number
+  /** `eth_call`, `eth_estimateGas` and `eth_createAccessList` at `pending` answered from the executed state. */
+  pendingCalls: number
   upstreamReads: number
   cachedEntries: number
   lastFlashblockMs: number | null
@@ -88,7 +94,8 @@ export type ExecutorStatus = {
  *
  * It hears the transactions from the pending state's `transactions` event and answers the state's
  * `Hydrate` calls (by hash) from what it executed, so that workers asking through their primary get the
- * same answers.
+ * same answers. It also runs `eth_call`, `eth_estimateGas` and `eth_createAccessList` at `pending` on the
+ * state it executed (`call`, call.ts).
  */
 export function createFlashblockExecutor({
   state,
@@ -140,7 +147,15 @@ export function createFlashblockExecutor({
   let run: BlockRun | null = null
   /** Flashblocks are executed one after another, across blocks: each may build on the one before. */
   let chain: Promise<unknown> = Promise.resolve()
-  const status = { executedTransactions: 0, failedBlocks: 0, carriedBlocks: 0, freshBlocks: 0, lastFlashblockMs: null as number | null }
+  const status = {
+    executedTransactions: 0,
+    failedBlocks: 0,
+    carriedBlocks: 0,
+    freshBlocks: 0,
+    withdrawnBlocks: 0,
+    pendingCalls: 0,
+    lastFlashblockMs: null as number | null,
+  }
 
   function deferred(hash: Hash): Deferred {
     let entry = results.get(hash)
@@ -178,15 +193,19 @@ export function createFlashblockExecutor({
     parentAt = toQuantity(block.number - 1)
     const executionState = new ExecutionState(parent)
     const vm = await createVM({ common, stateManager: executionState })
-    const { header } = block
-    const pendingHeader = createBlock(
+    return { block, vm, header: headerOf(block, block.header.baseFeePerGas), state: executionState, parent, next: 0, gasUsed: 0n, logCount: 0, failed: false }
+  }
+
+  /** The pending block's header for the EVM; a call that pays no fee sees a zero base fee (geth's `NoBaseFee`). */
+  function headerOf({ number, header }: PendingBlock, baseFeePerGas: bigint): Block {
+    return createBlock(
       {
         header: {
-          number: BigInt(block.number),
+          number: BigInt(number),
           parentHash: hexToBytes(header.parentHash),
           timestamp: header.timestamp,
           gasLimit: header.gasLimit,
-          baseFeePerGas: header.baseFeePerGas,
+          baseFeePerGas,
           coinbase: hexToBytes(header.feeRecipient),
           mixHash: header.prevRandao === null ? undefined : hexToBytes(header.prevRandao),
           difficulty: 0n,
@@ -198,7 +217,6 @@ export function createFlashblockExecutor({
       },
       { common, skipConsensusFormatValidation: true },
     )
-    return { block, vm, header: pendingHeader, state: executionState, parent, next: 0, gasUsed: 0n, logCount: 0, failed: false }
   }
 
   /** Reads what the flashblock's transactions will surely touch, in parallel, before the EVM asks one at a time. */
@@ -282,17 +300,55 @@ export function createFlashblockExecutor({
     for (const transaction of transactions) deferred(transaction.hash)
     chain = chain.then(() => executeFlashblock(block, transactions)).catch((error: unknown) => logger.error({ err: error }, 'flashblock execution failed'))
   }
-  /** A pre-confirmation that turned out wrong: what was built on it is no longer trusted. */
-  const onDivergence = () => {
-    if (run !== null) run.failed = true
+  /**
+   * A pre-confirmation that turned out wrong: the block being executed was built on it (its state carried from
+   * the wrong one), so its receipts are withdrawn and it executes no further; the next block starts afresh.
+   */
+  const onDivergence = ({ number }: Divergence) => {
+    if (run === null || run.block.number <= number) return
+    run.failed = true
+    status.withdrawnBlocks++
+    state.withdraw(run.block.number)
   }
   state.events.on('transactions', onTransactions)
   state.events.on('divergence', onDivergence)
 
   const hydrate: Hydrate = Object.assign((hashes: Hash[]) => Promise.all(hashes.map((hash) => deferred(hash).promise)), { providesBalances: true })
 
+  /**
+   * `eth_call`, `eth_estimateGas` or `eth_createAccessList` on the state `block`'s executed transactions left;
+   * `null` when this executor has no such state (another block is being executed, or this one's execution
+   * stopped), or when the EVM refuses to run the call (the node words those errors): the caller forwards it.
+   * The state is copied on `chain`, between two flashblocks and so never halfway through a transaction, and
+   * the call runs on the copy off `chain`: a call reading cold state from the upstream, or an estimate's dozen
+   * runs, never holds up the next flashblock, and nothing it does reaches the pending state. State the copy
+   * lacks is read through the parent state like the block's own: should the block seal meanwhile, from the
+   * sealed block.
+   */
+  async function call(block: PendingBlock, kind: CallKind, request: CallRequest): Promise<Hex | AccessListResult | null> {
+    const copying = chain.then(() => (run !== null && run.block === block && !run.failed ? run.state.shallowCopy() : null))
+    chain = copying
+    const copy = await copying
+    if (copy === null) return null
+    const paysFees = (request.gasPrice ?? request.maxFeePerGas ?? request.maxPriorityFeePerGas ?? 0n) > 0n
+    const header = headerOf(block, paysFees ? block.header.baseFeePerGas : 0n)
+    try {
+      const answer = await runPendingCall(kind, { vm: await createVM({ common, stateManager: copy }), state: copy, header, request })
+      status.pendingCalls++
+      return answer
+    } catch (error) {
+      if (isFlashgateError(error)) {
+        status.pendingCalls++
+        throw error
+      }
+      logger.debug({ method: kind, err: error instanceof Error ? error.message : String(error) }, 'the EVM refused a pending call: forwarded')
+      return null
+    }
+  }
+
   return {
     hydrate,
+    call,
     /** Waits for every flashblock heard so far to be executed. */
     idle: () => chain,
     status(): ExecutorStatus {

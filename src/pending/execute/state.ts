@@ -256,7 +256,8 @@ export class ExecutionState implements StateManagerInterface {
     return false
   }
 
-  shallowCopy(): StateManagerInterface {
+  /** The state as it is now, for a call to run on (call.ts): the maps are copied, their values (never changed in place) shared. */
+  shallowCopy(): ExecutionState {
     const copied = new ExecutionState(this.parent)
     for (const [key, entry] of this.accounts) copied.accounts.set(key, entry)
     for (const [key, value] of this.storage) copied.storage.set(key, value)

@@ -1,0 +1,40 @@
+import type { Hex } from 'viem'
+import type { CallParams, CallRequest } from '../codecs/index.js'
+import { UpstreamError } from '../errors.js'
+import type { PendingBlock } from '../pending/index.js'
+import type { AccessListResult, CallKind } from '../pending/execute/call.js'
+import type { PendingView } from './pending.js'
+import type { Forward } from './send.js'
+
+/** Runs a call on the state a pending block's executed transactions left; `null` when it cannot (src/pending/execute). */
+export type PendingCalls = {
+  call(block: PendingBlock, kind: CallKind, request: CallRequest): Promise<Hex | AccessListResult | null>
+}
+
+/**
+ * `eth_call`, `eth_estimateGas` and `eth_createAccessList`: forwarded to the upstream as they were sent,
+ * except at `pending` when this process executes the flashblocks (`--pending-source execute`, on the process
+ * that holds the feed): then they run on the executed pending state, as a flashblocks-aware node runs them.
+ */
+export function createCallResolvers({
+  pendingView,
+  pendingCalls,
+  forward,
+}: {
+  pendingView: PendingView
+  pendingCalls: PendingCalls | null
+  forward: Forward | null
+}) {
+  async function call(kind: CallKind, { params, local }: CallParams): Promise<unknown> {
+    if (pendingCalls !== null && local !== null) {
+      const resolved = await pendingView.resolve(local.block)
+      const answer = resolved.kind === 'pending' ? await pendingCalls.call(resolved.block, kind, local.request) : null
+      if (answer !== null) return answer
+    }
+    const forwarding = forward?.(kind, params) ?? null
+    if (forwarding === null) throw new UpstreamError('no upstream to forward calls to')
+    return forwarding
+  }
+
+  return { call }
+}
