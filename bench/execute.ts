@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import pino from 'pino'
-import { type Hash, type Hex, parseGwei, type RpcBlock, toHex } from 'viem'
+import { type Hex, keccak256, parseGwei, type RpcBlock, toHex } from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
 import { type Anvil, DEV_MNEMONIC, startAnvil } from '../src/devnet/anvil.js'
 import { type AnvilClient, createAnvilClient } from '../src/devnet/anvil-client.js'
@@ -140,8 +140,8 @@ async function signTransfers(node: AnvilClient, parent: number, size: number, bl
 
 /**
  * flashgate's executor behind a real pending state: each block's transactions go to the upstream's pool (it
- * mines them after the block's last flashblock but one, so that the last diff carries the block's real hash
- * and the next block builds on the state this one left), and its flashblocks are applied as the feed would.
+ * mines them after the block's last flashblock), and its flashblocks are applied as the feed would; the
+ * next block names the hash the last diff gave as its parent, so it builds on the state this one left.
  */
 async function measureEthereumjs(
   upstream: Anvil,
@@ -177,19 +177,17 @@ async function measureEthereumjs(
       if (refused !== undefined) throw new Error(`the upstream refused a transaction: ${refused.error!.message}`)
       const number = parent + 1
       const payloadId = toHex(number, { size: 8 })
-      let sealedHash: Hash = `0x${'00'.repeat(32)}`
+      // The feed's hash of the block: the next block names it as its parent, so the executor carries the state
+      // over. (The upstream seals the block after its last flashblock, as a node a little behind the sequencer.)
+      const sealedHash = keccak256(toHex(number))
       for (let index = 0; index < FLASHBLOCKS_PER_BLOCK; index++) {
-        if (index === FLASHBLOCKS_PER_BLOCK - 1) {
-          await node.request('evm_mine', [Number(header.timestamp) + 2])
-          sealedHash = (await node.request<RpcBlock<'latest', false>>('eth_getBlockByNumber', ['latest', false])).hash!
-        }
         const wire: FlashblockWireMessage = {
           payload_id: payloadId,
           index,
           ...(index === 0 && {
             base: {
               parent_beacon_block_root: header.parentBeaconBlockRoot ?? `0x${'00'.repeat(32)}`,
-              parent_hash: header.hash!,
+              parent_hash: block === 0 ? header.hash! : keccak256(toHex(parent)),
               fee_recipient: header.miner,
               prev_randao: header.mixHash,
               block_number: toHex(number),
@@ -223,6 +221,7 @@ async function measureEthereumjs(
       const missing = pendingBlock?.receipts.filter((receipt) => receipt === null).length ?? raws.length
       if (missing > 0) throw new Error(`block ${number}: ${missing} of ${raws.length} transactions have no executed receipt`)
       state.confirm({ number, hash: sealedHash, transactionHashes: pendingBlock!.transactions.map((transaction) => transaction.hash) })
+      await node.request('evm_mine', [Number(header.timestamp) + 2])
     }
   } finally {
     executor.stop()
