@@ -26,6 +26,8 @@ const MAX_CACHED_ENTRIES = 250_000
  * EIP-2935 block hashes): their storage is read fresh at each parent, never carried over.
  */
 const SYSTEM_CONTRACTS = new Set(['0x000f3df6d732807ef1319fb7b8bb8522d0beac02', '0x0000f90827f1c53a10cb7a02335b175320002935'])
+/** EIP-2718 type of an OP-Stack deposit transaction. */
+const DEPOSIT_TRANSACTION_TYPE = 0x7e
 /** EIP-7685's commitment to no requests (sha256 of nothing): a pending block has none. */
 const EMPTY_REQUESTS_HASH = hexToBytes('0xe3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855')
 
@@ -76,6 +78,8 @@ export type ExecutorStatus = {
   freshBlocks: number
   /** Blocks whose executed receipts were withdrawn because the block they were built on diverged. */
   withdrawnBlocks: number
+  /** Blocks whose execution stopped at an OP-Stack deposit transaction (not executed yet). */
+  depositBlocks: number
   /** `eth_call`, `eth_estimateGas` and `eth_createAccessList` at `pending` answered from the executed state. */
   pendingCalls: number
   upstreamReads: number
@@ -153,6 +157,7 @@ export function createFlashblockExecutor({
     carriedBlocks: 0,
     freshBlocks: 0,
     withdrawnBlocks: 0,
+    depositBlocks: 0,
     pendingCalls: 0,
     lastFlashblockMs: null as number | null,
   }
@@ -221,6 +226,7 @@ export function createFlashblockExecutor({
 
   /** Reads what the flashblock's transactions will surely touch, in parallel, before the EVM asks one at a time. */
   async function prefetch(current: BlockRun, transactions: PendingTransaction[]): Promise<void> {
+    if (transactions.length === 0) return
     const addresses = new Set<string>([current.block.header.feeRecipient])
     for (const transaction of transactions) {
       addresses.add(transaction.from)
@@ -265,7 +271,10 @@ export function createFlashblockExecutor({
     const started = performance.now()
     if (run === null || run.block !== block) run = await startRun(block)
     const current = run
-    if (!current.failed) await prefetch(current, transactions)
+    // OP-Stack deposits (the L1-attributes transaction opens every Base block) are not executed yet: the block
+    // stops at the first one, and nothing after it is read.
+    const deposit = transactions.findIndex((transaction) => transaction.type === DEPOSIT_TRANSACTION_TYPE)
+    if (!current.failed) await prefetch(current, deposit === -1 ? transactions : transactions.slice(0, deposit))
     for (const transaction of transactions) {
       const entry = deferred(transaction.hash)
       if (!current.failed && transaction.index !== current.next) {
@@ -276,6 +285,16 @@ export function createFlashblockExecutor({
         )
       }
       if (current.failed) {
+        entry.resolve(null)
+        continue
+      }
+      if (transaction.type === DEPOSIT_TRANSACTION_TYPE) {
+        current.failed = true
+        if (status.depositBlocks++ === 0)
+          logger.warn(
+            { block: block.number, transaction: transaction.hash },
+            'OP-Stack deposit transactions are not executed: a block has no executed receipts from its first deposit on (on an OP-Stack chain use --pending-source hydrate with a flashblocks-aware upstream)',
+          )
         entry.resolve(null)
         continue
       }

@@ -1,0 +1,100 @@
+import { pino } from 'pino'
+import { type Hex, keccak256, toHex } from 'viem'
+import { serializeTransaction } from 'viem/op-stack'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { DEV_ACCOUNTS, flashblock, signedTransfer } from '../../../test/fixtures/flashblocks.js'
+import { type Anvil, startAnvil } from '../../devnet/anvil.js'
+import { createUpstream } from '../../upstream/index.js'
+import { flashblockMessage } from '../message.js'
+import { createPendingState } from '../state.js'
+import { createFlashblockExecutor } from './index.js'
+
+// The executor behind a real pending state, over a real anvil as the upstream: a plain transfer is executed
+// (receipt and the balances it left), while an OP-Stack deposit, which it does not execute yet, stops its
+// block there without a single upstream read for what follows.
+
+let anvil: Anvil
+
+beforeAll(async () => {
+  anvil = await startAnvil({})
+}, 30_000)
+
+afterAll(async () => {
+  await anvil?.stop()
+})
+
+async function setUp() {
+  const logger = pino({ level: 'silent' })
+  const state = createPendingState({ logger })
+  const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
+  const executor = createFlashblockExecutor({
+    state,
+    chainId: 31337,
+    request: (method, params) => upstream.batchedRequest(method, params),
+    logger,
+  })
+  state.setHydrate(executor.hydrate)
+  const head = Number(await upstream.request<Hex>('eth_blockNumber'))
+  const parent = await upstream.request<{ hash: Hex; timestamp: Hex }>('eth_getBlockByNumber', [toHex(head), false])
+  const apply = async (message: ReturnType<typeof flashblock>) => {
+    await state.apply(flashblockMessage.parse(message))
+    await executor.idle()
+    await state.settled()
+  }
+  return { state, executor, number: head + 1, parent, apply }
+}
+
+describe('flashblock executor', () => {
+  test('a transfer is executed on the parent state: its receipt, and the balances it left', async () => {
+    const { state, executor, number, parent, apply } = await setUp()
+    const nonce = Number(await createUpstream({ rpcUrl: anvil.rpcUrl }).request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[2]!.address, 'latest']))
+    const recipient = `0x${'5a'.repeat(20)}` as Hex
+    const transfer = await signedTransfer({ from: 2, nonce, to: recipient, value: 12_345n })
+    await apply(
+      flashblock({
+        index: 0,
+        blockNumber: number,
+        parentHash: parent.hash,
+        timestamp: Number(parent.timestamp) + 2,
+        format: 'current',
+        transactions: [transfer],
+      }),
+    )
+    const block = state.blocks(number - 1).find((candidate) => candidate.number === number)!
+    expect(block.receipts[0]).toMatchObject({ status: '0x1', gasUsed: '0x5208', cumulativeGasUsed: '0x5208', logs: [], transactionIndex: '0x0' })
+    expect(block.balances.get(recipient)).toBe(12_345n)
+    expect(executor.status()).toMatchObject({ executedTransactions: 1, failedBlocks: 0, depositBlocks: 0 })
+    executor.stop()
+  })
+
+  test('an OP-Stack deposit stops its block: no receipt from it on, and nothing read for it', async () => {
+    const { state, executor, number, parent, apply } = await setUp()
+    const deposit = serializeTransaction({
+      type: 'deposit',
+      sourceHash: keccak256('0x01'),
+      from: DEV_ACCOUNTS[3]!.address,
+      to: DEV_ACCOUNTS[4]!.address,
+      mint: 0n,
+      value: 0n,
+      gas: 1_000_000n,
+      isSystemTx: false,
+      data: '0x',
+    })
+    const after = await signedTransfer({ from: 3, nonce: 0 })
+    await apply(
+      flashblock({
+        index: 0,
+        blockNumber: number,
+        parentHash: parent.hash,
+        timestamp: Number(parent.timestamp) + 2,
+        format: 'current',
+        transactions: [{ raw: deposit, hash: keccak256(deposit) }, after],
+      }),
+    )
+    const block = state.blocks(number - 1).find((candidate) => candidate.number === number)!
+    expect(block.transactions.map((transaction) => transaction.type)).toEqual([0x7e, 2])
+    expect(block.receipts).toEqual([null, null])
+    expect(executor.status()).toMatchObject({ executedTransactions: 0, depositBlocks: 1, upstreamReads: 0 })
+    executor.stop()
+  })
+})
