@@ -1,8 +1,9 @@
 import type { Logger } from 'pino'
 import type { ClusterHub } from './cluster/hub.js'
 import type { ClusterLink } from './cluster/link.js'
-import type { PrimaryStatus, SealedBlock } from './cluster/protocol.js'
+import type { PrimaryStatus, RelayedCallAnswer, SealedBlock } from './cluster/protocol.js'
 import { ConfigError, MIB, type ServeConfig } from './config.js'
+import { ExecutionFailedError, ExecutionRevertedError } from './errors.js'
 import { createDb, type Db, isPostgresUrl } from './db/index.js'
 import { listenForChainChanges } from './db/notifications.js'
 import { createIngester, type Ingester, type IngesterEvents, type IngesterStatus } from './ingest/index.js'
@@ -16,10 +17,10 @@ import {
   type PendingState,
 } from './pending/index.js'
 import { createNonceRegistry } from './pending/forwarded.js'
-import { createFlashblockExecutor } from './pending/execute/index.js'
+import { createFlashblockExecutor, type FlashblockExecutor } from './pending/execute/index.js'
 import { createPolicies, createRateLimiter, type RateLimiter } from './policy/index.js'
 import { createRedis } from './redis/index.js'
-import { createResolvers, type Resolvers } from './resolvers/index.js'
+import { createResolvers, type PendingCalls, type Resolvers } from './resolvers/index.js'
 import { createServer } from './server/index.js'
 import type { Hash, Hex } from 'viem'
 import { createUpstream } from './upstream/index.js'
@@ -171,9 +172,9 @@ export async function startGateway({
     limits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
     cacheBytes: config.answerCacheMb * MIB,
     forward: passThrough,
-    // `pending` calls run on the executed state where the executor lives. A worker of `--workers N` has none
-    // (its primary executes, serves no HTTP, and calls are not relayed over the cluster link): it forwards them.
-    pendingCalls: executor,
+    // `pending` calls run on the executed state: here, or on the primary for a worker of `--workers N`
+    // (asked over the cluster link when the primary executes; it forwards them otherwise).
+    pendingCalls: link !== null && config.pendingSource === 'execute' ? relayedPendingCalls(link) : executor,
     history: config.history,
     logger: logger.child({ module: 'events' }),
     redis,
@@ -222,7 +223,7 @@ export async function startGateway({
       resolvers.sending.onBlocks(blocks)
     })
   }
-  if (hub !== null) shareWithWorkers(hub, { hydrate: sharedPending?.hydrate ?? null })
+  if (hub !== null) shareWithWorkers(hub, { hydrate: sharedPending?.hydrate ?? null, pending, executor })
 
   // What `/readyz` and `/metrics` report of the ingester, the feed and the pending view: a worker reports its primary's.
   const primaryStatus = (): PrimaryStatus | null => link?.primaryStatus() ?? null
@@ -258,7 +259,7 @@ export async function startGateway({
             ...(pending !== null && {
               pending: () => {
                 const { source, state } = pendingStatus()
-                return { source: source?.source ?? 'probing', ...(state ?? pending.status()) }
+                return { source: source?.source ?? 'probing', execution: source?.execution ?? null, ...(state ?? pending.status()) }
               },
             }),
             history: () => resolvers.historyReads,
@@ -357,7 +358,14 @@ export async function startGateway({
  * limiter name), the forwarded nonces, and the shared hydration. Used only without Redis (with it, the
  * workers share these through Redis as separate processes do).
  */
-function shareWithWorkers(hub: ClusterHub, { hydrate }: { hydrate: ((hashes: Hash[]) => Promise<(Record<string, unknown> | null)[]>) | null }) {
+function shareWithWorkers(
+  hub: ClusterHub,
+  {
+    hydrate,
+    pending,
+    executor,
+  }: { hydrate: ((hashes: Hash[]) => Promise<(Record<string, unknown> | null)[]>) | null; pending: PendingState | null; executor: FlashblockExecutor | null },
+) {
   const limiters = new Map<string, RateLimiter>()
   hub.handle('take', (limiter, client, cost, rate) => {
     const key = `${limiter.name}:${limiter.ratePerSecond}:${limiter.burstSeconds}`
@@ -373,4 +381,30 @@ function shareWithWorkers(hub: ClusterHub, { hydrate }: { hydrate: ((hashes: Has
   })
   hub.handle('forwardedFrom', (sender, known) => nonces.from(sender, known))
   hub.handle('hydrate', (hashes) => (hydrate === null ? hashes.map(() => null) : hydrate(hashes)))
+  // A worker's pending call runs on the executed state here; reverts and failures travel as data.
+  hub.handle('pendingCall', async (number, kind, request): Promise<RelayedCallAnswer | null> => {
+    const block = pending?.blocks(number - 1).find((candidate) => candidate.number === number)
+    if (executor === null || block === undefined) return null
+    try {
+      const result = await executor.call(block, kind, request)
+      return result === null ? null : { result }
+    } catch (error) {
+      if (error instanceof ExecutionRevertedError) return { reverted: { data: error.data, reason: error.reason } }
+      if (error instanceof ExecutionFailedError) return { failed: error.message }
+      throw error
+    }
+  })
+}
+
+/** A worker's pending calls, run by its primary's executor (`--pending-source execute`). */
+function relayedPendingCalls(link: ClusterLink): PendingCalls {
+  return {
+    async call(block, kind, request) {
+      const answer = await link.request('pendingCall', block.number, kind, request)
+      if (answer === null) return null
+      if ('reverted' in answer) throw new ExecutionRevertedError(answer.reverted.data, answer.reverted.reason)
+      if ('failed' in answer) throw new ExecutionFailedError(answer.failed)
+      return answer.result
+    },
+  }
 }

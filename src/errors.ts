@@ -195,7 +195,10 @@ export class UpstreamRpcError extends FlashgateError {
 export class ExecutionRevertedError extends FlashgateError {
   override readonly name = 'ExecutionRevertedError'
   readonly code = 3
-  constructor(data: string, reason: string | null) {
+  constructor(
+    override readonly data: string,
+    readonly reason: string | null,
+  ) {
     super(reason === null ? 'execution reverted' : `execution reverted: ${reason}`, { data })
   }
 }

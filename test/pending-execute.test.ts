@@ -146,6 +146,10 @@ for (const run of RUNS)
       expect(execution.executedTransactions).toBeGreaterThanOrEqual(transactions)
       // Blocks after the first build on the state the one before left, read from the node only for what is new.
       expect(execution.carriedBlocks).toBeGreaterThanOrEqual(checked.length - 1)
+      const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
+      expect(metrics).toContain('flashgate_pending_source{source="execute"} 1')
+      expect(metrics).toMatch(/flashgate_pending_execution_blocks_total\{outcome="carried"\} [1-9]/)
+      expect(metrics).toMatch(/flashgate_pending_executed_transactions_total [1-9]/)
       // Enough was checked: the profile's blocks are full of transfers, swaps and reverts; the demo's are lighter.
       expect(transactions).toBeGreaterThan(checked.length * (run.demo ? 4 : 10))
       expect(logs).toBeGreaterThan(run.demo ? transactions / 2 : transactions)

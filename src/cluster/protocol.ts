@@ -5,9 +5,11 @@
  * and the pending state it feeds, the rate-limit buckets and the forwarded nonces; the workers answer the
  * APIs. See docs/DEPLOY.md.
  */
-import type { Address, Hash } from 'viem'
+import type { Address, Hash, Hex } from 'viem'
 import type { IngesterStatus } from '../ingest/index.js'
 import type { FlashblockMessage } from '../pending/message.js'
+import type { CallRequest } from '../codecs/index.js'
+import type { AccessListResult, CallKind } from '../pending/execute/call.js'
 import type { PendingSource } from '../pending/hydrate.js'
 import type { CanonicalBlock, PendingState, UpstreamReceipt } from '../pending/state.js'
 
@@ -24,9 +26,20 @@ export type ClusterOperations = {
   forwardedRecord: { args: [sender: Address, nonce: number, hash: Hash]; result: null }
   /** Forwarded nonces of a sender from `known` on, not yet dropped. */
   forwardedFrom: { args: [sender: Address, known: bigint]; result: number[] }
+  /**
+   * A `pending` call on the primary's executed state (`--pending-source execute`): its answer, the revert or
+   * failure to answer with, or `null` to forward it.
+   */
+  pendingCall: { args: [block: number, kind: CallKind, request: CallRequest]; result: RelayedCallAnswer | null }
   /** `/metrics` for the whole machine: every worker's figures and the primary's, aggregated. */
   metrics: { args: []; result: { contentType: string; body: string } }
 }
+
+/** A pending call's outcome as it crosses the IPC channel (errors travel as data and are rebuilt). */
+export type RelayedCallAnswer =
+  | { result: Hex | AccessListResult }
+  | { reverted: { data: string; reason: string | null } }
+  | { failed: string }
 
 export type ClusterOperation = keyof ClusterOperations
 

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { registryDecodeFailures } from '../attribution/registry.js'
 import { userOperationDecodeFailures } from '../attribution/user-operations.js'
+import type { ExecutorStatus } from '../pending/execute/index.js'
 import type { RedisStatus } from '../redis/index.js'
 
 /** Request durations, in seconds: from a cached answer (sub-millisecond) to a capped eth_getLogs. */
@@ -28,6 +29,8 @@ export type PendingMetrics = {
   hydration: { inFlight: number; completed: number; failures: number; missingReceipts: number; lagMsP50: number | null; lagMsP99: number | null }
   reconciledBlocks: number
   divergences: Record<string, number>
+  /** `--pending-source execute` only: the executor's figures (src/pending/execute). */
+  execution?: ExecutorStatus | null
 }
 
 /** A route label with bounded cardinality: API keys and path parameters never become labels. */
@@ -205,12 +208,12 @@ export function createMetrics(sources: MetricsSources = {}) {
     new Gauge({
       name: 'flashgate_pending_source',
       aggregator: 'first',
-      help: 'Where pre-confirmed receipts come from: 1 for the current source (feed, hydrate, frames, probing)',
+      help: 'Where pre-confirmed receipts come from: 1 for the current source (feed, hydrate, frames, probing, execute)',
       labelNames: ['source'] as const,
       registers: [registry],
       collect() {
         const current = pending().source
-        for (const source of ['feed', 'hydrate', 'frames', 'probing']) this.set({ source }, source === current ? 1 : 0)
+        for (const source of ['feed', 'hydrate', 'frames', 'probing', 'execute']) this.set({ source }, source === current ? 1 : 0)
       },
     })
     gauge('flashgate_pending_hydrations_total', 'Flashblocks whose receipts were hydrated from the upstream', (figures) => figures.hydration.completed)
@@ -223,6 +226,40 @@ export function createMetrics(sources: MetricsSources = {}) {
       'Frame to hydrated receipts, 99th percentile of recent flashblocks (ms)',
       (figures) => figures.hydration.lagMsP99,
     )
+    gauge(
+      'flashgate_pending_executed_transactions_total',
+      'Pre-confirmed transactions flashgate executed itself (--pending-source execute)',
+      (figures) => figures.execution?.executedTransactions ?? null,
+    )
+    gauge(
+      'flashgate_pending_execution_upstream_reads_total',
+      'Accounts and storage slots the executor read from the upstream',
+      (figures) => figures.execution?.upstreamReads ?? null,
+    )
+    gauge(
+      'flashgate_pending_execution_cached_entries',
+      'Accounts and storage slots of the parent state the executor holds',
+      (figures) => figures.execution?.cachedEntries ?? null,
+    )
+    gauge(
+      'flashgate_pending_execution_last_flashblock_ms',
+      "The last flashblock's execution, reads included (ms)",
+      (figures) => figures.execution?.lastFlashblockMs ?? null,
+    )
+    new Gauge({
+      name: 'flashgate_pending_execution_blocks_total',
+      aggregator: 'first',
+      help: 'Blocks the executor started, by how: on the state the block before left (carried) or read afresh (fresh); and blocks whose execution stopped: failed, withdrawn (built on a diverged block), deposit (an OP-Stack deposit, not executed)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+      collect() {
+        const execution = pending().execution
+        if (execution === undefined || execution === null) return
+        const { carriedBlocks, freshBlocks, failedBlocks, withdrawnBlocks, depositBlocks } = execution
+        const outcomes = { carried: carriedBlocks, fresh: freshBlocks, failed: failedBlocks, withdrawn: withdrawnBlocks, deposit: depositBlocks }
+        for (const [outcome, count] of Object.entries(outcomes)) this.set({ outcome }, count)
+      },
+    })
     gauge('flashgate_pending_reconciled_blocks_total', 'Pre-confirmed blocks compared with their canonical block', (figures) => figures.reconciledBlocks)
     new Gauge({
       name: 'flashgate_pending_divergences_total',

@@ -1,0 +1,162 @@
+// `flashgate serve --workers 2 --pending-source execute`: the primary executes the flashblocks once for the
+// machine; both workers serve the executed receipts, and run `pending` calls on the primary's executed state
+// over the cluster link (a revert comes back as the node words it).
+import { type ChildProcess, spawn } from 'node:child_process'
+import { request } from 'node:http'
+import { fileURLToPath } from 'node:url'
+import { type Address, encodeFunctionData, type Hex } from 'viem'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
+import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
+import type { TestDatabase } from './fixtures/db.js'
+import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { rpc } from './fixtures/gateway.js'
+import { freePort } from './fixtures/ports.js'
+import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
+
+const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
+/** Long blocks: a mint sent early in one is pre-confirmed for seconds before it seals. */
+const BLOCK_TIME_MS = 4_000
+const FLASHBLOCK_INTERVAL_MS = 400
+const ZERO_HASH = `0x${'00'.repeat(32)}`
+
+type Answer = { worker: string | null; body: any }
+
+let devnet: Devnet
+let database: TestDatabase
+let child: ChildProcess
+let port: number
+let output = ''
+
+/** One request on a connection of its own: node:cluster hands each new connection to the next worker. */
+function post(body: unknown): Promise<Answer> {
+  const text = JSON.stringify(body)
+  return new Promise((resolve, reject) => {
+    const outgoing = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      },
+      (response) => {
+        const chunks: Buffer[] = []
+        response.on('data', (chunk: Buffer) => chunks.push(chunk))
+        response.on('end', () =>
+          resolve({ worker: (response.headers['x-flashgate-worker'] as string | undefined) ?? null, body: JSON.parse(Buffer.concat(chunks).toString()) }),
+        )
+        response.on('error', reject)
+      },
+    )
+    outgoing.on('error', reject)
+    outgoing.end(text)
+  })
+}
+
+const call = (method: string, params: unknown[] = []) => ({ jsonrpc: '2.0', id: 1, method, params })
+
+/** Asks until each of the two workers has answered once. */
+async function fromEachWorker(body: unknown): Promise<Answer[]> {
+  const answers = new Map<string, Answer>()
+  for (let attempt = 0; attempt < 20 && answers.size < 2; attempt++) {
+    const answer = await post(body)
+    if (answer.worker !== null && !answers.has(answer.worker)) answers.set(answer.worker, answer)
+  }
+  if (answers.size !== 2) throw new Error(`only workers ${[...answers.keys()]} answered`)
+  return [...answers.values()]
+}
+
+async function until(check: () => Promise<boolean>, timeoutMs: number, message: () => string) {
+  for (const deadline = Date.now() + timeoutMs; !(await check().catch(() => false)); ) {
+    if (Date.now() > deadline) throw new Error(message())
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
+  const answer = await rpc(url, method, params)
+  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
+  return answer.result as value
+}
+
+describe.skipIf(!SHARED_POSTGRES_AVAILABLE)('serve --workers 2 --pending-source execute', () => {
+  beforeAll(async () => {
+    ;[devnet, database, port] = await Promise.all([
+      startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: BLOCK_TIME_MS, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS }),
+      createSharedPostgresDatabase(),
+      freePort(),
+    ])
+    const args = ['serve', '--workers', '2', '--port', String(port), '--database-url', database.databaseUrl, '--upstream-rpc', devnet.rpcUrl]
+    args.push('--flashblocks-ws', devnet.flashblocksUrl, '--pending-source', 'execute', '--start-block', '0', '--log-level', 'warn')
+    child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+    await until(
+      async () => /JSON-RPC/.test(output),
+      60_000,
+      () => `the gateway did not start:\n${output}`,
+    )
+  }, 90_000)
+
+  afterAll(async () => {
+    if (child !== undefined && child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      await exited
+    }
+    await devnet?.stop()
+    await database?.drop()
+  })
+
+  test('both workers serve the executed receipt, and a pending call runs on the primary executed state', { timeout: 60_000 }, async () => {
+    const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [
+      { from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' },
+    ])
+    let deployed: Record<string, unknown> | null = null
+    while (deployed === null || deployed.blockHash === ZERO_HASH)
+      deployed = await result<Record<string, unknown> | null>(devnet.rpcUrl, 'eth_getTransactionReceipt', [deployment])
+    const token = deployed.contractAddress as Address
+    const recipient = `0x${'6d'.repeat(20)}` as Address
+    const encode = (functionName: 'mint' | 'balanceOf' | 'transfer', args: readonly unknown[]) =>
+      encodeFunctionData({ abi: tokenAbi, functionName, args: args as never })
+    // Right after a block opens, so that the mint stays pre-confirmed for most of a block time.
+    const head = Number(await result<Hex>(devnet.rpcUrl, 'eth_blockNumber'))
+    await until(
+      async () => Number(await result<Hex>(devnet.rpcUrl, 'eth_blockNumber')) > head,
+      10_000,
+      () => 'no new block',
+    )
+    const minted = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [
+      { from: DEV_ACCOUNTS[1]!.address, to: token, data: encode('mint', [recipient, 11n]), gas: '0x30000' },
+    ])
+    const readiness = async () =>
+      (await (await fetch(`http://127.0.0.1:${port}/readyz`)).json()) as { pending: { source: string; execution: { pendingCalls: number } } }
+    // Executed once on the primary, served by both workers.
+    await until(
+      async () => (await fromEachWorker(call('eth_getTransactionReceipt', [minted]))).every((answer) => answer.body.result?.blockHash === ZERO_HASH),
+      5_000,
+      () => 'the executed receipt did not reach both workers',
+    )
+    const before = (await readiness()).pending.execution.pendingCalls
+    const balances = await fromEachWorker(call('eth_call', [{ to: token, data: encode('balanceOf', [recipient]) }, 'pending']))
+    const reverts = await fromEachWorker(
+      call('eth_call', [{ from: DEV_ACCOUNTS[1]!.address, to: token, data: encode('transfer', [recipient, 0n]) }, 'pending']),
+    )
+    // Still pre-confirmed when answered.
+    const receipt = await post(call('eth_getTransactionReceipt', [minted]))
+    expect(receipt.body.result.blockHash).toBe(ZERO_HASH)
+    expect(balances.map((answer) => BigInt(answer.body.result))).toEqual([11n, 11n])
+    for (const answer of reverts) expect(answer.body.error).toMatchObject({ code: 3, message: 'execution reverted: zero amount' })
+    const atNode = await rpc(devnet.rpcUrl, 'eth_call', [{ to: token, data: encode('transfer', [recipient, 0n]) }, 'latest'])
+    expect(reverts[0]!.body.error.data).toBe((atNode.error as { data?: string } | undefined)?.data)
+    // Run by the primary's executor, for both workers (its figures reach them with the primary's status).
+    await until(
+      async () => (await readiness()).pending.execution.pendingCalls >= before + 4,
+      5_000,
+      () => 'the calls were not run by the executor',
+    )
+    expect((await readiness()).pending.source).toBe('execute')
+  })
+})
