@@ -283,8 +283,9 @@ describe('pending source and feed format', () => {
   test('--pending-source and --feed-format take their named values and refuse others, naming the flag', () => {
     expect(parseConfig(serveConfigSchema, { 'upstream-rpc': 'http://127.0.0.1:1', 'pending-source': 'frames' }, {}).pendingSource).toBe('frames')
     expect(parseConfig(serveConfigSchema, { 'upstream-rpc': 'http://127.0.0.1:1' }, { PENDING_SOURCE: 'hydrate' }).pendingSource).toBe('hydrate')
+    expect(parseConfig(serveConfigSchema, { 'upstream-rpc': 'http://127.0.0.1:1', 'pending-source': 'execute' }, {}).pendingSource).toBe('execute')
     expect(() => parseConfig(serveConfigSchema, { 'upstream-rpc': 'http://127.0.0.1:1', 'pending-source': 'magic' }, {})).toThrow(
-      /--pending-source \(PENDING_SOURCE\) must be one of auto, hydrate, frames \(got "magic"\)/,
+      /--pending-source \(PENDING_SOURCE\) must be one of auto, hydrate, frames, execute \(got "magic"\)/,
     )
     expect(parseConfig(devnetConfigSchema, { 'feed-format': 'legacy' }, {}).feedFormat).toBe('legacy')
     expect(() => parseConfig(devnetConfigSchema, {}, { FEED_FORMAT: 'v2' })).toThrow(/--feed-format \(FEED_FORMAT\) must be one of current, legacy/)

@@ -63,7 +63,7 @@ afterAll(async () => {
   await new Promise<void>((resolve) => (lying ? lying.close(() => resolve()) : resolve()))
 })
 
-test('executed receipts that differ from the sealed block are counted and their logs withdrawn from pendingLogs', { timeout: 60_000 }, async () => {
+test('executed receipts that differ from the sealed block are counted and their logs withdrawn from pendingLogs', { timeout: 90_000 }, async () => {
   const socket = new WebSocket(gateway.dedicatedUrl.replace('http', 'ws'))
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject))
   const heard: Log[] = []
@@ -83,14 +83,14 @@ test('executed receipts that differ from the sealed block are counted and their 
   socket.close()
 
   const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as {
-    pending: { source: string; divergences: { receipt: number }; execution: { withdrawnBlocks: number; freshBlocks: number } }
+    pending: { source: string; divergences: { receipt: number }; execution: { freshBlocks: number } }
   }
   expect(readiness.pending.source).toBe('execute')
   expect(readiness.pending.divergences.receipt).toBeGreaterThan(0)
-  // The block executed on the state of a diverged one was withdrawn too, and the next one read afresh.
-  expect(readiness.pending.execution.withdrawnBlocks).toBeGreaterThan(0)
-  const freshBlocks = async () => ((await (await fetch(`${gateway.url}/readyz`)).json()) as typeof readiness).pending.execution.freshBlocks
-  await expect.poll(freshBlocks, { timeout: 10_000, interval: 100 }).toBeGreaterThan(1)
+  // Blocks after a divergence read their state afresh (a block already executing on the diverged one's state
+  // is withdrawn: src/pending/execute/index.test.ts).
+  const execution = async () => ((await (await fetch(`${gateway.url}/readyz`)).json()) as typeof readiness).pending.execution
+  await expect.poll(async () => (await execution()).freshBlocks, { timeout: 10_000, interval: 100 }).toBeGreaterThan(1)
   const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
   expect(metrics).toMatch(/flashgate_pending_divergences_total\{kind="receipt"\} [1-9]/)
 })

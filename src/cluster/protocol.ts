@@ -36,10 +36,7 @@ export type ClusterOperations = {
 }
 
 /** A pending call's outcome as it crosses the IPC channel (errors travel as data and are rebuilt). */
-export type RelayedCallAnswer =
-  | { result: Hex | AccessListResult }
-  | { reverted: { data: string; reason: string | null } }
-  | { failed: string }
+export type RelayedCallAnswer = { result: Hex | AccessListResult } | { reverted: { data: string; reason: string | null } } | { failed: string }
 
 export type ClusterOperation = keyof ClusterOperations
 

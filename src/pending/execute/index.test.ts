@@ -67,6 +67,37 @@ describe('flashblock executor', () => {
     executor.stop()
   })
 
+  test('a block executing on the state of one that diverged from its sealed block is withdrawn with it', async () => {
+    const { state, executor, number, parent, apply } = await setUp()
+    const withdrawn: number[] = []
+    state.events.on('withdrawn', (block) => withdrawn.push(block.number))
+    const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
+    const nonce = Number(await upstream.request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[1]!.address, 'latest']))
+    const first = await signedTransfer({ from: 1, nonce })
+    const second = await signedTransfer({ from: 1, nonce: nonce + 1 })
+    const firstHash = keccak256('0x0a')
+    const timestamp = Number(parent.timestamp) + 2
+    const opening = flashblock({ index: 0, blockNumber: number, parentHash: parent.hash, timestamp, format: 'current', transactions: [first] })
+    opening.diff.block_hash = firstHash
+    await apply(opening)
+    await apply(flashblock({ index: 0, blockNumber: number + 1, parentHash: firstHash, timestamp: timestamp + 2, format: 'current', transactions: [second] }))
+    const child = state.blocks(number - 1).find((candidate) => candidate.number === number + 1)!
+    expect(child.receipts[0]).not.toBeNull()
+    expect(executor.status()).toMatchObject({ carriedBlocks: 1, executedTransactions: 2 })
+    // Sealed, the first block says the transfer used other gas than executed: a divergence.
+    state.confirm({
+      number,
+      hash: firstHash,
+      transactionHashes: [first.hash],
+      receipts: [{ status: '0x1', gasUsed: '0x5209', cumulativeGasUsed: '0x5209', logs: [] }],
+    })
+    expect(state.status().divergences.receipt).toBe(1)
+    expect(withdrawn.sort()).toEqual([number, number + 1])
+    expect(child.receipts).toEqual([null])
+    expect(executor.status().withdrawnBlocks).toBe(1)
+    executor.stop()
+  })
+
   test('an OP-Stack deposit stops its block: no receipt from it on, and nothing read for it', async () => {
     const { state, executor, number, parent, apply } = await setUp()
     const deposit = serializeTransaction({

@@ -320,12 +320,14 @@ export function createFlashblockExecutor({
     chain = chain.then(() => executeFlashblock(block, transactions)).catch((error: unknown) => logger.error({ err: error }, 'flashblock execution failed'))
   }
   /**
-   * A pre-confirmation that turned out wrong: the block being executed was built on it (its state carried from
-   * the wrong one), so its receipts are withdrawn and it executes no further; the next block starts afresh.
+   * A pre-confirmation that turned out wrong: a block being executed on top of it (its state carried from the
+   * wrong one) has its receipts withdrawn and executes no further; the next block starts afresh either way.
    */
   const onDivergence = ({ number }: Divergence) => {
-    if (run === null || run.block.number <= number) return
+    if (run === null || run.block.number < number) return
+    // Its state is not carried to the next block (the diverged block's own run, not yet followed by another).
     run.failed = true
+    if (run.block.number === number) return
     status.withdrawnBlocks++
     state.withdraw(run.block.number)
   }
