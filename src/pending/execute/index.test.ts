@@ -3,11 +3,13 @@ import { type Hex, keccak256, toHex } from 'viem'
 import { serializeTransaction } from 'viem/op-stack'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { DEV_ACCOUNTS, flashblock, signedTransfer } from '../../../test/fixtures/flashblocks.js'
+import { freePort } from '../../../test/fixtures/ports.js'
 import { type Anvil, startAnvil } from '../../devnet/anvil.js'
+import { createAnvilClient } from '../../devnet/anvil-client.js'
 import { createUpstream } from '../../upstream/index.js'
 import { flashblockMessage } from '../message.js'
 import { createPendingState } from '../state.js'
-import { createFlashblockExecutor } from './index.js'
+import { createFlashblockExecutor, RESULT_TIMEOUT_MS } from './index.js'
 
 // The executor behind a real pending state, over a real anvil as the upstream: a plain transfer is executed
 // (receipt and the balances it left), while an OP-Stack deposit, which it does not execute yet, stops its
@@ -95,6 +97,22 @@ describe('flashblock executor', () => {
     expect(withdrawn.sort()).toEqual([number, number + 1])
     expect(child.receipts).toEqual([null])
     expect(executor.status().withdrawnBlocks).toBe(1)
+    executor.stop()
+  })
+
+  test('an upstream that cannot be read stops the block, and its receipts are given up at once, not when they expire', async () => {
+    const logger = pino({ level: 'silent' })
+    const state = createPendingState({ logger })
+    const closed = createAnvilClient(`http://127.0.0.1:${await freePort()}`)
+    const executor = createFlashblockExecutor({ state, chainId: 31337, request: (method, params) => closed.request(method, params), logger })
+    state.setHydrate(executor.hydrate)
+    const transfer = await signedTransfer({ from: 2, nonce: 0 })
+    const started = performance.now()
+    await state.apply(flashblockMessage.parse(flashblock({ index: 0, blockNumber: 5, format: 'current', transactions: [transfer] })))
+    await state.settled()
+    expect(performance.now() - started).toBeLessThan(RESULT_TIMEOUT_MS)
+    expect(state.blocks(4)[0]!.receipts).toEqual([null])
+    expect(executor.status()).toMatchObject({ failedBlocks: 1, executedTransactions: 0 })
     executor.stop()
   })
 

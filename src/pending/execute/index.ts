@@ -18,7 +18,7 @@ import { ExecutionState, type LoadedAccount, ParentState, type StateLoader } fro
 /** EVM rules the executor applies unless told otherwise: Base's execution layer since Isthmus is Prague's. */
 export const DEFAULT_EXECUTION_HARDFORK = 'prague'
 /** An answer not produced within this long (its flashblock was never executed) is given up as unknown. */
-const RESULT_TIMEOUT_MS = 10_000
+export const RESULT_TIMEOUT_MS = 10_000
 /** Cached parent-state entries (accounts and storage slots) kept from block to block at most. */
 const MAX_CACHED_ENTRIES = 250_000
 /**
@@ -317,7 +317,19 @@ export function createFlashblockExecutor({
 
   const onTransactions = (block: PendingBlock, transactions: PendingTransaction[]) => {
     for (const transaction of transactions) deferred(transaction.hash)
-    chain = chain.then(() => executeFlashblock(block, transactions)).catch((error: unknown) => logger.error({ err: error }, 'flashblock execution failed'))
+    chain = chain
+      .then(() => executeFlashblock(block, transactions))
+      .catch((error: unknown) => {
+        // An upstream read that failed (or anything else): the block stops here, and its answers are given up
+        // now rather than when they expire, which would hold up the receipts published after them.
+        if (run !== null && run.block === block) run.failed = true
+        status.failedBlocks++
+        for (const transaction of transactions) deferred(transaction.hash).resolve(null)
+        logger.warn(
+          { block: block.number, err: error instanceof Error ? error.message : String(error) },
+          'flashblock execution failed: the rest of its block has no executed receipts',
+        )
+      })
   }
   /**
    * A pre-confirmation that turned out wrong: a block being executed on top of it (its state carried from the
