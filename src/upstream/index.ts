@@ -15,7 +15,8 @@ export type Upstream = {
   request<result = unknown>(method: string, params?: unknown[]): Promise<result>
   /**
    * The same, but calls made in the same tick share one round trip (a JSON-RPC batch over HTTP; a WebSocket
-   * already shares one connection): for many small reads at once, such as a flashblock's state.
+   * already shares one connection), retried once: for many small reads at once on a deadline, such as a
+   * flashblock's state.
    */
   batchedRequest<result = unknown>(method: string, params?: unknown[]): Promise<result>
 }
@@ -25,7 +26,8 @@ export function createUpstream({ rpcUrl, wsUrl }: UpstreamConfig): Upstream {
   // viem's transports give us retries with backoff, timeouts and request ids; we only use `request`.
   const options = { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS }
   const transport = (isWs ? webSocket(rpcUrl, options) : http(rpcUrl, options))({})
-  const batching = isWs ? transport : http(rpcUrl, { ...options, batch: { wait: 0 } })({})
+  // For reads on a deadline (a flashblock's state): one retry, not five with backoff over six seconds.
+  const batching = isWs ? transport : http(rpcUrl, { ...options, retryCount: 1, batch: { wait: 0 } })({})
   return {
     rpcUrl,
     wsUrl: wsUrl ?? (isWs ? rpcUrl : null),

@@ -3,6 +3,7 @@ import { type Hex, keccak256, toHex } from 'viem'
 import { serializeTransaction } from 'viem/op-stack'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { DEV_ACCOUNTS, flashblock, signedTransfer } from '../../../test/fixtures/flashblocks.js'
+import { startDelayProxy } from '../../../test/fixtures/delay-proxy.js'
 import { freePort } from '../../../test/fixtures/ports.js'
 import { type Anvil, startAnvil } from '../../devnet/anvil.js'
 import { createAnvilClient } from '../../devnet/anvil-client.js'
@@ -113,6 +114,34 @@ describe('flashblock executor', () => {
     expect(performance.now() - started).toBeLessThan(RESULT_TIMEOUT_MS)
     expect(state.blocks(4)[0]!.receipts).toEqual([null])
     expect(executor.status()).toMatchObject({ failedBlocks: 1, executedTransactions: 0 })
+    executor.stop()
+  })
+
+  test('flashblocks of a block sealed while they waited their turn are not executed', async () => {
+    const proxy = await startDelayProxy(anvil.rpcUrl)
+    proxy.setDelay(300)
+    const logger = pino({ level: 'silent' })
+    const state = createPendingState({ logger })
+    const slow = createUpstream({ rpcUrl: proxy.url })
+    const executor = createFlashblockExecutor({ state, chainId: 31337, request: (method, params) => slow.batchedRequest(method, params), logger })
+    state.setHydrate(executor.hydrate)
+    const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
+    const head = Number(await upstream.request<Hex>('eth_blockNumber'))
+    const parent = await upstream.request<{ hash: Hex; timestamp: Hex }>('eth_getBlockByNumber', [toHex(head), false])
+    const nonce = Number(await upstream.request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[4]!.address, 'latest']))
+    const [first, second] = await Promise.all([signedTransfer({ from: 4, nonce }), signedTransfer({ from: 4, nonce: nonce + 1, to: `0x${'71'.repeat(20)}` })])
+    const timestamp = Number(parent.timestamp) + 2
+    await state.apply(
+      flashblockMessage.parse(flashblock({ index: 0, blockNumber: head + 1, parentHash: parent.hash, timestamp, format: 'current', transactions: [first] })),
+    )
+    await state.apply(flashblockMessage.parse(flashblock({ index: 1, blockNumber: head + 1, format: 'current', transactions: [second] })))
+    // Sealed while the first flashblock's reads are on their way; the second has not started.
+    state.confirm({ number: head + 1, hash: keccak256('0x0b'), transactionHashes: [first.hash, second.hash] })
+    await executor.idle()
+    await state.settled()
+    // Only the first flashblock's accounts were read (sender, recipient, fee recipient); the second's recipient never.
+    expect(proxy.calls()).toBe(9)
+    await proxy.stop()
     executor.stop()
   })
 

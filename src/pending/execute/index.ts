@@ -268,6 +268,12 @@ export function createFlashblockExecutor({
   }
 
   async function executeFlashblock(block: PendingBlock, transactions: PendingTransaction[]): Promise<void> {
+    // A block sealed, replaced or dropped while this waited its turn (execution fell behind, say while the
+    // upstream was failing): nothing to pre-confirm any more, so the queue drains instead of growing.
+    if (!state.blocks(-1).includes(block)) {
+      for (const transaction of transactions) deferred(transaction.hash).resolve(null)
+      return
+    }
     const started = performance.now()
     if (run === null || run.block !== block) run = await startRun(block)
     const current = run
