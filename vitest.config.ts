@@ -1,7 +1,10 @@
 import { defineConfig } from 'vitest/config'
 
-/** Tests that measure the server under load: they run after the rest, alone, so no other file competes for the two cores. */
-const ALONE = ['test/load-limit.test.ts']
+/**
+ * Tests that measure the server under load, or load the machine themselves (Base-shaped traffic executed as it
+ * arrives): they run after the rest, alone, so no other file competes for the two cores.
+ */
+const ALONE = ['test/load-limit.test.ts', 'test/pending-execute.test.ts']
 
 export default defineConfig({
   // One graphql instance: Node loads graphql's CommonJS build for graphql-yoga and Pothos, so source files

@@ -27,19 +27,25 @@ async function startLyingUpstream(target: string): Promise<string> {
   lying = createServer((incoming, response) => {
     const chunks: Buffer[] = []
     incoming.on('data', (chunk: Buffer) => chunks.push(chunk))
-    incoming.on('end', async () => {
-      const body = Buffer.concat(chunks)
-      const request = JSON.parse(body.toString('utf8')) as { method: string } | { method: string }[]
-      const answer = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
-      const parsed = (await answer.json()) as { id: unknown; result?: unknown } | { id: unknown; result?: unknown }[]
-      const calls = Array.isArray(request) ? request : [request]
-      const answers = Array.isArray(parsed) ? parsed : [parsed]
-      answers.forEach((entry, offset) => {
-        if (calls[offset]?.method === 'eth_getStorageAt' && entry.result !== undefined) entry.result = MADE_UP_WORD
-      })
-      response.writeHead(answer.status, { 'content-type': 'application/json' }).end(JSON.stringify(parsed))
+    incoming.on('end', () => {
+      lie(Buffer.concat(chunks).toString('utf8')).then(
+        ({ status, text }) => response.writeHead(status, { 'content-type': 'application/json' }).end(text),
+        // The devnet may be gone already while the gateway stops: a bad gateway, not an unhandled rejection.
+        () => response.writeHead(502).end(),
+      )
     })
   })
+  async function lie(body: string): Promise<{ status: number; text: string }> {
+    const request = JSON.parse(body) as { method: string } | { method: string }[]
+    const answer = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    const parsed = (await answer.json()) as { id: unknown; result?: unknown } | { id: unknown; result?: unknown }[]
+    const calls = Array.isArray(request) ? request : [request]
+    const answers = Array.isArray(parsed) ? parsed : [parsed]
+    answers.forEach((entry, offset) => {
+      if (calls[offset]?.method === 'eth_getStorageAt' && entry.result !== undefined) entry.result = MADE_UP_WORD
+    })
+    return { status: answer.status, text: JSON.stringify(parsed) }
+  }
   await new Promise<void>((resolve) => lying.listen(0, '127.0.0.1', resolve))
   return `http://127.0.0.1:${(lying.address() as AddressInfo).port}`
 }
