@@ -4,7 +4,7 @@ import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { deployDevnetToken, result, startTestGateway, type TestGateway, withoutBlockHash } from './fixtures/gateway.js'
 
 // The invariant of the pending view, on both feed formats: every pre-confirmed receipt, log, transaction,
 // balance and nonce seen through flashgate, and the pending block itself, equals what the sealed block
@@ -15,20 +15,6 @@ const ZERO_HASH = `0x${'00'.repeat(32)}`
 const LATEST_START_INDEX = 2
 
 type Json = Record<string, unknown>
-
-async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
-  const answer = await rpc(url, method, params)
-  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
-  return answer.result as value
-}
-
-/** Block hash aside; anvil writes a receipt's `blockTimestamp` as a JSON number, nodes as hex: same value. */
-function withoutBlockHash(object: Json): Json {
-  const { blockHash: _hash, ...rest } = object
-  if (rest.blockTimestamp !== undefined) rest.blockTimestamp = Number(rest.blockTimestamp)
-  if (Array.isArray(rest.logs)) rest.logs = (rest.logs as Json[]).map(withoutBlockHash)
-  return rest
-}
 
 const VARIANTS = [
   { feedFormat: 'current', pendingSource: 'auto', source: 'hydrate' },
@@ -48,14 +34,9 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
       devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 1_000, flashblockIntervalMs: 100, feedFormat })
       database = await createTestDatabase()
       gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl, pendingSource })
-      const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [
-        { from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' },
-      ])
-      let deployed: Json | null = null
-      while (deployed === null || deployed.blockHash === ZERO_HASH)
-        deployed = await result<Json | null>(devnet.rpcUrl, 'eth_getTransactionReceipt', [deployment])
-      token = deployed.contractAddress as Address
-      await gateway.ingester.waitForBlock(Number(deployed.blockNumber), 10_000)
+      const deployed = await deployDevnetToken(devnet.rpcUrl, DEV_ACCOUNTS[0]!.address)
+      token = deployed.address
+      await gateway.ingester.waitForBlock(deployed.blockNumber, 10_000)
     })
 
     afterAll(async () => {

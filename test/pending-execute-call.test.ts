@@ -1,27 +1,20 @@
 import { type Address, encodeFunctionData, type Hex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
+import { tokenAbi } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { deployDevnetToken, result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
 // `--pending-source execute`: `eth_call`, `eth_estimateGas` and `eth_createAccessList` at `pending` run on the
 // state flashgate's own execution of the flashblocks left, before the block seals, and agree with what the
 // reference node (anvil) answers at the sealed block; other tags are still forwarded.
-const ZERO_HASH = `0x${'00'.repeat(32)}`
 /** The mint starts this early in a block, so that it is pre-confirmed well before the block seals. */
 const LATEST_START_INDEX = 2
 /** geth's `estimateGasErrorRatio`: its estimate stops within 1.5% above the lowest gas that succeeds (anvil's). */
 const ESTIMATE_GAS_ERROR_RATIO = 0.015
 
 type Json = Record<string, unknown>
-
-async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
-  const answer = await rpc(url, method, params)
-  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
-  return answer.result as value
-}
 
 describe('pending calls on the executed pending state', () => {
   let devnet: Devnet
@@ -38,13 +31,9 @@ describe('pending calls on the executed pending state', () => {
       databaseUrl: database.databaseUrl,
       pendingSource: 'execute',
     })
-    const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [
-      { from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' },
-    ])
-    let deployed: Json | null = null
-    while (deployed === null || deployed.blockHash === ZERO_HASH) deployed = await result<Json | null>(devnet.rpcUrl, 'eth_getTransactionReceipt', [deployment])
-    token = deployed.contractAddress as Address
-    await gateway.ingester.waitForBlock(Number(deployed.blockNumber), 10_000)
+    const deployed = await deployDevnetToken(devnet.rpcUrl, DEV_ACCOUNTS[0]!.address)
+    token = deployed.address
+    await gateway.ingester.waitForBlock(deployed.blockNumber, 10_000)
   })
 
   afterAll(async () => {

@@ -8,7 +8,7 @@ import { createTrafficGenerator, type TrafficGenerator } from '../src/devnet/tra
 import type { ExecutorStatus } from '../src/pending/execute/index.js'
 import type { PendingBlock } from '../src/pending/state.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { result, startTestGateway, type TestGateway, withoutBlockHash } from './fixtures/gateway.js'
 
 // `--pending-source execute` on today's frames (no receipts, no balances) with no flashblocks-aware node
 // asked: every receipt and log flashgate executed, and every balance it left, equals what the sealed block
@@ -35,20 +35,6 @@ const RUNS: { name: string; devnet: StartDevnetOptions; demo?: boolean; flashblo
     postgresOnly: true,
   },
 ]
-
-async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
-  const answer = await rpc(url, method, params)
-  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
-  return answer.result as value
-}
-
-/** Block hash aside; anvil writes a receipt's `blockTimestamp` as a JSON number, nodes as hex: same value. */
-function withoutBlockHash(object: Json): Json {
-  const { blockHash: _hash, ...rest } = object
-  if (rest.blockTimestamp !== undefined) rest.blockTimestamp = Number(rest.blockTimestamp)
-  if (Array.isArray(rest.logs)) rest.logs = (rest.logs as Json[]).map(withoutBlockHash)
-  return rest
-}
 
 for (const run of RUNS)
   describe.skipIf(run.postgresOnly === true && process.env.DATABASE_URL === undefined)(`pending source execute: ${run.name}`, () => {

@@ -6,11 +6,11 @@ import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { type Address, encodeFunctionData, type Hex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
+import { tokenAbi } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import type { TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
-import { rpc } from './fixtures/gateway.js'
+import { deployDevnetToken, result, rpc } from './fixtures/gateway.js'
 import { freePort } from './fixtures/ports.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
@@ -75,12 +75,6 @@ async function until(check: () => Promise<boolean>, timeoutMs: number, message: 
   }
 }
 
-async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
-  const answer = await rpc(url, method, params)
-  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
-  return answer.result as value
-}
-
 describe.skipIf(!SHARED_POSTGRES_AVAILABLE)('serve --workers 2 --pending-source execute', () => {
   beforeAll(async () => {
     ;[devnet, database, port] = await Promise.all([
@@ -111,13 +105,7 @@ describe.skipIf(!SHARED_POSTGRES_AVAILABLE)('serve --workers 2 --pending-source 
   })
 
   test('both workers serve the executed receipt, and a pending call runs on the primary executed state', { timeout: 60_000 }, async () => {
-    const deployment = await result<Hex>(devnet.rpcUrl, 'eth_sendTransaction', [
-      { from: DEV_ACCOUNTS[0]!.address, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' },
-    ])
-    let deployed: Record<string, unknown> | null = null
-    while (deployed === null || deployed.blockHash === ZERO_HASH)
-      deployed = await result<Record<string, unknown> | null>(devnet.rpcUrl, 'eth_getTransactionReceipt', [deployment])
-    const token = deployed.contractAddress as Address
+    const token = (await deployDevnetToken(devnet.rpcUrl, DEV_ACCOUNTS[0]!.address)).address
     const recipient = `0x${'6d'.repeat(20)}` as Address
     const encode = (functionName: 'mint' | 'balanceOf' | 'transfer', args: readonly unknown[]) =>
       encodeFunctionData({ abi: tokenAbi, functionName, args: args as never })

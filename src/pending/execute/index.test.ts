@@ -26,17 +26,24 @@ afterAll(async () => {
   await anvil?.stop()
 })
 
-async function setUp() {
+/** A pending state with an executor as its receipt source, reading through `request` (anvil by default). */
+function executing(request?: <T>(method: string, params: unknown[]) => Promise<T>) {
   const logger = pino({ level: 'silent' })
   const state = createPendingState({ logger })
   const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
   const executor = createFlashblockExecutor({
     state,
     chainId: 31337,
-    request: (method, params) => upstream.batchedRequest(method, params),
+    request: request ?? ((method, params) => upstream.batchedRequest(method, params)),
     logger,
   })
   state.setHydrate(executor.hydrate)
+  return { state, executor }
+}
+
+async function setUp() {
+  const { state, executor } = executing()
+  const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
   const head = Number(await upstream.request<Hex>('eth_blockNumber'))
   const parent = await upstream.request<{ hash: Hex; timestamp: Hex }>('eth_getBlockByNumber', [toHex(head), false])
   const apply = async (message: ReturnType<typeof flashblock>) => {
@@ -102,11 +109,8 @@ describe('flashblock executor', () => {
   })
 
   test('an upstream that cannot be read stops the block, and its receipts are given up at once, not when they expire', async () => {
-    const logger = pino({ level: 'silent' })
-    const state = createPendingState({ logger })
     const closed = createAnvilClient(`http://127.0.0.1:${await freePort()}`)
-    const executor = createFlashblockExecutor({ state, chainId: 31337, request: (method, params) => closed.request(method, params), logger })
-    state.setHydrate(executor.hydrate)
+    const { state, executor } = executing((method, params) => closed.request(method, params))
     const transfer = await signedTransfer({ from: 2, nonce: 0 })
     const started = performance.now()
     await state.apply(flashblockMessage.parse(flashblock({ index: 0, blockNumber: 5, format: 'current', transactions: [transfer] })))
@@ -120,11 +124,8 @@ describe('flashblock executor', () => {
   test('flashblocks of a block sealed while they waited their turn are not executed', async () => {
     const proxy = await startDelayProxy(anvil.rpcUrl)
     proxy.setDelay(300)
-    const logger = pino({ level: 'silent' })
-    const state = createPendingState({ logger })
     const slow = createUpstream({ rpcUrl: proxy.url })
-    const executor = createFlashblockExecutor({ state, chainId: 31337, request: (method, params) => slow.batchedRequest(method, params), logger })
-    state.setHydrate(executor.hydrate)
+    const { state, executor } = executing((method, params) => slow.batchedRequest(method, params))
     const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
     const head = Number(await upstream.request<Hex>('eth_blockNumber'))
     const parent = await upstream.request<{ hash: Hex; timestamp: Hex }>('eth_getBlockByNumber', [toHex(head), false])
