@@ -190,12 +190,13 @@ async function main(): Promise<number> {
   }
 }
 
-/** `--scale`, `--follow` and `--execute` are benches of their own (bench/scale.ts, follow.ts, execute.ts), loaded only when asked for. */
+/** `--scale`, `--follow`, `--execute` and `--ponder` are benches of their own (bench/scale.ts, follow.ts, execute.ts, ponder.ts), loaded only when asked for. */
 async function dispatch(argv: string[]): Promise<number> {
   const rest = (flag: string) => argv.filter((argument) => argument !== flag)
   if (argv.includes('--scale')) return (await import('./scale.js')).runScaleBench(rest('--scale'))
   if (argv.includes('--follow')) return (await import('./follow.js')).runFollowBench(rest('--follow'))
   if (argv.includes('--execute')) return (await import('./execute.js')).runExecuteBench(rest('--execute'))
+  if (argv.includes('--ponder')) return (await import('./ponder.js')).runPonderBench(rest('--ponder'))
   return main()
 }
 

@@ -33,7 +33,9 @@ export type BenchOptions = {
 
 const USAGE = `npm run bench -- [--quick] [--logs N] [--pglite] [--duration S] [--connections N] [--seed N] [--admin-database-url URL]
        npm run bench -- --scale [--sizes 10M,50M,100M] …   (bench/scale.ts)
-       npm run bench -- --follow [--duration S] …          (bench/follow.ts)`
+       npm run bench -- --follow [--duration S] …          (bench/follow.ts)
+       npm run bench -- --execute …                         (bench/execute.ts)
+       npm run bench -- --ponder [--rounds N] [--pglite]    (bench/ponder.ts)`
 
 export function parseBenchOptions(argv: string[]): BenchOptions {
   const { values } = parseArgs({
