@@ -232,6 +232,11 @@ export function createMetrics(sources: MetricsSources = {}) {
       (figures) => figures.execution?.executedTransactions ?? null,
     )
     gauge(
+      'flashgate_pending_executed_deposits_total',
+      'Of those, OP-Stack deposit transactions (the L1-attributes one opens every block of such a chain)',
+      (figures) => figures.execution?.executedDeposits ?? null,
+    )
+    gauge(
       'flashgate_pending_execution_upstream_reads_total',
       'Accounts and storage slots the executor read from the upstream',
       (figures) => figures.execution?.upstreamReads ?? null,
@@ -249,14 +254,14 @@ export function createMetrics(sources: MetricsSources = {}) {
     new Gauge({
       name: 'flashgate_pending_execution_blocks_total',
       aggregator: 'first',
-      help: 'Blocks the executor started, by how: on the state the block before left (carried) or read afresh (fresh); and blocks whose execution stopped: failed, withdrawn (built on a diverged block), deposit (an OP-Stack deposit, not executed)',
+      help: 'Blocks the executor started, by how: on the state the block before left (carried) or read afresh (fresh); and blocks whose execution stopped: failed, withdrawn (built on a diverged block)',
       labelNames: ['outcome'] as const,
       registers: [registry],
       collect() {
         const execution = pending().execution
         if (execution === undefined || execution === null) return
-        const { carriedBlocks, freshBlocks, failedBlocks, withdrawnBlocks, depositBlocks } = execution
-        const outcomes = { carried: carriedBlocks, fresh: freshBlocks, failed: failedBlocks, withdrawn: withdrawnBlocks, deposit: depositBlocks }
+        const { carriedBlocks, freshBlocks, failedBlocks, withdrawnBlocks } = execution
+        const outcomes = { carried: carriedBlocks, fresh: freshBlocks, failed: failedBlocks, withdrawn: withdrawnBlocks }
         for (const [outcome, count] of Object.entries(outcomes)) this.set({ outcome }, count)
       },
     })

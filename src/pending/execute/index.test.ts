@@ -1,6 +1,5 @@
 import { pino } from 'pino'
 import { type Hex, keccak256, toHex } from 'viem'
-import { serializeTransaction } from 'viem/op-stack'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { DEV_ACCOUNTS, flashblock, signedTransfer } from '../../../test/fixtures/flashblocks.js'
 import { startDelayProxy } from '../../../test/fixtures/delay-proxy.js'
@@ -12,9 +11,9 @@ import { flashblockMessage } from '../message.js'
 import { createPendingState } from '../state.js'
 import { createFlashblockExecutor, RESULT_TIMEOUT_MS } from './index.js'
 
-// The executor behind a real pending state, over a real anvil as the upstream: a plain transfer is executed
-// (receipt and the balances it left), while an OP-Stack deposit, which it does not execute yet, stops its
-// block there without a single upstream read for what follows.
+// The executor behind a real pending state, over a real anvil as the upstream: a transfer executed (receipt
+// and the balances it left), divergence, a failing upstream, a backlog. OP-Stack blocks:
+// test/pending-execute-op-stack.test.ts.
 
 let anvil: Anvil
 
@@ -73,7 +72,7 @@ describe('flashblock executor', () => {
     const block = state.blocks(number - 1).find((candidate) => candidate.number === number)!
     expect(block.receipts[0]).toMatchObject({ status: '0x1', gasUsed: '0x5208', cumulativeGasUsed: '0x5208', logs: [], transactionIndex: '0x0' })
     expect(block.balances.get(recipient)).toBe(12_345n)
-    expect(executor.status()).toMatchObject({ executedTransactions: 1, failedBlocks: 0, depositBlocks: 0 })
+    expect(executor.status()).toMatchObject({ executedTransactions: 1, failedBlocks: 0, executedDeposits: 0 })
     executor.stop()
   })
 
@@ -143,37 +142,6 @@ describe('flashblock executor', () => {
     // Only the first flashblock's accounts were read (sender, recipient, fee recipient); the second's recipient never.
     expect(proxy.calls()).toBe(9)
     await proxy.stop()
-    executor.stop()
-  })
-
-  test('an OP-Stack deposit stops its block: no receipt from it on, and nothing read for it', async () => {
-    const { state, executor, number, parent, apply } = await setUp()
-    const deposit = serializeTransaction({
-      type: 'deposit',
-      sourceHash: keccak256('0x01'),
-      from: DEV_ACCOUNTS[3]!.address,
-      to: DEV_ACCOUNTS[4]!.address,
-      mint: 0n,
-      value: 0n,
-      gas: 1_000_000n,
-      isSystemTx: false,
-      data: '0x',
-    })
-    const after = await signedTransfer({ from: 3, nonce: 0 })
-    await apply(
-      flashblock({
-        index: 0,
-        blockNumber: number,
-        parentHash: parent.hash,
-        timestamp: Number(parent.timestamp) + 2,
-        format: 'current',
-        transactions: [{ raw: deposit, hash: keccak256(deposit) }, after],
-      }),
-    )
-    const block = state.blocks(number - 1).find((candidate) => candidate.number === number)!
-    expect(block.transactions.map((transaction) => transaction.type)).toEqual([0x7e, 2])
-    expect(block.receipts).toEqual([null, null])
-    expect(executor.status()).toMatchObject({ executedTransactions: 0, depositBlocks: 1, upstreamReads: 0 })
     executor.stop()
   })
 })

@@ -1,11 +1,11 @@
 import { createRequire } from 'node:module'
 import { type Block, createBlock } from '@ethereumjs/block'
 import { type Common, createCustomCommon, Mainnet } from '@ethereumjs/common'
-import { createTxFromRLP } from '@ethereumjs/tx'
-import { bytesToHex, hexToBytes } from '@ethereumjs/util'
+import { createLegacyTx, createTxFromRLP } from '@ethereumjs/tx'
+import { Account, Address, bytesToHex, hexToBytes, setLengthLeft } from '@ethereumjs/util'
 import { createVM, runTx, type VM } from '@ethereumjs/vm'
 import type { Logger } from 'pino'
-import type { Hash, Hex } from 'viem'
+import { getContractAddress, type Hash, type Hex } from 'viem'
 import { type CallRequest, toQuantity } from '../../codecs/index.js'
 import { isFlashgateError } from '../../errors.js'
 import type { FeedReceipt } from '../message.js'
@@ -13,6 +13,19 @@ import { buildPendingReceipt } from '../receipts.js'
 import { type Divergence, EXECUTED_BALANCES_KEY, type Hydrate, type PendingBlock, type PendingState, type UpstreamReceipt } from '../state.js'
 import type { PendingTransaction } from '../transactions.js'
 import { type AccessListResult, type CallKind, runPendingCall } from './call.js'
+import {
+  BASE_FEE_VAULT,
+  DEPOSIT_RECEIPT_VERSION,
+  estimatedSizeScaled,
+  isJovianL1Info,
+  L1_BLOCK,
+  L1_FEE_VAULT,
+  l1DataFee,
+  OPERATOR_FEE_VAULT,
+  opReceiptFields,
+  operatorFee,
+  readL1FeeParameters,
+} from './op-stack.js'
 import { ExecutionState, type LoadedAccount, ParentState, type StateLoader } from './state.js'
 
 /** EVM rules the executor applies unless told otherwise: Base's execution layer since Isthmus is Prague's. */
@@ -60,6 +73,10 @@ type BlockRun = {
   block: PendingBlock
   vm: VM
   header: Block
+  /** The header deposits run under: they pay no gas, so no base fee either. */
+  depositHeader: Block
+  /** Set when the block opened with an OP-Stack deposit (the L1-attributes one): OP-Stack fees and receipts. */
+  opStack: { jovian: boolean } | null
   state: ExecutionState
   parent: ParentState
   /** Position in the block of the next transaction to execute. */
@@ -78,8 +95,8 @@ export type ExecutorStatus = {
   freshBlocks: number
   /** Blocks whose executed receipts were withdrawn because the block they were built on diverged. */
   withdrawnBlocks: number
-  /** Blocks whose execution stopped at an OP-Stack deposit transaction (not executed yet). */
-  depositBlocks: number
+  /** OP-Stack deposit transactions executed (the L1-attributes one opens every block of such a chain). */
+  executedDeposits: number
   /** `eth_call`, `eth_estimateGas` and `eth_createAccessList` at `pending` answered from the executed state. */
   pendingCalls: number
   upstreamReads: number
@@ -93,8 +110,9 @@ export type ExecutorStatus = {
  * flashblocks-aware node would report. State the block reads comes from a cache carried from one block to
  * the next (a block's writes are its child's parent state, when the child's parent hash is the hash the
  * feed gave the block we executed), and otherwise from the upstream at the parent block, prefetched for a
- * flashblock's senders and recipients in parallel. Plain EVM chains only: OP-Stack deposits and L1 fees
- * are not executed (a block with a deposit stops execution for that block).
+ * flashblock's senders and recipients in parallel. A block that opens with an OP-Stack deposit (the
+ * L1-attributes one, on Base) is executed by the OP-Stack's rules: deposits, L1 data and operator fees,
+ * fee vaults, and the receipts' OP fields (op-stack.ts).
  *
  * It hears the transactions from the pending state's `transactions` event and answers the state's
  * `Hydrate` calls (by hash) from what it executed, so that workers asking through their primary get the
@@ -157,7 +175,7 @@ export function createFlashblockExecutor({
     carriedBlocks: 0,
     freshBlocks: 0,
     withdrawnBlocks: 0,
-    depositBlocks: 0,
+    executedDeposits: 0,
     pendingCalls: 0,
     lastFlashblockMs: null as number | null,
   }
@@ -198,7 +216,19 @@ export function createFlashblockExecutor({
     parentAt = toQuantity(block.number - 1)
     const executionState = new ExecutionState(parent)
     const vm = await createVM({ common, stateManager: executionState })
-    return { block, vm, header: headerOf(block, block.header.baseFeePerGas), state: executionState, parent, next: 0, gasUsed: 0n, logCount: 0, failed: false }
+    return {
+      block,
+      vm,
+      header: headerOf(block, block.header.baseFeePerGas),
+      depositHeader: headerOf(block, 0n),
+      opStack: null,
+      state: executionState,
+      parent,
+      next: 0,
+      gasUsed: 0n,
+      logCount: 0,
+      failed: false,
+    }
   }
 
   /** The pending block's header for the EVM; a call that pays no fee sees a zero base fee (geth's `NoBaseFee`). */
@@ -228,6 +258,8 @@ export function createFlashblockExecutor({
   async function prefetch(current: BlockRun, transactions: PendingTransaction[]): Promise<void> {
     if (transactions.length === 0) return
     const addresses = new Set<string>([current.block.header.feeRecipient])
+    if (current.opStack !== null || transactions[0]?.type === DEPOSIT_TRANSACTION_TYPE)
+      for (const address of [L1_BLOCK, BASE_FEE_VAULT, L1_FEE_VAULT, OPERATOR_FEE_VAULT]) addresses.add(address)
     for (const transaction of transactions) {
       addresses.add(transaction.from)
       if (transaction.to !== null) addresses.add(transaction.to)
@@ -235,23 +267,126 @@ export function createFlashblockExecutor({
     await current.parent.prefetch(addresses)
   }
 
-  async function executeOne(current: BlockRun, transaction: PendingTransaction): Promise<UpstreamReceipt> {
+  /** The L1 fee parameters as the block so far left them in the L1Block predeploy. */
+  function l1Parameters(state: ExecutionState, jovian: boolean) {
+    const l1Block = new Address(hexToBytes(L1_BLOCK))
+    return readL1FeeParameters(async (slot) => setLengthLeft(await state.getStorage(l1Block, setLengthLeft(hexToBytes(toQuantity(slot)), 32)), 32), jovian)
+  }
+
+  /** Adds `amount` (negative: takes it) to an account's balance, outside any transaction. */
+  async function credit(state: ExecutionState, address: Hex, amount: bigint): Promise<void> {
+    if (amount === 0n) return
+    const key = new Address(hexToBytes(address))
+    const account = (await state.getAccount(key)) ?? new Account()
+    account.balance += amount
+    if (account.balance < 0n) throw new Error(`${address} cannot pay ${-amount} wei of OP-Stack fees`)
+    await state.putAccount(key, account)
+  }
+
+  /**
+   * An OP-Stack deposit (type 0x7e): its mint credited first and kept whatever happens; then run as a call
+   * that pays no gas (a zero gas price under a zero base fee), with its sender from the envelope. A deposit
+   * the EVM refuses (say its value exceeds the sender's balance) or halts is still included: failed, all its
+   * gas used, nothing kept but the mint and the sender's nonce.
+   */
+  async function runDeposit(current: BlockRun, transaction: PendingTransaction) {
+    const { fields } = transaction
+    const sender = new Address(hexToBytes(transaction.from))
+    await credit(current.state, transaction.from, BigInt(fields.mint as Hex))
+    const nonce = (await current.state.getAccount(sender))?.nonce ?? 0n
+    const gasLimit = BigInt(fields.gas as Hex)
+    const tx = createLegacyTx(
+      { nonce, gasPrice: 0n, gasLimit, to: transaction.to ?? undefined, value: BigInt(fields.value as Hex), data: hexToBytes(fields.input as Hex) },
+      { common, freeze: false },
+    )
+    Object.assign(tx, { getSenderAddress: () => sender })
+    const failed = async () => {
+      const account = (await current.state.getAccount(sender)) ?? new Account()
+      if (account.nonce === nonce) account.nonce++
+      await current.state.putAccount(sender, account)
+      return { status: 0 as const, cumulativeGasUsed: current.gasUsed + gasLimit, logs: [], depositNonce: nonce }
+    }
+    let result: Awaited<ReturnType<typeof runTx>>
+    try {
+      result = await runTx(current.vm, { tx, block: current.depositHeader, blockGasUsed: current.gasUsed, skipHardForkValidation: true })
+    } catch {
+      return failed()
+    }
+    const error = result.execResult.exceptionError
+    if (error !== undefined && error.error !== 'revert') return failed()
+    return {
+      status: error === undefined ? (1 as const) : (0 as const),
+      cumulativeGasUsed: result.receipt.cumulativeBlockGasUsed,
+      logs: result.receipt.logs,
+      depositNonce: nonce,
+    }
+  }
+
+  /**
+   * A signed transaction. On an OP-Stack chain, its L1 data fee and its operator fee on its gas limit are
+   * taken from the sender before it runs; after it, the unused operator fee is given back, and the L1 fee,
+   * the base fee and the operator fee are paid to their vaults.
+   */
+  async function runSigned(current: BlockRun, transaction: PendingTransaction) {
     const tx = createTxFromRLP(hexToBytes(transaction.raw), { common })
     // The sender was recovered when the frame was decoded; ethereumjs keeps the key on the (shallowly) frozen tx.
     if (transaction.senderPublicKey !== undefined) tx.cache.senderPubKey = transaction.senderPublicKey
+    const op = current.opStack
+    const parameters = op === null ? null : await l1Parameters(current.state, op.jovian)
+    const sizeScaled = parameters === null ? 0n : estimatedSizeScaled(transaction.raw)
+    const l1Fee = parameters === null ? 0n : l1DataFee(sizeScaled, parameters)
+    const operatorCharge = parameters === null ? 0n : operatorFee(tx.gasLimit, parameters)
+    if (parameters !== null) await credit(current.state, transaction.from, -(l1Fee + operatorCharge))
     const result = await runTx(current.vm, { tx, block: current.header, blockGasUsed: current.gasUsed, skipHardForkValidation: true })
     const { receipt } = result
-    const cumulativeGasUsed = receipt.cumulativeBlockGasUsed
+    let extra: Record<string, Hex> = {}
+    if (parameters !== null) {
+      const gasUsed = receipt.cumulativeBlockGasUsed - current.gasUsed
+      const operatorPaid = operatorFee(gasUsed, parameters)
+      await credit(current.state, transaction.from, operatorCharge - operatorPaid)
+      await credit(current.state, L1_FEE_VAULT, l1Fee)
+      await credit(current.state, BASE_FEE_VAULT, current.block.header.baseFeePerGas * gasUsed)
+      await credit(current.state, OPERATOR_FEE_VAULT, operatorPaid)
+      extra = opReceiptFields(sizeScaled, l1Fee, parameters)
+    }
+    return {
+      status: 'status' in receipt && receipt.status === 1 ? (1 as const) : (0 as const),
+      cumulativeGasUsed: receipt.cumulativeBlockGasUsed,
+      logs: receipt.logs,
+      extra,
+    }
+  }
+
+  async function executeOne(current: BlockRun, transaction: PendingTransaction): Promise<UpstreamReceipt> {
+    const deposit = transaction.type === DEPOSIT_TRANSACTION_TYPE
+    // An OP-Stack block opens with the L1-attributes deposit; its call says which upgrade's rules apply.
+    if (deposit && transaction.index === 0) current.opStack = { jovian: isJovianL1Info(transaction.fields.input as Hex) }
+    let ran: { status: 0 | 1; cumulativeGasUsed: bigint; logs: [Uint8Array, Uint8Array[], Uint8Array][]; extra?: Record<string, Hex> }
+    if (deposit) {
+      const { depositNonce, ...rest } = await runDeposit(current, transaction)
+      const parameters = current.opStack === null ? null : await l1Parameters(current.state, current.opStack.jovian)
+      ran = {
+        ...rest,
+        extra: {
+          ...(parameters === null ? {} : opReceiptFields(estimatedSizeScaled(transaction.raw), 0n, parameters)),
+          depositNonce: toQuantity(depositNonce),
+          depositReceiptVersion: toQuantity(DEPOSIT_RECEIPT_VERSION),
+          ...(transaction.to === null && { contractAddress: getContractAddress({ from: transaction.from, nonce: depositNonce }).toLowerCase() as Hex }),
+        },
+      }
+      status.executedDeposits++
+    } else ran = await runSigned(current, transaction)
+    const cumulativeGasUsed = ran.cumulativeGasUsed
     const feedReceipt: FeedReceipt = {
       type: transaction.type,
-      status: 'status' in receipt && receipt.status === 1 ? 1 : 0,
+      status: ran.status,
       cumulativeGasUsed,
-      logs: receipt.logs.map(([address, topics, data]) => ({
+      logs: ran.logs.map(([address, topics, data]) => ({
         address: bytesToHex(address) as Hex,
         topics: topics.map((topic) => bytesToHex(topic) as Hash),
         data: bytesToHex(data) as Hex,
       })),
-      extra: {},
+      extra: ran.extra ?? {},
     }
     const built = buildPendingReceipt({
       transaction,
@@ -277,10 +412,7 @@ export function createFlashblockExecutor({
     const started = performance.now()
     if (run === null || run.block !== block) run = await startRun(block)
     const current = run
-    // OP-Stack deposits (the L1-attributes transaction opens every Base block) are not executed yet: the block
-    // stops at the first one, and nothing after it is read.
-    const deposit = transactions.findIndex((transaction) => transaction.type === DEPOSIT_TRANSACTION_TYPE)
-    if (!current.failed) await prefetch(current, deposit === -1 ? transactions : transactions.slice(0, deposit))
+    if (!current.failed) await prefetch(current, transactions)
     for (const transaction of transactions) {
       const entry = deferred(transaction.hash)
       if (!current.failed && transaction.index !== current.next) {
@@ -291,16 +423,6 @@ export function createFlashblockExecutor({
         )
       }
       if (current.failed) {
-        entry.resolve(null)
-        continue
-      }
-      if (transaction.type === DEPOSIT_TRANSACTION_TYPE) {
-        current.failed = true
-        if (status.depositBlocks++ === 0)
-          logger.warn(
-            { block: block.number, transaction: transaction.hash },
-            'OP-Stack deposit transactions are not executed: a block has no executed receipts from its first deposit on (on an OP-Stack chain use --pending-source hydrate with a flashblocks-aware upstream)',
-          )
         entry.resolve(null)
         continue
       }
