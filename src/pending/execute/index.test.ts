@@ -76,6 +76,31 @@ describe('flashblock executor', () => {
     executor.stop()
   })
 
+  test("BLOCKHASH sees the pending block's ancestors: its parent from the feed, older ones from the upstream", async () => {
+    const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
+    await upstream.request('anvil_mine', ['0x6'])
+    // Logs blockhash(number - 1) and blockhash(number - 5): NUMBER 1 SWAP1 SUB BLOCKHASH 0 MSTORE …, LOG0(0, 64).
+    const probe: Hex = `0x${'b1'.repeat(20)}`
+    await upstream.request('anvil_setCode', [probe, '0x436001900340600052436005900340602052604060' + '00a000'])
+    const { state, executor, number, parent, apply } = await setUp()
+    const nonce = Number(await upstream.request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[3]!.address, 'latest']))
+    const transaction = await signedTransfer({ from: 3, nonce, to: probe, value: 0n, gas: 60_000n })
+    await apply(
+      flashblock({
+        index: 0,
+        blockNumber: number,
+        parentHash: parent.hash,
+        timestamp: Number(parent.timestamp) + 2,
+        format: 'current',
+        transactions: [transaction],
+      }),
+    )
+    const block = state.blocks(number - 1).find((candidate) => candidate.number === number)!
+    const older = await upstream.request<{ hash: Hex }>('eth_getBlockByNumber', [toHex(number - 5), false])
+    expect((block.receipts[0] as { logs: { data: Hex }[] }).logs[0]!.data).toBe(`${parent.hash}${older.hash.slice(2)}`)
+    executor.stop()
+  })
+
   test('a block executing on the state of one that diverged from its sealed block is withdrawn with it', async () => {
     const { state, executor, number, parent, apply } = await setUp()
     const withdrawn: number[] = []

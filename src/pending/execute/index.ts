@@ -32,6 +32,8 @@ import { ExecutionState, type LoadedAccount, ParentState, type StateLoader } fro
 export const DEFAULT_EXECUTION_HARDFORK = 'prague'
 /** An answer not produced within this long (its flashblock was never executed) is given up as unknown. */
 export const RESULT_TIMEOUT_MS = 10_000
+/** BLOCKHASH sees this many blocks back (the yellow paper's window). */
+const BLOCKHASH_WINDOW = 256
 /** Cached parent-state entries (accounts and storage slots) kept from block to block at most. */
 const MAX_CACHED_ENTRIES = 250_000
 /**
@@ -166,6 +168,30 @@ export function createFlashblockExecutor({
     },
   }
   let parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
+  /**
+   * Hashes of the pending block's ancestors, for BLOCKHASH: the parent's from the feed, older ones read from
+   * the upstream when a transaction asks (kept while blocks follow one another; a fresh start forgets them).
+   */
+  let ancestorHashes = new Map<number, Promise<Uint8Array>>()
+  const blockchain = {
+    async getBlock(number: number) {
+      let hash = ancestorHashes.get(number)
+      if (hash === undefined) {
+        upstreamReads++
+        hash = request<{ hash: Hex } | null>('eth_getBlockByNumber', [toQuantity(number), false]).then((block) =>
+          block === null ? new Uint8Array(32) : hexToBytes(block.hash),
+        )
+        ancestorHashes.set(number, hash)
+        hash.catch(() => ancestorHashes.delete(number))
+      }
+      const bytes = await hash
+      return { hash: () => bytes }
+    },
+    async putBlock() {},
+    shallowCopy() {
+      return blockchain
+    },
+  }
   let run: BlockRun | null = null
   /** Flashblocks are executed one after another, across blocks: each may build on the one before. */
   let chain: Promise<unknown> = Promise.resolve()
@@ -211,11 +237,14 @@ export function createFlashblockExecutor({
       status.carriedBlocks++
     } else {
       parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
+      ancestorHashes = new Map()
       status.freshBlocks++
     }
+    ancestorHashes.set(block.number - 1, Promise.resolve(hexToBytes(block.header.parentHash)))
+    for (const number of ancestorHashes.keys()) if (number < block.number - BLOCKHASH_WINDOW) ancestorHashes.delete(number)
     parentAt = toQuantity(block.number - 1)
     const executionState = new ExecutionState(parent)
-    const vm = await createVM({ common, stateManager: executionState })
+    const vm = await createVM({ common, stateManager: executionState, blockchain })
     return {
       block,
       vm,
@@ -494,7 +523,7 @@ export function createFlashblockExecutor({
     const paysFees = (request.gasPrice ?? request.maxFeePerGas ?? request.maxPriorityFeePerGas ?? 0n) > 0n
     const header = headerOf(block, paysFees ? block.header.baseFeePerGas : 0n)
     try {
-      const answer = await runPendingCall(kind, { vm: await createVM({ common, stateManager: copy }), state: copy, header, request })
+      const answer = await runPendingCall(kind, { vm: await createVM({ common, stateManager: copy, blockchain }), state: copy, header, request })
       status.pendingCalls++
       return answer
     } catch (error) {
