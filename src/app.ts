@@ -188,6 +188,7 @@ export async function startGateway({
     batchSize: config.ingestBatchSize,
     registry: config.builderCodeRegistry,
     entryPoints: config.entryPoints,
+    keepRecentStateDiffs: executor !== null,
   })
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres
   // NOTIFY (below), and subscribers everywhere through `resolvers.events`.
@@ -204,6 +205,7 @@ export async function startGateway({
   ingester.events.on('blocks', (blocks) => {
     for (const block of blocks) {
       resolvers.pendingView.observeSealed(block.block)
+      executor?.sealed(block)
       pending?.confirm(block)
     }
     resolvers.sending.onBlocks(blocks)

@@ -5,7 +5,7 @@ import type { Address, Hex } from 'viem'
  * before the transaction, `post` only the fields that changed. Missing fields are zero (geth omits them).
  * https://geth.ethereum.org/docs/developers/evm-tracing/built-in-tracers#prestate-tracer
  */
-export type PrestateAccount = { balance?: Hex; nonce?: number | Hex }
+export type PrestateAccount = { balance?: Hex; nonce?: number | Hex; code?: Hex; storage?: Record<Hex, Hex> }
 export type PrestateDiff = { pre: Record<string, PrestateAccount>; post: Record<string, PrestateAccount> }
 
 type State = { balance: bigint; nonce: bigint }

@@ -15,6 +15,8 @@ export type BlockData = {
   receipts: RawReceipt[]
   /** `null` when the upstream offers no tracing; account state is then read through (resolvers/accounts.ts). */
   accountChanges: AccountChange[] | null
+  /** The block's per-transaction state diffs, kept only when asked (the flashblock executor's cache, for recent blocks). */
+  stateDiffs?: PrestateDiff[]
 }
 
 export type BlockRows = {
@@ -35,7 +37,7 @@ export class InconsistentBlockError extends Error {
   override readonly name = 'InconsistentBlockError'
 }
 
-export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: PrestateDiff[] | null): BlockData {
+export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: PrestateDiff[] | null, keepDiffs = false): BlockData {
   if (receipts.length !== block.transactions.length)
     throw new InconsistentBlockError(`block ${block.number}: ${block.transactions.length} transactions but ${receipts.length} receipts`)
   receipts.forEach((receipt, index) => {
@@ -43,7 +45,7 @@ export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: Pres
     if (receipt.blockHash !== block.hash || receipt.transactionHash !== transaction.hash)
       throw new InconsistentBlockError(`block ${block.number}: receipt ${index} belongs to another block`)
   })
-  return { block, receipts, accountChanges: diffs === null ? null : foldPrestateDiffs(diffs) }
+  return { block, receipts, accountChanges: diffs === null ? null : foldPrestateDiffs(diffs), ...(keepDiffs && diffs !== null && { stateDiffs: diffs }) }
 }
 
 const toNumber = (value: Hex | null | undefined) => Number.parseInt(value ?? '0x0', 16)

@@ -20,7 +20,16 @@ function isUnsupported(error: unknown): boolean {
   return /method not found|not supported|does not exist|not available|unsupported/.test(text)
 }
 
-export function createBlockFetcher({ upstream, capabilities }: { upstream: Upstream; capabilities: UpstreamCapabilities }) {
+export function createBlockFetcher({
+  upstream,
+  capabilities,
+  keepStateDiffs,
+}: {
+  upstream: Upstream
+  capabilities: UpstreamCapabilities
+  /** Which blocks keep their raw state diffs on their `BlockData` (none unless asked). */
+  keepStateDiffs?: (block: RawBlock) => boolean
+}) {
   async function fetchReceipts(block: RawBlock): Promise<RawReceipt[]> {
     if (block.transactions.length === 0) return []
     if (capabilities.blockReceipts) {
@@ -65,7 +74,7 @@ export function createBlockFetcher({ upstream, capabilities }: { upstream: Upstr
     const block = await upstream.request<RawBlock | null>('eth_getBlockByNumber', [toQuantity(number), true])
     if (block === null) throw new InconsistentBlockError(`upstream has no block ${number}`)
     const [receipts, diffs] = await Promise.all([fetchReceipts(block), fetchDiffs(block)])
-    return toBlockData(block, receipts, diffs)
+    return toBlockData(block, receipts, diffs, keepStateDiffs?.(block) ?? false)
   }
 
   async function fetchHeader(number: number): Promise<{ number: Hex; hash: Hash; parentHash: Hash } | null> {

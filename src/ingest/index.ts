@@ -6,6 +6,7 @@ import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, SYNC_K
 import type { Upstream } from '../upstream/index.js'
 import type { EntryPoint } from '../attribution/user-operations.js'
 import { createRegistryFollower, type RegistrySetting } from './registry.js'
+import type { PrestateDiff } from './account-diffs.js'
 import type { RawBlock, RawReceipt } from './block-data.js'
 import { createBlockFetcher, type UpstreamCapabilities } from './fetch-block.js'
 import { createHeadFollower } from './follow.js'
@@ -18,6 +19,8 @@ export type { IngesterStatus }
 
 /** Blocks written per transaction while backfilling, and upstream requests in flight at once. */
 const DEFAULT_BATCH_SIZE = 100
+/** With `keepRecentStateDiffs`, blocks sealed within this long keep their state diffs. */
+const RECENT_STATE_DIFFS_S = 60
 const DEFAULT_FETCH_CONCURRENCY = 8
 const RETRY_BASE_MS = 250
 const RETRY_MAX_MS = 10_000
@@ -38,13 +41,18 @@ export type IngesterConfig = {
   registry?: RegistrySetting
   /** The EntryPoints whose user operations are attributed; default: the canonical ones. */
   entryPoints?: readonly EntryPoint[]
+  /**
+   * Hand the state diffs of blocks sealed in the last minute to `blocks` listeners (the flashblock executor
+   * keeps its parent-state cache current with them); older blocks, a backfill's, never keep them.
+   */
+  keepRecentStateDiffs?: boolean
 }
 
 export type IngesterEvents = {
   /** New canonical blocks were committed, up to `head`. */
   head: [head: StoredHead]
   /** The blocks of that commit, in order, with their transaction hashes and receipts (for the pending view). */
-  blocks: [blocks: { number: number; hash: Hash; transactionHashes: Hash[]; receipts: RawReceipt[]; block: RawBlock }[]]
+  blocks: [blocks: { number: number; hash: Hash; transactionHashes: Hash[]; receipts: RawReceipt[]; block: RawBlock; stateDiffs?: PrestateDiff[] }[]]
   /** Blocks above `ancestor` were removed, and `removedLogs` logs with them. */
   reorg: [event: { ancestor: number; removedLogs: number }]
 }
@@ -54,7 +62,11 @@ export function createIngester(config: IngesterConfig) {
   // Bound to the ingest lock's session once the lock is held (see acquireLock).
   let store: Store = createStore({ db })
   const capabilities: UpstreamCapabilities = { blockReceipts: true, tracing: true }
-  const fetcher = createBlockFetcher({ upstream, capabilities })
+  const fetcher = createBlockFetcher({
+    upstream,
+    capabilities,
+    keepStateDiffs: config.keepRecentStateDiffs ? (block) => Date.now() / 1000 - Number.parseInt(block.timestamp, 16) < RECENT_STATE_DIFFS_S : undefined,
+  })
   const events = new EventEmitter<IngesterEvents>()
   const registry = createRegistryFollower({ setting: config.registry === undefined ? 'default' : config.registry, upstream, logger })
   const status = createStatus()
@@ -76,12 +88,13 @@ export function createIngester(config: IngesterConfig) {
       events.emit('head', head)
       events.emit(
         'blocks',
-        blocks.map(({ block, receipts }) => ({
+        blocks.map(({ block, receipts, stateDiffs }) => ({
           number: Number.parseInt(block.number, 16),
           hash: block.hash,
           transactionHashes: block.transactions.map((transaction) => transaction.hash),
           receipts,
           block,
+          stateDiffs,
         })),
       )
     },

@@ -254,14 +254,14 @@ export function createMetrics(sources: MetricsSources = {}) {
     new Gauge({
       name: 'flashgate_pending_execution_blocks_total',
       aggregator: 'first',
-      help: 'Blocks the executor started, by how: on the state the block before left (carried) or read afresh (fresh); and blocks whose execution stopped: failed, withdrawn (built on a diverged block)',
+      help: "Blocks the executor started, by how: on the state the block before left (carried), on the cache caught up with the sealed blocks' state diffs (canonical) or read afresh (fresh); and blocks whose execution stopped: failed, withdrawn (built on a diverged block)",
       labelNames: ['outcome'] as const,
       registers: [registry],
       collect() {
         const execution = pending().execution
         if (execution === undefined || execution === null) return
-        const { carriedBlocks, freshBlocks, failedBlocks, withdrawnBlocks } = execution
-        const outcomes = { carried: carriedBlocks, fresh: freshBlocks, failed: failedBlocks, withdrawn: withdrawnBlocks }
+        const { carriedBlocks, freshBlocks, canonicalBlocks, failedBlocks, withdrawnBlocks } = execution
+        const outcomes = { carried: carriedBlocks, fresh: freshBlocks, canonical: canonicalBlocks, failed: failedBlocks, withdrawn: withdrawnBlocks }
         for (const [outcome, count] of Object.entries(outcomes)) this.set({ outcome }, count)
       },
     })

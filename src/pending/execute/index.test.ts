@@ -10,6 +10,7 @@ import { createUpstream } from '../../upstream/index.js'
 import { flashblockMessage } from '../message.js'
 import { createPendingState } from '../state.js'
 import { createFlashblockExecutor, RESULT_TIMEOUT_MS } from './index.js'
+import type { TracedDiff } from './state.js'
 
 // The executor behind a real pending state, over a real anvil as the upstream: a transfer executed (receipt
 // and the balances it left), divergence, a failing upstream, a backlog. OP-Stack blocks:
@@ -101,6 +102,55 @@ describe('flashblock executor', () => {
     executor.stop()
   })
 
+  test("after a block it could not execute to its end, the next starts from the cache caught up with the sealed block's state diffs", async () => {
+    const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
+    const { state, executor, number, parent, apply } = await setUp()
+    const nonce = Number(await upstream.request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[0]!.address, 'latest']))
+    const recipient = `0x${'c7'.repeat(20)}` as Hex
+    // The sealed block holds the transfer with the right nonce; the feed announced one the EVM refuses (its nonce is ahead).
+    const sealedTransfer = await signedTransfer({ from: 0, nonce, to: recipient, value: 1_000n })
+    await upstream.request('eth_sendRawTransaction', [sealedTransfer.raw])
+    const sealedBlock = await upstream.request<{ hash: Hex; parentHash: Hex }>('eth_getBlockByNumber', [toHex(number), false])
+    await apply(
+      flashblock({
+        index: 0,
+        blockNumber: number,
+        parentHash: parent.hash,
+        timestamp: Number(parent.timestamp) + 2,
+        format: 'current',
+        transactions: [await signedTransfer({ from: 0, nonce: nonce + 7, to: recipient })],
+      }),
+    )
+    expect(executor.status().failedBlocks).toBe(1)
+    const traces = await upstream.request<{ result: TracedDiff }[]>('debug_traceBlockByHash', [
+      sealedBlock.hash,
+      { tracer: 'prestateTracer', tracerConfig: { diffMode: true } },
+    ])
+    executor.sealed({ number, hash: sealedBlock.hash, block: { parentHash: sealedBlock.parentHash }, stateDiffs: traces.map((trace) => trace.result) })
+    // The next block spends from what the sealed one left: the sender's nonce and the recipient's balance.
+    const next = await signedTransfer({ from: 0, nonce: nonce + 1, to: recipient, value: 2_000n })
+    await upstream.request('eth_sendRawTransaction', [next.raw])
+    const sealedNext = await upstream.request<Record<string, Hex>>('eth_getBlockByNumber', [toHex(number + 1), false])
+    const opening = flashblock({
+      index: 0,
+      blockNumber: number + 1,
+      parentHash: sealedBlock.hash,
+      timestamp: Number(sealedNext.timestamp),
+      format: 'current',
+      transactions: [next],
+    })
+    Object.assign(opening.base!, { fee_recipient: sealedNext.miner, base_fee_per_gas: sealedNext.baseFeePerGas, gas_limit: sealedNext.gasLimit })
+    await apply(opening)
+    expect(executor.status()).toMatchObject({ canonicalBlocks: 1, failedBlocks: 1 })
+    const block = state.blocks(number).find((candidate) => candidate.number === number + 1)!
+    expect(block.receipts[0]).toMatchObject({ status: '0x1', gasUsed: '0x5208' })
+    expect(block.balances.get(recipient)).toBe(3_000n)
+    expect(block.balances.get(DEV_ACCOUNTS[0]!.address.toLowerCase() as Hex)).toBe(
+      BigInt(await upstream.request<Hex>('eth_getBalance', [DEV_ACCOUNTS[0]!.address, toHex(number + 1)])),
+    )
+    executor.stop()
+  })
+
   test('a block executing on the state of one that diverged from its sealed block is withdrawn with it', async () => {
     const { state, executor, number, parent, apply } = await setUp()
     const withdrawn: number[] = []
@@ -126,7 +176,7 @@ describe('flashblock executor', () => {
       receipts: [{ status: '0x1', gasUsed: '0x5209', cumulativeGasUsed: '0x5209', logs: [] }],
     })
     expect(state.status().divergences.receipt).toBe(1)
-    expect(withdrawn.sort()).toEqual([number, number + 1])
+    expect(withdrawn.sort((a, b) => a - b)).toEqual([number, number + 1])
     expect(child.receipts).toEqual([null])
     expect(executor.status().withdrawnBlocks).toBe(1)
     executor.stop()

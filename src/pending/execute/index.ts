@@ -26,12 +26,14 @@ import {
   operatorFee,
   readL1FeeParameters,
 } from './op-stack.js'
-import { ExecutionState, type LoadedAccount, ParentState, type StateLoader } from './state.js'
+import { ExecutionState, type LoadedAccount, ParentState, type StateLoader, type TracedDiff } from './state.js'
 
 /** EVM rules the executor applies unless told otherwise: Base's execution layer since Isthmus is Prague's. */
 export const DEFAULT_EXECUTION_HARDFORK = 'prague'
 /** An answer not produced within this long (its flashblock was never executed) is given up as unknown. */
 export const RESULT_TIMEOUT_MS = 10_000
+/** Sealed blocks whose state diffs are kept for catching the parent state up (a few seconds of Base). */
+const SEALED_DIFFS_KEPT = 16
 /** BLOCKHASH sees this many blocks back (the yellow paper's window). */
 const BLOCKHASH_WINDOW = 256
 /** Cached parent-state entries (accounts and storage slots) kept from block to block at most. */
@@ -95,6 +97,8 @@ export type ExecutorStatus = {
   /** Blocks that started from the state the block before left, and blocks whose parent state was read afresh. */
   carriedBlocks: number
   freshBlocks: number
+  /** Blocks that started from the cache caught up with the sealed blocks' state diffs (the block before was not executed to its end). */
+  canonicalBlocks: number
   /** Blocks whose executed receipts were withdrawn because the block they were built on diverged. */
   withdrawnBlocks: number
   /** OP-Stack deposit transactions executed (the L1-attributes one opens every block of such a chain). */
@@ -168,6 +172,10 @@ export function createFlashblockExecutor({
     },
   }
   let parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
+  /** The block whose state `parent` holds; `null` when that state may be wrong (built on a diverged block). */
+  let parentBlock: { number: number; hash: Hex } | null = null
+  /** Sealed blocks' state diffs, by number, as the ingester fetched them (recent blocks only). */
+  const sealedDiffs = new Map<number, { hash: Hex; parentHash: Hex; diffs: readonly TracedDiff[]; reread: string[] }>()
   /**
    * Hashes of the pending block's ancestors, for BLOCKHASH: the parent's from the feed, older ones read from
    * the upstream when a transaction asks (kept while blocks follow one another; a fresh start forgets them).
@@ -200,6 +208,7 @@ export function createFlashblockExecutor({
     failedBlocks: 0,
     carriedBlocks: 0,
     freshBlocks: 0,
+    canonicalBlocks: 0,
     withdrawnBlocks: 0,
     executedDeposits: 0,
     pendingCalls: 0,
@@ -235,11 +244,14 @@ export function createFlashblockExecutor({
     if (carried) {
       parent.apply(run!.state)
       status.carriedBlocks++
+    } else if (catchUp(block)) {
+      status.canonicalBlocks++
     } else {
       parent = new ParentState(loader, maxCachedEntries, SYSTEM_CONTRACTS)
       ancestorHashes = new Map()
       status.freshBlocks++
     }
+    parentBlock = { number: block.number - 1, hash: block.header.parentHash }
     ancestorHashes.set(block.number - 1, Promise.resolve(hexToBytes(block.header.parentHash)))
     for (const number of ancestorHashes.keys()) if (number < block.number - BLOCKHASH_WINDOW) ancestorHashes.delete(number)
     parentAt = toQuantity(block.number - 1)
@@ -258,6 +270,38 @@ export function createFlashblockExecutor({
       logCount: 0,
       failed: false,
     }
+  }
+
+  /**
+   * When the block before was not executed to its end (a transaction the EVM refused, a divergence found
+   * before this block started), the cache may still be brought to this block's parent by the state diffs of
+   * the blocks sealed since the one it holds, each the parent of the next, the last this block's parent.
+   */
+  function catchUp(block: PendingBlock): boolean {
+    if (parentBlock === null || parentBlock.number >= block.number - 1) return false
+    const steps: { diffs: readonly TracedDiff[]; reread: string[] }[] = []
+    let hash = parentBlock.hash
+    for (let number = parentBlock.number + 1; number < block.number; number++) {
+      const sealed = sealedDiffs.get(number)
+      if (sealed === undefined || sealed.parentHash !== hash) return false
+      steps.push(sealed)
+      hash = sealed.hash
+    }
+    if (hash !== block.header.parentHash) return false
+    for (const { diffs, reread } of steps) parent.applyDiffs(diffs, reread)
+    return true
+  }
+
+  /** A sealed block from the ingester: its state diffs, when it kept them, for `catchUp`. */
+  function sealed(block: { number: number; hash: Hex; block: { parentHash: Hex; withdrawals?: { address: Hex }[] }; stateDiffs?: readonly TracedDiff[] }) {
+    if (block.stateDiffs === undefined) return
+    sealedDiffs.set(block.number, {
+      hash: block.hash,
+      parentHash: block.block.parentHash,
+      diffs: block.stateDiffs,
+      reread: (block.block.withdrawals ?? []).map((withdrawal) => withdrawal.address),
+    })
+    for (const number of sealedDiffs.keys()) if (number <= block.number - SEALED_DIFFS_KEPT) sealedDiffs.delete(number)
   }
 
   /** The pending block's header for the EVM; a call that pays no fee sees a zero base fee (geth's `NoBaseFee`). */
@@ -493,6 +537,8 @@ export function createFlashblockExecutor({
    * wrong one) has its receipts withdrawn and executes no further; the next block starts afresh either way.
    */
   const onDivergence = ({ number }: Divergence) => {
+    // A cache holding the diverged block's executed writes is wrong from there on.
+    if (parentBlock !== null && parentBlock.number >= number) parentBlock = null
     if (run === null || run.block.number < number) return
     // Its state is not carried to the next block (the diverged block's own run, not yet followed by another).
     run.failed = true
@@ -539,6 +585,7 @@ export function createFlashblockExecutor({
   return {
     hydrate,
     call,
+    sealed,
     /** Waits for every flashblock heard so far to be executed. */
     idle: () => chain,
     status(): ExecutorStatus {

@@ -129,4 +129,47 @@ describe('ExecutionState', () => {
     expect((await state.getAccount(ALICE))?.balance).toBe(1n)
     expect(calls).toEqual({ account: 0, accounts: 1, storage: 0 })
   })
+
+  test("a sealed block's state diffs become the parent state: fields overridden, zeroed slots, deleted accounts, withdrawals re-read", async () => {
+    const alice = ALICE.toString()
+    const bob = BOB.toString()
+    const slot = `0x${'00'.repeat(31)}01` as Hex
+    const other = `0x${'00'.repeat(31)}02` as Hex
+    const { loader, calls } = countingLoader({ [alice]: { balance: 10n, nonce: 2n, code: '0x' }, [bob]: { balance: 1n, nonce: 0n, code: '0x6000' } })
+    const parent = new ParentState(loader)
+    parent.applyDiffs(
+      [
+        // Alice pays Bob, whose slot 1 is set and slot 2 cleared.
+        {
+          pre: { [alice]: { balance: '0xa', nonce: 2 }, [bob]: { balance: '0x1', code: '0x6000', storage: { [other]: `0x${'00'.repeat(31)}07` } } },
+          post: { [alice]: { balance: '0x7', nonce: 3 }, [bob]: { balance: '0x4', storage: { [slot]: `0x${'00'.repeat(31)}09` } } },
+        },
+        // Then Bob is deleted.
+        { pre: { [bob]: { balance: '0x4', code: '0x6000' } }, post: {} },
+      ],
+      [alice],
+    )
+    const state = new ExecutionState(parent)
+    // Alice was paid by a withdrawal too: read again from the loader, not taken from the diffs.
+    expect((await state.getAccount(ALICE))?.balance).toBe(10n)
+    expect(calls.account + calls.accounts).toBe(1)
+    expect(await state.getAccount(BOB)).toBeUndefined()
+    expect(await state.getStorage(BOB, hexToBytes(slot))).toEqual(new Uint8Array(0))
+
+    calls.storage = 0
+    const kept = new ParentState(loader)
+    kept.applyDiffs([
+      {
+        pre: { [bob]: { balance: '0x1', code: '0x6000', storage: { [other]: `0x${'00'.repeat(31)}07` } } },
+        post: { [bob]: { balance: '0x4', nonce: 1, storage: { [slot]: `0x${'00'.repeat(31)}09` } } },
+      },
+    ])
+    const next = new ExecutionState(kept)
+    const account = await next.getAccount(BOB)
+    expect([account?.balance, account?.nonce]).toEqual([4n, 1n])
+    expect(await next.getCode(BOB)).toEqual(hexToBytes('0x6000'))
+    expect(await next.getStorage(BOB, hexToBytes(slot))).toEqual(hexToBytes('0x09'))
+    expect(await next.getStorage(BOB, hexToBytes(other))).toEqual(new Uint8Array(0))
+    expect(calls.storage).toBe(0)
+  })
 })

@@ -1,6 +1,6 @@
 import type { AccountFields, StateManagerInterface } from '@ethereumjs/common'
 import { OriginalStorageCache } from '@ethereumjs/statemanager'
-import { Account, type Address, bytesToHex, hexToBytes, KECCAK256_NULL, KECCAK256_RLP } from '@ethereumjs/util'
+import { Account, type Address, bytesToHex, hexToBytes, KECCAK256_NULL, KECCAK256_RLP, setLengthLeft } from '@ethereumjs/util'
 import type { Hex } from 'viem'
 import { keccak256 } from 'viem'
 
@@ -112,14 +112,66 @@ export class ParentState {
 
   /** Makes a block's writes the state its child starts from. */
   apply(writes: ExecutionState): void {
-    if (this.size > this.maxEntries) {
-      this.accounts.clear()
-      this.storage.clear()
-    }
+    this.bound()
     for (const address of writes.cleared) for (const key of this.storage.keys()) if (key.startsWith(`${address}:`)) this.storage.delete(key)
     for (const [address, entry] of writes.accounts) this.accounts.set(address, { account: copy(entry.account), code: entry.code })
     for (const [key, value] of writes.storage) if (!this.volatile.has(key.slice(0, 42))) this.storage.set(key, value)
   }
+
+  /**
+   * Makes a sealed block's state diffs (the prestate tracer's, in diff mode, one per transaction, in order)
+   * the state its child starts from: every account a transaction changed is, after it, its `pre` fields
+   * overridden by its `post` ones (the tracer leaves out zero values and what did not change); an account in
+   * `pre` but not in `post` was deleted; a slot in `pre` but not in `post` became zero. `reread` accounts
+   * (paid outside transactions, by withdrawals) are forgotten and read again when needed.
+   */
+  applyDiffs(diffs: readonly TracedDiff[], reread: Iterable<string> = []): void {
+    this.bound()
+    for (const { pre, post } of diffs) {
+      for (const [key, before] of Object.entries(pre)) {
+        const address = key.toLowerCase()
+        const after = post[key]
+        if (after === undefined) {
+          this.accounts.set(address, { account: undefined, code: EMPTY })
+          for (const slot of this.storage.keys()) if (slot.startsWith(`${address}:`)) this.storage.delete(slot)
+          continue
+        }
+        for (const slot of Object.keys(before.storage ?? {})) if (after.storage?.[slot as Hex] === undefined) this.setSlot(address, slot as Hex, '0x')
+      }
+      for (const [key, after] of Object.entries(post)) {
+        const address = key.toLowerCase()
+        const before = pre[key] ?? {}
+        const code = after.code ?? before.code ?? '0x'
+        const account = new Account(
+          BigInt(after.nonce ?? before.nonce ?? 0),
+          BigInt(after.balance ?? before.balance ?? '0x0'),
+          KECCAK256_RLP,
+          code === '0x' ? KECCAK256_NULL : hexToBytes(keccak256(code)),
+        )
+        this.accounts.set(address, { account, code: code === '0x' ? EMPTY : hexToBytes(code) })
+        for (const [slot, value] of Object.entries(after.storage ?? {})) this.setSlot(address, slot as Hex, value)
+      }
+    }
+    for (const address of reread) this.accounts.delete(address.toLowerCase())
+  }
+
+  private setSlot(address: string, slot: Hex, value: Hex) {
+    if (this.volatile.has(address)) return
+    this.storage.set(storageKey(address, setLengthLeft(hexToBytes(slot), 32)), minimal(hexToBytes(value)))
+  }
+
+  /** Past `maxEntries` the cache is emptied; what is needed again is read again. */
+  private bound() {
+    if (this.size <= this.maxEntries) return
+    this.accounts.clear()
+    this.storage.clear()
+  }
+}
+
+/** One transaction's prestate-tracer diff (`diffMode: true`): fields as the tracer prints them. */
+export type TracedDiff = {
+  pre: Record<string, { balance?: Hex; nonce?: number | Hex; code?: Hex; storage?: Record<Hex, Hex> }>
+  post: Record<string, { balance?: Hex; nonce?: number | Hex; code?: Hex; storage?: Record<Hex, Hex> }>
 }
 
 /**
