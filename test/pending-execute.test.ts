@@ -85,6 +85,7 @@ for (const run of RUNS)
       let transactions = 0
       let logs = 0
       let balances = 0
+      let nonces = 0
       let reverted = 0
       let late = 0
       let userOperations = 0
@@ -105,6 +106,13 @@ for (const run of RUNS)
         logs += sealed.reduce((sum, receipt) => sum + (receipt.logs as unknown[]).length, 0)
         userOperations += sealed.flatMap((receipt) => receipt.logs as { topics: Hex[] }[]).filter((log) => log.topics[0] === USER_OPERATION_EVENT).length
         reverted += sealed.filter((receipt) => receipt.status === '0x0').length
+        // Every sender's next nonce after the pre-confirmed block is the sealed block's.
+        const nextNonces = new Map<Address, number>()
+        for (const transaction of block.transactions) if (transaction.type !== 0x7e) nextNonces.set(transaction.from, transaction.nonce + 1)
+        const senders = [...nextNonces.keys()]
+        const sealedNonces = await Promise.all(senders.map((sender) => result<Hex>(devnet.rpcUrl, 'eth_getTransactionCount', [sender, at])))
+        expect(senders.map((sender) => nextNonces.get(sender))).toEqual(sealedNonces.map(Number))
+        nonces += senders.length
         // Every balance the executed transactions left is the sealed block's (all of them, when none was late).
         if (executed.includes(null)) continue
         const addresses = [...block.balances.keys()] as Address[]
@@ -136,8 +144,9 @@ for (const run of RUNS)
       if (run.demo) expect(userOperations).toBeGreaterThan(0)
       // Balances are compared for the blocks whose every receipt was published before the seal.
       expect(balances).toBeGreaterThan(0)
+      expect(nonces).toBeGreaterThan(0)
       console.log(
-        `${run.name}: ${checked.length} blocks, ${total()} flashblocks, ${transactions} transactions (${late} executed after the seal), ${logs} logs, ${balances} balances, ${reverted} reverted: all equal; ` +
+        `${run.name}: ${checked.length} blocks, ${total()} flashblocks, ${transactions} transactions (${late} executed after the seal), ${logs} logs, ${balances} balances, ${nonces} nonces, ${reverted} reverted: all equal; ` +
           `${execution.upstreamReads} upstream reads, ${execution.carriedBlocks} blocks on carried state, ${execution.freshBlocks} read afresh`,
       )
     })
