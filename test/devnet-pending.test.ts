@@ -5,7 +5,7 @@ import { tokenAbi, TOKEN_DEPLOY_BYTECODE } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
 const BURST = 200
 /** Fields anvil adds to receipts that no flashblock carries (a JSON-number `blockTimestamp`, `blobGasPrice`). */
@@ -15,12 +15,6 @@ let devnet: Devnet
 let database: TestDatabase
 let gateway: TestGateway
 let token: Address
-
-async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
-  const answer = await rpc(url, method, params)
-  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
-  return answer.result as value
-}
 
 async function waitForReceipt(url: string, hash: string) {
   for (;;) {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 // Today's frames (no receipts, no balances) with an upstream that is an ordinary node (anvil): it has no
@@ -16,11 +16,7 @@ let feed: Awaited<ReturnType<typeof startScriptedFeed>>
 let gateway: TestGateway
 let head: number
 
-async function result<value>(method: string, params: unknown[] = []): Promise<value> {
-  const answer = await rpc(gateway.dedicatedUrl, method, params)
-  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
-  return answer.result as value
-}
+const call = <value>(method: string, params: unknown[] = []) => result<value>(gateway.dedicatedUrl, method, params)
 
 beforeAll(async () => {
   anvil = await startAnvil()
@@ -44,7 +40,7 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
     const readyz = async () => ((await (await fetch(`${gateway.url}/readyz`)).json()) as { pending: Record<string, unknown> }).pending
     expect((await readyz()).source).toBe('probing')
     const sender = (await signedTransfer({ from: SENDER_INDEX, nonce: 0 })).from
-    const confirmedNonce = BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'latest']))
+    const confirmedNonce = BigInt(await call<Hex>('eth_getTransactionCount', [sender, 'latest']))
     const transactions = await Promise.all(
       Array.from({ length: 4 }, (_, offset) => signedTransfer({ from: SENDER_INDEX, nonce: Number(confirmedNonce) + offset })),
     )
@@ -61,21 +57,21 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
       expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/flashgate_pending_source\{source="frames"\} 1/)
 
       // What the frames give: every transaction, at its position, and the nonce after them.
-      expect(BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 4n)
-      const pendingBlock = await result<{ number: Hex; transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])
+      expect(BigInt(await call<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 4n)
+      const pendingBlock = await call<{ number: Hex; transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])
       expect(pendingBlock.number).toBe(`0x${(head + 1).toString(16)}`)
       expect(pendingBlock.transactions).toEqual(transactions.map((transaction) => transaction.hash))
-      expect(await result('eth_getTransactionByHash', [transactions[2]!.hash])).toMatchObject({ transactionIndex: '0x2', blockHash: `0x${'00'.repeat(32)}` })
+      expect(await call('eth_getTransactionByHash', [transactions[2]!.hash])).toMatchObject({ transactionIndex: '0x2', blockHash: `0x${'00'.repeat(32)}` })
       // What they do not: no receipt or log is made up.
-      expect(await result('eth_getBlockReceipts', ['pending'])).toEqual([])
-      expect(await result('eth_getTransactionReceipt', [transactions[0]!.hash])).toBeNull()
-      expect(await result('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toEqual([])
+      expect(await call('eth_getBlockReceipts', ['pending'])).toEqual([])
+      expect(await call('eth_getTransactionReceipt', [transactions[0]!.hash])).toBeNull()
+      expect(await call('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toEqual([])
 
       // From now on the upstream is not asked for receipts at all.
       const asked = gateway.pending!.status().hydration.completed
       const next = await signedTransfer({ from: SENDER_INDEX, nonce: Number(confirmedNonce) + 4 })
       send([next])
-      await expect.poll(async () => BigInt(await result<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 5n)
+      await expect.poll(async () => BigInt(await call<Hex>('eth_getTransactionCount', [sender, 'pending']))).toBe(confirmedNonce + 5n)
       await gateway.pending!.settled()
       expect(gateway.pending!.status().hydration).toMatchObject({ completed: asked, inFlight: 0 })
     } finally {

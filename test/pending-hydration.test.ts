@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startDelayProxy } from './fixtures/delay-proxy.js'
 import { startFaultyProxy } from './fixtures/faulty-proxy.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
 // Today's Base: the feed carries transactions only; receipts are hydrated from a flashblocks-aware upstream
 // (the devnet), here behind a proxy that can make every answer slow.
@@ -17,12 +17,6 @@ let devnet: Devnet
 let proxy: Awaited<ReturnType<typeof startDelayProxy>>
 let database: TestDatabase
 let gateway: TestGateway
-
-async function result<value>(url: string, method: string, params: unknown[] = []): Promise<value> {
-  const answer = await rpc(url, method, params)
-  if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
-  return answer.result as value
-}
 
 /** Until flashgate follows the block being built (it joins a feed at the next index 0). */
 async function followingABlock() {
