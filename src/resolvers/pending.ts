@@ -111,11 +111,22 @@ export function createPendingView({ chain, pending }: { chain: ChainState; pendi
       const block = await newest()
       return block === null ? { kind: 'confirmed', selector: LATEST } : { kind: 'pending', block }
     },
-    /** Splits `fromBlock`–`toBlock` into the index's part and the pre-confirmed blocks (`toBlock: pending`). */
+    /**
+     * Splits `fromBlock`–`toBlock` into the index's part and the pre-confirmed blocks (`toBlock: pending`). A
+     * `fromBlock` that numbers a pre-confirmed block (a client polling from the head + 1) starts there: no
+     * indexed part, and only the pre-confirmed blocks from it on; past them all, the range is the index's
+     * (which refuses a start beyond its head).
+     */
     async split({ fromBlock, toBlock }: { fromBlock: BlockSelector; toBlock: BlockSelector }): Promise<SplitRange> {
       const pendingBlocks = isPendingTag(toBlock) ? await blocks() : []
       if (pendingBlocks.length === 0) return { confirmed: { fromBlock, toBlock }, pending: [] }
-      return { confirmed: isPendingTag(fromBlock) ? null : { fromBlock, toBlock: LATEST }, pending: pendingBlocks }
+      if (isPendingTag(fromBlock)) return { confirmed: null, pending: pendingBlocks }
+      if (fromBlock.kind === 'number' && fromBlock.number >= BigInt(pendingBlocks[0]!.number)) {
+        const from = fromBlock.number
+        const among = pendingBlocks.filter((block) => BigInt(block.number) >= from)
+        return among.length === 0 ? { confirmed: { fromBlock, toBlock }, pending: [] } : { confirmed: null, pending: among }
+      }
+      return { confirmed: { fromBlock, toBlock: LATEST }, pending: pendingBlocks }
     },
     receiptsOf,
     /** Pre-confirmed logs of `among` (all pending blocks by default) that match, in block and log order. */
