@@ -187,9 +187,12 @@ export function createAccountResolvers({
   async function pendingAccount(address: Address, wants: 'account' | 'nonce' = 'account'): Promise<AccountState> {
     const [blocks, confirmed] = await Promise.all([pendingView.blocks(), getAccount({ address, block: LATEST })])
     let nonce = confirmed.nonce
-    for (const block of blocks)
+    for (const block of blocks) {
       for (const transaction of block.transactions)
         if (transaction.from === address && BigInt(transaction.nonce) >= nonce) nonce = BigInt(transaction.nonce) + 1n
+      // A contract a pre-confirmed transaction created starts at nonce 1 (EIP-161).
+      if (nonce === 0n && block.receipts.some((receipt) => receipt?.contractAddress === address && receipt.status === '0x1')) nonce = 1n
+    }
     if (forwarded !== null) nonce = await forwarded.nextNonce(address, nonce)
     const newest = blocks.at(-1)
     const version = newest === undefined ? 'none' : `${newest.number}:${newest.lastIndex}:${newest.version}`

@@ -36,7 +36,7 @@ const sender = pendingTransactions.find((transaction) =>
 )!.from
 /** The accounts whose state the pending tests read: those the pre-confirmed transactions touched, and one they did not. */
 const accounts = [...new Set(queries.filter((query) => query.method === 'eth_getBalance').map((query) => query.params[0] as Address))]
-/** Contracts the pre-confirmed transactions created: their nonce is not a sender's (see the failing test below). */
+/** Contracts the pre-confirmed transactions created: their nonce is not a sender's (EIP-161 starts them at 1). */
 const created = chain.pendingNumbers.flatMap((number) =>
   chain.receipts[number]!.flatMap((receipt) => (receipt.contractAddress ? [receipt.contractAddress] : [])),
 )
@@ -129,7 +129,7 @@ describe('a feed that sends receipts and balances (the older format): pending an
   // Frames tell the nonces of senders only: a contract a pre-confirmed transaction created starts at nonce 1
   // (EIP-161), which the pending view (src/resolvers/accounts.ts pendingAccount) does not know unless the
   // upstream's own pending nonce says so; here it counts 0, where the node says 1.
-  test.fails.each(created)('the pending nonce of %s, a contract created in a pre-confirmed block', async (account) => {
+  test.each(created)('the pending nonce of %s, a contract created in a pre-confirmed block', async (account) => {
     expect(await read(resolvers).nonce(account, 'pending')).toBe(chain.answer('eth_getTransactionCount', [account, hex(newest)]))
   })
 
