@@ -147,7 +147,7 @@ for (const run of RUNS)
       expect(nonces).toBeGreaterThan(0)
       console.log(
         `${run.name}: ${checked.length} blocks, ${total()} flashblocks, ${transactions} transactions (${late} executed after the seal), ${logs} logs, ${balances} balances, ${nonces} nonces, ${reverted} reverted: all equal; ` +
-          `${execution.upstreamReads} upstream reads, ${execution.carriedBlocks} blocks on carried state, ${execution.freshBlocks} read afresh`,
+          `${execution.upstreamReads} upstream reads, ${execution.carriedBlocks} blocks on carried state, ${execution.canonicalBlocks} caught up with sealed diffs, ${execution.freshBlocks} read afresh`,
       )
     })
   })

@@ -216,6 +216,21 @@ describe('flashblock executor', () => {
     await state.settled()
     // Only the first flashblock's accounts were read (sender, recipient, fee recipient); the second's recipient never.
     expect(proxy.calls()).toBe(9)
+    // The block stopped short of its end: the next does not start from what it left (its second transfer missing).
+    await state.apply(
+      flashblockMessage.parse(
+        flashblock({
+          index: 0,
+          blockNumber: head + 2,
+          parentHash: `0x${'33'.repeat(32)}`,
+          timestamp: timestamp + 2,
+          format: 'current',
+          transactions: [await signedTransfer({ from: 4, nonce: nonce + 2 })],
+        }),
+      ),
+    )
+    await executor.idle()
+    expect(executor.status()).toMatchObject({ carriedBlocks: 0, freshBlocks: 2 })
     await proxy.stop()
     executor.stop()
   })

@@ -480,6 +480,8 @@ export function createFlashblockExecutor({
     // upstream was failing): nothing to pre-confirm any more, so the queue drains instead of growing.
     if (!state.blocks(-1).includes(block)) {
       for (const transaction of transactions) deferred(transaction.hash).resolve(null)
+      // Its execution stops short of the block's end: its state is not the next block's parent state.
+      if (run !== null && run.block === block) run.failed = true
       return
     }
     const started = performance.now()
