@@ -96,6 +96,35 @@ describe('pending state: sequence rules', () => {
     expect(state.blocks(0)).toEqual([])
   })
 
+  test('reconciliation compares every field the sealed receipt has, written either way, and counts what differs', async () => {
+    const sealedOf = (receipt: Record<string, unknown>) => ({ ...receipt, blockHash: `0x${'0a'.repeat(32)}`, blockTimestamp: Number(receipt.blockTimestamp) })
+    const same = createState()
+    await same.state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2), format: 'legacy' })))
+    const receipts = same.state.blocks(9)[0]!.receipts as Record<string, unknown>[]
+    // The node writes the timestamp as a number, addresses in mixed case, and fields the feed never gave (ignored).
+    same.state.confirm({
+      number: 10,
+      hash: `0x${'0a'.repeat(32)}`,
+      transactionHashes: transactions.slice(0, 2).map((transaction) => transaction.hash),
+      receipts: receipts.map((receipt) => ({ ...sealedOf(receipt), from: (receipt.from as string).toUpperCase().replace('0X', '0x'), l1Fee: '0x5' })) as never,
+    })
+    expect(same.state.status().divergences.receipt).toBe(0)
+
+    const differing = createState()
+    await differing.state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2), format: 'legacy' })))
+    const pending = differing.state.blocks(9)[0]!.receipts as Record<string, unknown>[]
+    differing.state.confirm({
+      number: 10,
+      hash: `0x${'0a'.repeat(32)}`,
+      transactionHashes: transactions.slice(0, 2).map((transaction) => transaction.hash),
+      receipts: [
+        { ...sealedOf(pending[0]!), effectiveGasPrice: '0x1' },
+        { ...sealedOf(pending[1]!), logsBloom: `0x${'ff'.repeat(256)}` },
+      ] as never,
+    })
+    expect(differing.state.status().divergences.receipt).toBe(2)
+  })
+
   test('a canonical parent other than the one a pending block was built on drops it', async () => {
     const { state } = createState()
     await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}` })))

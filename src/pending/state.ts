@@ -113,7 +113,8 @@ export type CanonicalBlock = {
   number: number
   hash: Hash
   transactionHashes: Hash[]
-  receipts?: { status?: unknown; gasUsed?: unknown; cumulativeGasUsed?: unknown; logs: { address: string; topics: readonly string[]; data: string }[] }[]
+  /** The node's receipts (every field it reports is compared with the pre-confirmed one's, where that has it). */
+  receipts?: (Record<string, unknown> & { logs: { address: string; topics: readonly string[]; data: string; logIndex?: unknown }[] })[]
 }
 
 export type PendingStateConfig = {
@@ -523,19 +524,26 @@ export function createPendingState(config: PendingStateConfig) {
 
 export type PendingState = ReturnType<typeof createPendingState>
 
-const quantityOf = (value: unknown): bigint | null => {
-  if (typeof value === 'bigint') return value
-  if (typeof value === 'number') return BigInt(value)
-  if (typeof value === 'string' && value !== '') return BigInt(value)
-  return null
+/** Fields a pre-confirmed receipt cannot know (the block hash: zeros before the seal) or that are compared apart (logs). */
+const NOT_COMPARED = new Set(['blockHash', 'logs'])
+
+/** A field's value in one form, whichever way a node writes it: quantities as numbers or hex, addresses in any case. */
+function comparable(value: unknown): string {
+  if (typeof value === 'number' || typeof value === 'bigint') return BigInt(value).toString(16)
+  if (typeof value === 'string') return /^0x[0-9a-fA-F]+$/.test(value) ? BigInt(value).toString(16) : value.toLowerCase()
+  return JSON.stringify(value ?? null)
 }
 
-/** How a pre-confirmed receipt differs from the sealed one in status, gas or logs; `null` when it does not. */
+/**
+ * How a pre-confirmed receipt differs from the sealed one, field by field: every field the node reports that
+ * the pre-confirmed receipt has too (status, gas, effective gas price, created contract, bloom, OP-Stack fees…),
+ * then each log's address, topics, data and index; `null` when it does not differ.
+ */
 function receiptDifference(pending: PendingReceipt, sealed: NonNullable<CanonicalBlock['receipts']>[number]): string | null {
-  for (const field of ['status', 'gasUsed', 'cumulativeGasUsed'] as const) {
-    const ours = quantityOf(pending[field])
-    const theirs = quantityOf(sealed[field])
-    if (ours !== null && theirs !== null && ours !== theirs) return `${field} ${ours} != ${theirs}`
+  for (const [field, theirs] of Object.entries(sealed)) {
+    if (NOT_COMPARED.has(field) || !(field in pending)) continue
+    const ours = pending[field]
+    if (comparable(ours) !== comparable(theirs)) return `${field} ${String(ours)} != ${String(theirs)}`
   }
   const sealedLogs = sealed.logs
   if (pending.logs.length !== sealedLogs.length) return `${pending.logs.length} logs != ${sealedLogs.length}`
@@ -546,7 +554,8 @@ function receiptDifference(pending: PendingReceipt, sealed: NonNullable<Canonica
       ours.address.toLowerCase() !== theirs.address.toLowerCase() ||
       ours.data.toLowerCase() !== theirs.data.toLowerCase() ||
       ours.topics.length !== theirs.topics.length ||
-      ours.topics.some((topic, position) => topic.toLowerCase() !== theirs.topics[position]!.toLowerCase())
+      ours.topics.some((topic, position) => topic.toLowerCase() !== theirs.topics[position]!.toLowerCase()) ||
+      (theirs.logIndex !== undefined && comparable(ours.logIndex) !== comparable(theirs.logIndex))
     )
       return `log ${index} differs`
   }
