@@ -133,7 +133,11 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
       expect(pendingBalances).toEqual(sealedBalances)
       expect(pendingNonces).toEqual(sealedNonces)
       // Built from the frames' receipts and balances (legacy), hydrated from the node or executed (today's format).
-      const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as { pending: { source: string } }
+      const readiness = (await (await fetch(`${gateway.url}/readyz`)).json()) as {
+        pending: { source: string; divergences: Record<string, number> }
+      }
       expect(readiness.pending.source).toBe(source)
+      // Reconciled field by field with the sealed blocks, none of them differed.
+      expect(readiness.pending.divergences).toEqual({ transactions: 0, parent: 0, receipt: 0 })
     })
   })
