@@ -54,6 +54,15 @@ async function setUp() {
   return { state, executor, number: head + 1, parent, apply }
 }
 
+/** Sends a transaction to anvil (mining on each) and returns the block that holds it, which must be `number`. */
+async function sealedIn(upstream: ReturnType<typeof createUpstream>, raw: Hex, number: number): Promise<{ hash: Hex; parentHash: Hex } & Record<string, Hex>> {
+  const hash = await upstream.request<Hex>('eth_sendRawTransaction', [raw])
+  let receipt: { blockNumber: Hex } | null = null
+  while (receipt === null) receipt = await upstream.request<{ blockNumber: Hex } | null>('eth_getTransactionReceipt', [hash])
+  expect(Number(receipt.blockNumber)).toBe(number)
+  return upstream.request<{ hash: Hex; parentHash: Hex } & Record<string, Hex>>('eth_getBlockByNumber', [receipt.blockNumber, false])
+}
+
 describe('flashblock executor', () => {
   test('a transfer is executed on the parent state: its receipt, and the balances it left', async () => {
     const { state, executor, number, parent, apply } = await setUp()
@@ -109,8 +118,7 @@ describe('flashblock executor', () => {
     const recipient = `0x${'c7'.repeat(20)}` as Hex
     // The sealed block holds the transfer with the right nonce; the feed announced one the EVM refuses (its nonce is ahead).
     const sealedTransfer = await signedTransfer({ from: 0, nonce, to: recipient, value: 1_000n })
-    await upstream.request('eth_sendRawTransaction', [sealedTransfer.raw])
-    const sealedBlock = await upstream.request<{ hash: Hex; parentHash: Hex }>('eth_getBlockByNumber', [toHex(number), false])
+    const sealedBlock = await sealedIn(upstream, sealedTransfer.raw, number)
     await apply(
       flashblock({
         index: 0,
@@ -129,8 +137,7 @@ describe('flashblock executor', () => {
     executor.sealed({ number, hash: sealedBlock.hash, block: { parentHash: sealedBlock.parentHash }, stateDiffs: traces.map((trace) => trace.result) })
     // The next block spends from what the sealed one left: the sender's nonce and the recipient's balance.
     const next = await signedTransfer({ from: 0, nonce: nonce + 1, to: recipient, value: 2_000n })
-    await upstream.request('eth_sendRawTransaction', [next.raw])
-    const sealedNext = await upstream.request<Record<string, Hex>>('eth_getBlockByNumber', [toHex(number + 1), false])
+    const sealedNext = await sealedIn(upstream, next.raw, number + 1)
     const opening = flashblock({
       index: 0,
       blockNumber: number + 1,
