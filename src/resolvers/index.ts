@@ -106,6 +106,14 @@ export function createResolvers(config: ResolversConfig) {
     return toQuantity(view.head?.number ?? 0)
   }
 
+  const accountHistory = createAccountHistoryResolvers({ db, chain, pendingView, resolveLogRange: logs.resolveLogRange })
+  const transactions = createTransactionResolvers({ db, cache, pendingView, forwarded, history })
+  const accounts = createAccountResolvers({ db, chain, upstream, cache, pendingView, forwarded, history })
+  const batches = createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock })
+  const builderCodes = createBuilderCodeResolvers({ db, primary: config.primary ?? db })
+  const attribution = createAttributionResolvers({ db, chain, pending: config.pending ?? null, entryPoints: config.entryPoints })
+  const apiKeys = createApiKeyResolvers({ db: config.primary ?? db, redis: config.redis ?? null })
+
   const sending = createSendResolvers({
     forward: config.forward ?? null,
     pending: config.pending ?? null,
@@ -115,6 +123,8 @@ export function createResolvers(config: ResolversConfig) {
     confirmedReceipt: (hash) => receipts.getTransactionReceipt({ hash }),
   })
 
+  // Every public resolver named here, from the factory that makes it: one place that says what the
+  // transports (JSON-RPC, GraphQL, REST) can call.
   const resolvers = {
     chain,
     /** Answers kept by block, cleared on a reorg: for the transports' own caches of finished answers (jsonrpc/memo.ts). */
@@ -137,21 +147,40 @@ export function createResolvers(config: ResolversConfig) {
     chainId,
     blockNumber,
     pendingView,
-    ...logs,
-    ...createAccountHistoryResolvers({ db, chain, pendingView, resolveLogRange: logs.resolveLogRange }),
-    ...blocks,
-    ...createTransactionResolvers({ db, cache, pendingView, forwarded, history }),
-    ...receipts,
-    ...createAccountResolvers({ db, chain, upstream, cache, pendingView, forwarded, history }),
+    getLogs: logs.getLogs,
+    getLogsPage: logs.getLogsPage,
+    resolveLogRange: logs.resolveLogRange,
+    getAccountTransactions: accountHistory.getAccountTransactions,
+    recentBlocksStart: accountHistory.recentBlocksStart,
+    getBlock: blocks.getBlock,
+    blockNumberOf: blocks.blockNumberOf,
+    pendingBlock: blocks.pendingBlock,
+    getTransaction: transactions.getTransaction,
+    getBlockReceipts: receipts.getBlockReceipts,
+    getBlockReceiptsJson: receipts.getBlockReceiptsJson,
+    getTransactionReceipt: receipts.getTransactionReceipt,
+    getTransactionReceiptJson: receipts.getTransactionReceiptJson,
+    getAccount: accounts.getAccount,
+    getBalance: accounts.getBalance,
+    getTransactionCount: accounts.getTransactionCount,
     /** Reads answered from the upstream because they lie below the index, by method (for `/metrics`). */
     historyReads: history.reads,
     // Look-ups by many keys and paged histories, for the GraphQL schema's dataloaders and connections.
-    ...createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock }),
+    blocksByNumbers: batches.blocksByNumbers,
+    transactionsByHashes: batches.transactionsByHashes,
+    receiptsByHashes: batches.receiptsByHashes,
+    blockNumbersInRange: batches.blockNumbersInRange,
     sending,
     calls: createCallResolvers({ pendingView, pendingCalls: config.pendingCalls ?? null, forward: config.forward ?? null }),
-    ...createBuilderCodeResolvers({ db, primary: config.primary ?? db }),
-    ...createAttributionResolvers({ db, chain, pending: config.pending ?? null, entryPoints: config.entryPoints }),
-    ...createApiKeyResolvers({ db: config.primary ?? db, redis: config.redis ?? null }),
+    registerBuilderCode: builderCodes.registerBuilderCode,
+    builderCodeOfWallet: builderCodes.builderCodeOfWallet,
+    builderCode: attribution.builderCode,
+    builderCodeStats: attribution.builderCodeStats,
+    builderCodeLeaderboard: attribution.builderCodeLeaderboard,
+    createApiKey: apiKeys.createApiKey,
+    listApiKeys: apiKeys.listApiKeys,
+    revokeApiKey: apiKeys.revokeApiKey,
+    lookupApiKey: apiKeys.lookupApiKey,
   }
   return resolvers
 }
