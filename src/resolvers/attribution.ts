@@ -106,6 +106,11 @@ type PendingAttribution = { block: PendingBlock; action: AttributedAction }
  * (never stored). Both are taken against one head, so that a transaction is counted in exactly one of them
  * while its block moves from pending to confirmed.
  */
+/** A builder code's time series: its bucket and how many buckets back from now. */
+export type BuilderCodeStatsOptions = { interval?: SeriesInterval; points?: number }
+/** How many builder codes the leaderboard lists. */
+export type LeaderboardOptions = { limit?: number }
+
 export function createAttributionResolvers({
   db,
   chain,
@@ -272,7 +277,7 @@ export function createAttributionResolvers({
    * Everything the dashboard shows for one code, or `null` when the code is neither registered here nor
    * seen on chain (confirmed or pending).
    */
-  async function builderCodeStats(code: string, options: { interval?: SeriesInterval; points?: number } = {}): Promise<BuilderCodeStats | null> {
+  async function builderCodeStats(code: string, options: BuilderCodeStatsOptions = {}): Promise<BuilderCodeStats | null> {
     const interval = options.interval ?? 'hour'
     const points = Math.min(Math.max(1, options.points ?? DEFAULT_SERIES_POINTS), MAX_SERIES_POINTS)
     const view = await chain.view()
@@ -319,7 +324,7 @@ export function createAttributionResolvers({
   }
 
   /** Codes ranked by transactions (confirmed plus pending), registered here or not. */
-  async function builderCodeLeaderboard(options: { limit?: number } = {}): Promise<LeaderboardEntry[]> {
+  async function builderCodeLeaderboard(options: LeaderboardOptions = {}): Promise<LeaderboardEntry[]> {
     const limit = Math.min(Math.max(1, options.limit ?? DEFAULT_LEADERBOARD_SIZE), MAX_LEADERBOARD_SIZE)
     const view = await chain.view()
     const head = view.head?.number ?? -1

@@ -21,6 +21,9 @@ export type BlockWithHashes = RpcBlock<'latest', false>
  * (`getBlock`, `getTransaction`, `getTransactionReceipt`) returns, aligned with the keys, `null` where
  * unknown; keys above the indexed head are looked up in the pre-confirmed blocks.
  */
+/** A range of blocks, both ends included. */
+export type BlockRange = { from: BlockSelector; to: BlockSelector }
+
 export function createBatchResolvers({
   db,
   chain,
@@ -92,7 +95,7 @@ export function createBatchResolvers({
    * The numbers of the blocks from `from` to `to` that exist, at most `MAX_BLOCKS_PER_QUERY`; `to: pending`
    * ends with the pre-confirmed blocks when there are any.
    */
-  async function blockNumbersInRange({ from, to }: { from: BlockSelector; to: BlockSelector }): Promise<number[]> {
+  async function blockNumbersInRange({ from, to }: BlockRange): Promise<number[]> {
     const split = await pendingView.split({ fromBlock: from, toBlock: to })
     const pendingNumbers = split.pending.map((block) => block.number)
     if (split.confirmed === null) return pendingNumbers.slice(0, MAX_BLOCKS_PER_QUERY)

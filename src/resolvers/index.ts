@@ -29,14 +29,23 @@ import { createForwardedTransactions } from '../pending/index.js'
 export type { TransactionCursor, TransactionsPage } from './account-history.js'
 export type { AccountParameters, AccountState } from './accounts.js'
 export { API_KEY_POLICIES, type ApiKeyPolicy, type ApiKeyRecord } from './api-keys.js'
-export type { BlockWithHashes } from './batches.js'
-export type { AttributionFigures, BuilderCodeStats, BuilderCodeSummary, LeaderboardEntry, SeriesPoint } from './attribution.js'
+export type { BlockRange, BlockWithHashes } from './batches.js'
+export type {
+  AttributionFigures,
+  BuilderCodeStats,
+  BuilderCodeStatsOptions,
+  BuilderCodeSummary,
+  LeaderboardEntry,
+  LeaderboardOptions,
+  SeriesPoint,
+} from './attribution.js'
 export type { RegistryStatus } from './registry.js'
 export type { BuilderCodeRecord, RegisterBuilderCodeReturnType } from './builder-codes.js'
 export type { PendingCalls } from './calls.js'
 export type { BlockRef, ChainState, ChainView } from './chain.js'
 export type { ChainEvents } from './events.js'
-export type { Log, LogCursor, LogLimits, LogsPage } from './logs.js'
+export type { Log, LogCursor, LogLimits, LogRange, LogsPage } from './logs.js'
+export type { GetBlockReceiptsParameters, TransactionReceiptLookup } from './receipts.js'
 export { RawJson } from './raw-json.js'
 
 export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000, maxQueryCost: 0 }

@@ -152,6 +152,9 @@ const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
  * `eth_getLogs` and its paged form. Limits come with each call (an endpoint policy's, or the event stream's),
  * so that one set of resolvers, with one cache and one chain state, serves every endpoint.
  */
+/** The block numbers a log filter spans, checked against the index and the endpoint's limits. */
+export type LogRange = { fromNumber: number; toNumber: number }
+
 export function createLogResolvers({
   db,
   chain,
@@ -221,7 +224,7 @@ export function createLogResolvers({
   }
 
   /** The block numbers a filter spans, with the same checks and limits as `eth_getLogs`. */
-  async function resolveLogRange(filter: LogFilter, limits: LogLimits): Promise<{ fromNumber: number; toNumber: number }> {
+  async function resolveLogRange(filter: LogFilter, limits: LogLimits): Promise<LogRange> {
     const range = await resolveFullRange(filter, limits)
     if (range.firstBlock !== null && range.fromNumber < range.firstBlock) throw historyError(range.firstBlock, range.toNumber, limits)
     return range

@@ -20,6 +20,11 @@ type StoredBlockReceipts = { number: number; deflated: Uint8Array; plainLength: 
  * stream as it is, a transaction's from the stream's segment that holds it (block-bodies.ts). JSON-RPC writes the text as it is (the `…Json`
  * resolvers), GraphQL parses it (the object resolvers).
  */
+/** `eth_getBlockReceipts`: a block by number, tag or hash. */
+export type GetBlockReceiptsParameters = { block: BlockSelector }
+/** `eth_getTransactionReceipt`: a transaction by hash. */
+export type TransactionReceiptLookup = { hash: Hash }
+
 export function createReceiptResolvers({
   db,
   chain,
@@ -36,7 +41,7 @@ export function createReceiptResolvers({
   const bodies = createBlockBodies({ db })
 
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
-  async function getBlockReceiptsJson({ block }: { block: BlockSelector }): Promise<RawJson | null> {
+  async function getBlockReceiptsJson({ block }: GetBlockReceiptsParameters): Promise<RawJson | null> {
     const argument = await pendingView.resolve(block)
     if (argument.kind === 'pending') return RawJson.fromValue(pendingView.receiptsOf(argument.block))
     const resolved = await chain.resolve(argument.selector)
@@ -61,7 +66,7 @@ export function createReceiptResolvers({
     return RawJson.fromDeflated(deflated)
   }
 
-  async function getBlockReceipts({ block }: { block: BlockSelector }): Promise<RpcTransactionReceipt[] | null> {
+  async function getBlockReceipts({ block }: GetBlockReceiptsParameters): Promise<RpcTransactionReceipt[] | null> {
     return (await getBlockReceiptsJson({ block }))?.parse() ?? null
   }
 
@@ -100,7 +105,7 @@ export function createReceiptResolvers({
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
-  async function getTransactionReceiptJson({ hash }: { hash: Hash }): Promise<RawJson | null> {
+  async function getTransactionReceiptJson({ hash }: TransactionReceiptLookup): Promise<RawJson | null> {
     const confirmed = await cache.remember(
       `receipt:${hash}`,
       () => loadTransactionReceipt(hash),
@@ -116,7 +121,7 @@ export function createReceiptResolvers({
     return older === null ? null : RawJson.fromValue(older)
   }
 
-  async function getTransactionReceipt({ hash }: { hash: Hash }): Promise<RpcTransactionReceipt | null> {
+  async function getTransactionReceipt({ hash }: TransactionReceiptLookup): Promise<RpcTransactionReceipt | null> {
     return (await getTransactionReceiptJson({ hash }))?.parse() ?? null
   }
 
