@@ -5,7 +5,7 @@ import { tokenAbi, TOKEN_DEPLOY_BYTECODE } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
-import { result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { result, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
 const BURST = 200
 /** Fields anvil adds to receipts that no flashblock carries (a JSON-number `blockTimestamp`, `blobGasPrice`). */

@@ -42,7 +42,7 @@ export const transactions = pgTable(
     to: bytea('to'),
     /**
      * Legacy: the transaction object, in indexes written before migration 0009. The bodies now live in
-     * `block_transactions`; `upgradeStorage` (ingest/upgrade.ts) moves old ones there and empties this column.
+     * `block_transactions`; `upgradeStorage` (db/upgrade.ts) moves old ones there and empties this column.
      */
     body: json('body').$type<Record<string, unknown>>(),
   },
@@ -51,7 +51,7 @@ export const transactions = pgTable(
 
 /**
  * Legacy: receipts of indexes written before migration 0009, with `logs` emptied. Receipts are now read from
- * `block_receipts`; `upgradeStorage` (ingest/upgrade.ts) renders any block missing there and empties this table.
+ * `block_receipts`; `upgradeStorage` (db/upgrade.ts) renders any block missing there and empties this table.
  */
 export const receipts = pgTable(
   'receipts',
@@ -67,7 +67,7 @@ export const receipts = pgTable(
 
 /**
  * Each block's `eth_getBlockReceipts` answer, rendered once at ingest (ingest/block-data.ts) from the same
- * rows and in the same bytes as resolvers/receipt-json.ts renders it, and stored as raw DEFLATE (RFC 1951).
+ * rows and in the same bytes as objects/receipt.ts renders it, and stored as raw DEFLATE (RFC 1951).
  * Serving a block's receipts is then one row read and an inflate (none for a client accepting `deflate`)
  * instead of a join over its receipts and logs. Compressed here rather than by Postgres: a block of 160 logs is ~107 KB of JSON but ~3 KB deflated,
  * and moving 107 KB out of Postgres costs more than the join saves. The column is stored `EXTERNAL` (no

@@ -3,7 +3,7 @@ import { registryEvents } from '../attribution/registry.js'
 import { attributedActions, ENTRY_POINTS, type EntryPoint } from '../attribution/user-operations.js'
 import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../codecs/segmented.js'
 import { hexToBytea, type LogRow, type schema } from '../db/index.js'
-import { renderReceiptItems } from '../resolvers/receipt-json.js'
+import { renderReceiptItems } from '../objects/receipt.js'
 import { type AccountChange, foldPrestateDiffs, type PrestateDiff } from './account-diffs.js'
 
 export type RawBlock = RpcBlock<'latest', true, RpcTransaction> & { hash: Hash; number: Hex }

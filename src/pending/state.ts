@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
 import { type Address, type Hash, type Hex, keccak256 } from 'viem'
 import type { FeedReceipt, FlashblockMessage } from './message.js'
-import { buildPendingReceipt, normaliseUpstreamReceipt, type PendingReceipt } from './receipts.js'
+import { buildPendingReceipt, normaliseUpstreamReceipt, type PendingReceipt } from '../objects/receipt.js'
 import { decodePendingTransaction, type PendingTransaction } from './transactions.js'
 
 /** A feed silent for this long is stale: `pending` then answers as `latest` (DESIGN.md §5). */

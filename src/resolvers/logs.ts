@@ -1,8 +1,8 @@
 import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
 import type { AnyPgColumn } from 'drizzle-orm/pg-core'
-import type { Hash, Hex, RpcLog } from 'viem'
+import type { Hex } from 'viem'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { byteaToHex, type Db, hexToBytea, type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
+import { type Db, hexToBytea, type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -15,6 +15,7 @@ import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState, ResolvedBlock } from './chain.js'
 import type { History } from './history.js'
 import type { PendingView } from './pending.js'
+import { formatLog, type Log } from '../objects/log.js'
 
 export type LogLimits = {
   /** Largest `toBlock - fromBlock + 1` one `eth_getLogs` may span. */
@@ -28,30 +29,9 @@ export type LogLimits = {
   maxQueryCost?: number
 }
 
-/** `eth_getLogs` adds `blockTimestamp`, as reth and anvil do. */
-export type Log = RpcLog & { blockTimestamp: `0x${string}` }
+export type { Log } from '../objects/log.js'
 
 const TOPIC_COLUMNS = [schema.logs.topic0, schema.logs.topic1, schema.logs.topic2, schema.logs.topic3] as const
-
-export function formatLog(row: LogRow): Log {
-  const topics: Hash[] = []
-  for (const topic of [row.topic0, row.topic1, row.topic2, row.topic3]) {
-    if (topic === null) break
-    topics.push(byteaToHex(topic))
-  }
-  return {
-    address: byteaToHex(row.address),
-    topics: topics as Log['topics'],
-    data: byteaToHex(row.data),
-    blockHash: byteaToHex(row.blockHash),
-    blockNumber: toQuantity(row.blockNumber),
-    blockTimestamp: toQuantity(row.blockTimestamp),
-    transactionHash: byteaToHex(row.transactionHash),
-    transactionIndex: toQuantity(row.transactionIndex),
-    logIndex: toQuantity(row.logIndex),
-    removed: false,
-  }
-}
 
 /**
  * `column` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one

@@ -93,7 +93,7 @@ export function createReceiptResolvers({
   /**
    * The block's answer as an open DEFLATE stream (codecs/deflated.ts), in a buffer of its own (a pooled slice
    * would keep its whole pool). Every indexed block has one: the ingester writes it with the block, and
-   * `upgradeStorage` (ingest/upgrade.ts) rendered those of indexes written before.
+   * `upgradeStorage` (db/upgrade.ts) rendered those of indexes written before.
    */
   async function loadDeflatedReceipts(number: number): Promise<DeflatedText> {
     const stored = await storedReceipts.load(number)

@@ -1,7 +1,12 @@
-import { type Address, getContractAddress, type Hash, type Hex, hexToBytes, keccak256 } from 'viem'
-import type { FeedReceipt } from './message.js'
-import type { PendingTransaction } from './transactions.js'
+// Receipts as flashgate answers them, confirmed and pre-confirmed, in one place for the ingester (which
+// renders confirmed ones once into `block_receipts`), the pending state and the resolvers.
+
+import { type Address, getContractAddress, type Hash, type Hex, hexToBytes, keccak256, type RpcTransactionReceipt } from 'viem'
 import { toQuantity } from '../codecs/index.js'
+import type { LogRow } from '../db/index.js'
+import type { FeedReceipt } from '../pending/message.js'
+import type { PendingTransaction } from '../pending/transactions.js'
+import { formatLog } from './log.js'
 
 /** Pending answers carry this block hash: the block is not sealed (Base's own node does the same). */
 export const PENDING_BLOCK_HASH: Hash = `0x${'00'.repeat(32)}`
@@ -123,4 +128,30 @@ export function normaliseUpstreamReceipt(receipt: Record<string, unknown>, trans
   if (!Array.isArray(receipt.logs)) return null
   const logs = (receipt.logs as Record<string, unknown>[]).map((log) => ({ ...log, blockHash: PENDING_BLOCK_HASH })) as unknown as PendingLog[]
   return { ...receipt, blockHash: PENDING_BLOCK_HASH, logs } as unknown as PendingReceipt
+}
+
+/**
+ * Receipts as the index answers them: the upstream's receipt with its logs as `formatLog` (log.ts)
+ * writes them, rendered once at ingest into `block_receipts` (ingest/block-data.ts).
+ */
+
+export type ReceiptRow = { transactionIndex: number; body: Record<string, unknown> }
+
+/** Puts each log back into its receipt, at the `logs` key the upstream's receipt had. */
+export function assemble(receipt: ReceiptRow, logs: LogRow[]): RpcTransactionReceipt {
+  return { ...receipt.body, logs: logs.map(formatLog) } as unknown as RpcTransactionReceipt
+}
+
+/**
+ * A block's receipts, each as the JSON text `eth_getBlockReceipts` answers, from its receipt rows (in index
+ * order) and log rows, for `block_receipts` at ingest: the same texts `renderReceipts` builds from legacy rows.
+ */
+export function renderReceiptItems(receipts: ReceiptRow[], logs: LogRow[]): string[] {
+  const logsByTransaction = new Map<number, LogRow[]>()
+  for (const log of logs) {
+    const transactionLogs = logsByTransaction.get(log.transactionIndex)
+    if (transactionLogs === undefined) logsByTransaction.set(log.transactionIndex, [log])
+    else transactionLogs.push(log)
+  }
+  return receipts.map((receipt) => JSON.stringify(assemble(receipt, logsByTransaction.get(receipt.transactionIndex) ?? [])))
 }
