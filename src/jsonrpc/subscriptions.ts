@@ -4,7 +4,8 @@ import { z } from 'zod'
 import { describeParamsError, logFilter } from '../codecs/index.js'
 import { InvalidParamsError, LimitExceededError } from '../errors.js'
 import type { ChainEvents } from '../resolvers/index.js'
-import { formatPendingTransaction, matchesFilter } from '../resolvers/pending.js'
+import { formatPendingTransaction } from '../objects/transaction.js'
+import { matchesFilter } from '../resolvers/pending.js'
 
 export type { ChainEvents } from '../resolvers/index.js'
 

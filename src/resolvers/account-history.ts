@@ -5,7 +5,8 @@ import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { createBlockBodies } from './block-bodies.js'
 import type { ChainState } from './chain.js'
 import type { LogLimits } from './logs.js'
-import { formatPendingTransaction, isPendingTag, type PendingView } from './pending.js'
+import { formatPendingTransaction } from '../objects/transaction.js'
+import { isPendingTag, type PendingView } from './pending.js'
 
 /** Position of a transaction in the chain: a page of transactions continues after it. */
 export type TransactionCursor = { blockNumber: number; transactionIndex: number }

@@ -6,7 +6,8 @@ import { InvalidBlockRangeError } from '../errors.js'
 import type { ChainState } from './chain.js'
 import { rangeEnd, tooLarge } from './logs.js'
 import type { PendingBlock } from '../pending/index.js'
-import { formatPendingTransaction, type PendingView } from './pending.js'
+import { formatPendingTransaction } from '../objects/transaction.js'
+import type { PendingView } from './pending.js'
 import { createBlockBodies } from './block-bodies.js'
 
 /** Largest `blocks(from, to)` range: whole blocks are large objects. */

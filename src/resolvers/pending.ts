@@ -1,16 +1,8 @@
 import type { Address, Hash } from 'viem'
-import { type BlockSelector, type LogFilter, toQuantity } from '../codecs/index.js'
-import {
-  effectiveGasPrice,
-  PENDING_BLOCK_HASH,
-  type PendingBlock,
-  type PendingLog,
-  type PendingReceipt,
-  type PendingState,
-  type PendingTransaction,
-} from '../pending/index.js'
+import type { BlockSelector, LogFilter } from '../codecs/index.js'
+import type { PendingBlock, PendingLog, PendingReceipt, PendingState } from '../pending/index.js'
 import type { ChainState } from './chain.js'
-import { countsWithdrawals, type SizeConvention } from './pending-block.js'
+import { countsWithdrawals, type SizeConvention } from '../objects/block.js'
 
 const LATEST: BlockSelector = { kind: 'tag', tag: 'latest' }
 
@@ -38,39 +30,6 @@ export type ResolvedBlockArgument = { kind: 'pending'; block: PendingBlock } | {
  * the pre-confirmed blocks after it (none unless `toBlock` is `pending` and there are some).
  */
 export type SplitRange = { confirmed: { fromBlock: BlockSelector; toBlock: BlockSelector } | null; pending: PendingBlock[] }
-
-/**
- * A transaction this process forwarded and no flashblock shows yet, as a node shows one from its pool: no
- * block, and for fee-market transactions the fee cap as `gasPrice` (geth's `RPCTransaction`).
- */
-export function formatPoolTransaction(transaction: PendingTransaction): Record<string, unknown> {
-  return {
-    ...transaction.fields,
-    hash: transaction.hash,
-    blockHash: null,
-    blockNumber: null,
-    transactionIndex: null,
-    from: transaction.from,
-    gasPrice: transaction.fields.maxFeePerGas ?? transaction.fields.gasPrice ?? '0x0',
-  }
-}
-
-/** The RPC object of a pre-confirmed transaction, as a node shows it once mined, with the pending block hash. */
-export function formatPendingTransaction(block: PendingBlock, position: number): Record<string, unknown> {
-  const transaction = block.transactions[position]!
-  const deposit = transaction.type === 0x7e
-  return {
-    ...transaction.fields,
-    hash: transaction.hash,
-    blockHash: PENDING_BLOCK_HASH,
-    blockNumber: toQuantity(block.number),
-    transactionIndex: toQuantity(transaction.index),
-    from: transaction.from,
-    // For fee-market transactions nodes report the price actually paid.
-    gasPrice: deposit ? (transaction.fields.gasPrice ?? '0x0') : toQuantity(effectiveGasPrice(transaction.fields, block.header.baseFeePerGas)),
-    blockTimestamp: toQuantity(block.header.timestamp),
-  }
-}
 
 /** The pre-confirmed blocks above the indexed head, as the resolvers see them. */
 export function createPendingView({ chain, pending }: { chain: ChainState; pending: PendingState | null }) {

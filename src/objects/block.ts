@@ -1,6 +1,7 @@
 import { MerklePatriciaTrie } from '@ethereumjs/mpt'
 import { type Hash, type Hex, hexToBytes, keccak256, toRlp } from 'viem'
-import { PENDING_BLOCK_HASH, type PendingBlock } from '../pending/index.js'
+import type { PendingBlock } from '../pending/state.js'
+import { PENDING_BLOCK_HASH } from './receipt.js'
 import { toQuantity } from '../codecs/index.js'
 
 /** keccak256 of the RLP of an empty list: every post-merge block's `sha3Uncles`. */
