@@ -3,29 +3,17 @@ import type { Hash, RpcBlock, RpcTransaction } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
-import type { ChainState } from './chain.js'
 import type { ForwardedTransactions, PendingBlock } from '../pending/index.js'
 import { formatPendingTransaction, formatPoolTransaction } from '../objects/transaction.js'
 import type { PendingView } from './pending.js'
+import type { ReadContext } from './context.js'
 import { formatPendingBlock } from '../objects/block.js'
 import type { History } from './history.js'
 import { createBlockBodies } from './block-bodies.js'
 
 export type GetBlockParameters = { block: BlockSelector; includeTransactions: boolean }
 
-export function createBlockResolvers({
-  db,
-  chain,
-  cache,
-  pendingView,
-  history,
-}: {
-  db: Db
-  chain: ChainState
-  cache: AnswerCache
-  pendingView: PendingView
-  history: History
-}) {
+export function createBlockResolvers({ db, chain, cache, pendingView, history }: ReadContext) {
   const bodies = createBlockBodies({ db })
 
   async function blockNumberOf(selector: BlockSelector): Promise<number | null> {

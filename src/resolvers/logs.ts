@@ -2,7 +2,7 @@ import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
 import type { AnyPgColumn } from 'drizzle-orm/pg-core'
 import type { Hex } from 'viem'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { type Db, hexToBytea, type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
+import { hexToBytea, type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -11,10 +11,9 @@ import {
   LimitExceededError,
   UnknownBlockError,
 } from '../errors.js'
-import { ANSWER_BYTES, type AnswerCache } from './cache.js'
-import type { ChainState, ResolvedBlock } from './chain.js'
-import type { History } from './history.js'
-import type { PendingView } from './pending.js'
+import { ANSWER_BYTES } from './cache.js'
+import type { ResolvedBlock } from './chain.js'
+import type { ReadContext } from './context.js'
 import { formatLog, type Log } from '../objects/log.js'
 
 export type LogLimits = {
@@ -135,19 +134,7 @@ const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 /** The block numbers a log filter spans, checked against the index and the endpoint's limits. */
 export type LogRange = { fromNumber: number; toNumber: number }
 
-export function createLogResolvers({
-  db,
-  chain,
-  cache,
-  pendingView,
-  history,
-}: {
-  db: Db
-  chain: ChainState
-  cache: AnswerCache
-  pendingView: PendingView
-  history: History
-}) {
+export function createLogResolvers({ db, chain, cache, pendingView, history }: ReadContext) {
   /**
    * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
    * first priced by the planner, and refused with a smaller range when it would cost more than allowed.

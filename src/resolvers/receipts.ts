@@ -3,11 +3,8 @@ import { eq, sql } from 'drizzle-orm'
 import type { Hash, RpcTransactionReceipt } from 'viem'
 import type { DeflatedText } from '../codecs/deflated.js'
 import type { BlockSelector } from '../codecs/index.js'
-import { type Db, hexToBytea, schema } from '../db/index.js'
-import type { AnswerCache } from './cache.js'
-import type { ChainState } from './chain.js'
-import type { History } from './history.js'
-import type { PendingView } from './pending.js'
+import { hexToBytea, schema } from '../db/index.js'
+import type { ReadContext } from './context.js'
 import { RawJson } from './raw-json.js'
 import { createBlockBodies } from './block-bodies.js'
 
@@ -25,19 +22,7 @@ export type GetBlockReceiptsParameters = { block: BlockSelector }
 /** `eth_getTransactionReceipt`: a transaction by hash. */
 export type TransactionReceiptLookup = { hash: Hash }
 
-export function createReceiptResolvers({
-  db,
-  chain,
-  cache,
-  pendingView,
-  history,
-}: {
-  db: Db
-  chain: ChainState
-  cache: AnswerCache
-  pendingView: PendingView
-  history: History
-}) {
+export function createReceiptResolvers({ db, chain, cache, pendingView, history }: ReadContext) {
   const bodies = createBlockBodies({ db })
 
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
