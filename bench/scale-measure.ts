@@ -172,10 +172,10 @@ export async function measureQueries({
     async blockReceipts(random) {
       const block = atBlock(blockIn(random, firstBlock, head))
       // `.bytes` inflates: the JSON a client that does not accept `deflate` is sent.
-      return async () => (await resolvers.getBlockReceiptsJson({ block }))!.bytes.length
+      return async () => (await resolvers.getBlockReceipts({ block }))!.bytes.length
     },
     transactionByHash: byHash((hash) => resolvers.getTransaction({ hash })),
-    receiptByHash: byHash((hash) => resolvers.getTransactionReceiptJson({ hash }).then((answer) => answer?.bytes)),
+    receiptByHash: byHash((hash) => resolvers.getTransactionReceipt({ hash }).then((answer) => answer?.bytes)),
     accountsHot: accountRead(hotAccounts),
     accountsTail: accountRead(tailAccounts),
   }

@@ -1,6 +1,6 @@
 import type { EntryPoint } from '../attribution/user-operations.js'
 import type { Logger } from 'pino'
-import type { Hex } from 'viem'
+import type { Hex, RpcTransactionReceipt } from 'viem'
 import { toQuantity } from '../codecs/index.js'
 import type { Db } from '../db/index.js'
 import { HeaderNotFoundError } from '../errors.js'
@@ -129,7 +129,7 @@ export function createResolvers(config: ResolversConfig) {
     pendingView,
     forwarded,
     chain,
-    confirmedReceipt: (hash) => receipts.getTransactionReceipt({ hash }),
+    confirmedReceipt: async (hash) => (await receipts.getTransactionReceipt({ hash }))?.parse<RpcTransactionReceipt>() ?? null,
   })
 
   // Every public resolver named here, from the factory that makes it: one place that says what the
@@ -166,9 +166,7 @@ export function createResolvers(config: ResolversConfig) {
     pendingBlock: blocks.pendingBlock,
     getTransaction: transactions.getTransaction,
     getBlockReceipts: receipts.getBlockReceipts,
-    getBlockReceiptsJson: receipts.getBlockReceiptsJson,
     getTransactionReceipt: receipts.getTransactionReceipt,
-    getTransactionReceiptJson: receipts.getTransactionReceiptJson,
     getAccount: accounts.getAccount,
     getBalance: accounts.getBalance,
     getTransactionCount: accounts.getTransactionCount,

@@ -77,9 +77,8 @@ async function fedPendingState(format: FeedFormat, { hydrated = false } = {}): P
 
 const read = (resolvers: Resolvers) => ({
   logs: (filter: unknown) => resolvers.getLogs({ filter: logFilter.parse(filter), limits: DEFAULT_LOG_LIMITS }),
-  blockReceipts: async (block: unknown) =>
-    (await resolvers.getBlockReceiptsJson({ block: blockArgument.parse(block) }))?.parse<RpcTransactionReceipt[]>() ?? null,
-  receipt: async (hash: Hash) => (await resolvers.getTransactionReceiptJson({ hash }))?.parse<RpcTransactionReceipt>() ?? null,
+  blockReceipts: async (block: unknown) => (await resolvers.getBlockReceipts({ block: blockArgument.parse(block) }))?.parse<RpcTransactionReceipt[]>() ?? null,
+  receipt: async (hash: Hash) => (await resolvers.getTransactionReceipt({ hash }))?.parse<RpcTransactionReceipt>() ?? null,
   balance: (account: Address, block: unknown) => resolvers.getBalance({ address: address.parse(account), block: blockArgument.parse(block) }),
   nonce: (account: Address, block: unknown) => resolvers.getTransactionCount({ address: address.parse(account), block: blockArgument.parse(block) }),
 })

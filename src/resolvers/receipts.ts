@@ -1,6 +1,6 @@
 import DataLoader from 'dataloader'
 import { eq, sql } from 'drizzle-orm'
-import type { Hash, RpcTransactionReceipt } from 'viem'
+import type { Hash } from 'viem'
 import type { DeflatedText } from '../codecs/deflated.js'
 import type { BlockSelector } from '../codecs/index.js'
 import { hexToBytea, schema } from '../db/index.js'
@@ -13,9 +13,9 @@ const { blockReceipts } = schema
 type StoredBlockReceipts = { number: number; deflated: Uint8Array; plainLength: number | null; adler32: string | number | null }
 
 /**
- * Receipts are answered as JSON text from `block_receipts` (rendered and deflated at ingest): a block's
- * stream as it is, a transaction's from the stream's segment that holds it (block-bodies.ts). JSON-RPC writes the text as it is (the `…Json`
- * resolvers), GraphQL parses it (the object resolvers).
+ * Receipts are answered as JSON text (`RawJson`) from `block_receipts` (rendered and deflated at ingest): a
+ * block's stream as it is, a transaction's from the stream's segment that holds it (block-bodies.ts).
+ * JSON-RPC writes the text as it is; GraphQL and the send path parse it.
  */
 /** `eth_getBlockReceipts`: a block by number, tag or hash. */
 export type GetBlockReceiptsParameters = { block: BlockSelector }
@@ -26,7 +26,7 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
   const bodies = createBlockBodies({ db })
 
   /** https://github.com/ethereum/execution-apis (eth_getBlockReceipts); `null` for an unknown block. */
-  async function getBlockReceiptsJson({ block }: GetBlockReceiptsParameters): Promise<RawJson | null> {
+  async function getBlockReceipts({ block }: GetBlockReceiptsParameters): Promise<RawJson | null> {
     const argument = await pendingView.resolve(block)
     if (argument.kind === 'pending') return RawJson.fromValue(pendingView.receiptsOf(argument.block))
     const resolved = await chain.resolve(argument.selector)
@@ -49,10 +49,6 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
       (answer) => answer.stream.byteLength,
     )
     return RawJson.fromDeflated(deflated)
-  }
-
-  async function getBlockReceipts({ block }: GetBlockReceiptsParameters): Promise<RpcTransactionReceipt[] | null> {
-    return (await getBlockReceiptsJson({ block }))?.parse() ?? null
   }
 
   /**
@@ -90,7 +86,7 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */
-  async function getTransactionReceiptJson({ hash }: TransactionReceiptLookup): Promise<RawJson | null> {
+  async function getTransactionReceipt({ hash }: TransactionReceiptLookup): Promise<RawJson | null> {
     const confirmed = await cache.remember(
       `receipt:${hash}`,
       () => loadTransactionReceipt(hash),
@@ -106,14 +102,10 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
     return older === null ? null : RawJson.fromValue(older)
   }
 
-  async function getTransactionReceipt({ hash }: TransactionReceiptLookup): Promise<RpcTransactionReceipt | null> {
-    return (await getTransactionReceiptJson({ hash }))?.parse() ?? null
-  }
-
   async function loadTransactionReceipt(hash: Hash): Promise<RawJson | null> {
     const [found] = await bodies.receiptsWhere(eq(schema.transactions.hash, hexToBytea(hash)))
     return found === undefined ? null : RawJson.fromValue(found.item)
   }
 
-  return { getBlockReceipts, getBlockReceiptsJson, getTransactionReceipt, getTransactionReceiptJson }
+  return { getBlockReceipts, getTransactionReceipt }
 }

@@ -1,3 +1,4 @@
+import type { RpcTransactionReceipt } from 'viem'
 import type { z } from 'zod'
 import { MAX_BLOCKS_PER_QUERY } from '../resolvers/batches.js'
 import { Account } from './account.js'
@@ -84,14 +85,15 @@ builder.queryType({
       nullable: true,
       description: 'A receipt by transaction hash, as `eth_getTransactionReceipt`.',
       args: { hash: t.arg({ type: 'Hash', required: true }) },
-      resolve: (_root, { hash }, { resolvers }) => resolvers.getTransactionReceipt({ hash }),
+      resolve: async (_root, { hash }, { resolvers }) => (await resolvers.getTransactionReceipt({ hash }))?.parse<RpcTransactionReceipt>() ?? null,
     }),
     receipts: t.field({
       type: [Receipt],
       nullable: true,
       description: 'Every receipt of a block, as `eth_getBlockReceipts`; `null` for an unknown block.',
       args: { block: t.arg({ type: BlockInput, required: true }) },
-      resolve: (_root, args, { resolvers }) => resolvers.getBlockReceipts({ block: parseArgument(blockSelector, args.block, 'block') }),
+      resolve: async (_root, args, { resolvers }) =>
+        (await resolvers.getBlockReceipts({ block: parseArgument(blockSelector, args.block, 'block') }))?.parse<RpcTransactionReceipt[]>() ?? null,
     }),
     logs: t.field({
       type: LogConnection,

@@ -6,5 +6,5 @@ import { pinAt } from '../memo.js'
 export const eth_getBlockReceipts = defineMethod({
   params: z.tuple([blockArgument]),
   pins: pinAt(0),
-  handler: (resolvers, [block]) => resolvers.getBlockReceiptsJson({ block }),
+  handler: (resolvers, [block]) => resolvers.getBlockReceipts({ block }),
 })

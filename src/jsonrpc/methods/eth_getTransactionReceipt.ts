@@ -4,5 +4,5 @@ import { defineMethod } from '../define-method.js'
 
 export const eth_getTransactionReceipt = defineMethod({
   params: z.tuple([hash]),
-  handler: (resolvers, [transactionHash]) => resolvers.getTransactionReceiptJson({ hash: transactionHash }),
+  handler: (resolvers, [transactionHash]) => resolvers.getTransactionReceipt({ hash: transactionHash }),
 })
