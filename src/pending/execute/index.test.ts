@@ -1,7 +1,7 @@
 import { pino } from 'pino'
 import { type Hex, keccak256, toHex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { DEV_ACCOUNTS, flashblock, signedTransfer } from '../../../test/fixtures/flashblocks.js'
+import { DEV_ACCOUNTS, flashblock, type ScriptedTransaction, signedTransfer } from '../../../test/fixtures/flashblocks.js'
 import { startDelayProxy } from '../../../test/fixtures/delay-proxy.js'
 import { freePort } from '../../../test/fixtures/ports.js'
 import { type Anvil, startAnvil } from '../../devnet/anvil.js'
@@ -51,7 +51,15 @@ async function setUp() {
     await executor.idle()
     await state.settled()
   }
-  return { state, executor, number: head + 1, parent, apply }
+  const number = head + 1
+  /** Opens the block after the head with `transactions` as its first flashblock; the pending block once executed. */
+  const openBlock = async (transactions: ScriptedTransaction[]) => {
+    await apply(
+      flashblock({ index: 0, blockNumber: number, parentHash: parent.hash, timestamp: Number(parent.timestamp) + 2, format: 'current', transactions }),
+    )
+    return state.blocks(number - 1).find((candidate) => candidate.number === number)!
+  }
+  return { state, executor, number, parent, apply, openBlock }
 }
 
 /** Sends a transaction to anvil (mining on each) and returns the block that holds it, which must be `number`. */
@@ -65,21 +73,10 @@ async function sealedIn(upstream: ReturnType<typeof createUpstream>, raw: Hex, n
 
 describe('flashblock executor', () => {
   test('a transfer is executed on the parent state: its receipt, and the balances it left', async () => {
-    const { state, executor, number, parent, apply } = await setUp()
+    const { executor, openBlock } = await setUp()
     const nonce = Number(await createUpstream({ rpcUrl: anvil.rpcUrl }).request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[2]!.address, 'latest']))
     const recipient = `0x${'5a'.repeat(20)}` as Hex
-    const transfer = await signedTransfer({ from: 2, nonce, to: recipient, value: 12_345n })
-    await apply(
-      flashblock({
-        index: 0,
-        blockNumber: number,
-        parentHash: parent.hash,
-        timestamp: Number(parent.timestamp) + 2,
-        format: 'current',
-        transactions: [transfer],
-      }),
-    )
-    const block = state.blocks(number - 1).find((candidate) => candidate.number === number)!
+    const block = await openBlock([await signedTransfer({ from: 2, nonce, to: recipient, value: 12_345n })])
     expect(block.receipts[0]).toMatchObject({ status: '0x1', gasUsed: '0x5208', cumulativeGasUsed: '0x5208', logs: [], transactionIndex: '0x0' })
     expect(block.balances.get(recipient)).toBe(12_345n)
     expect(executor.status()).toMatchObject({ executedTransactions: 1, failedBlocks: 0, executedDeposits: 0 })
@@ -92,20 +89,9 @@ describe('flashblock executor', () => {
     // Logs blockhash(number - 1) and blockhash(number - 5): NUMBER 1 SWAP1 SUB BLOCKHASH 0 MSTORE …, LOG0(0, 64).
     const probe: Hex = `0x${'b1'.repeat(20)}`
     await upstream.request('anvil_setCode', [probe, '0x436001900340600052436005900340602052604060' + '00a000'])
-    const { state, executor, number, parent, apply } = await setUp()
+    const { executor, number, parent, openBlock } = await setUp()
     const nonce = Number(await upstream.request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[3]!.address, 'latest']))
-    const transaction = await signedTransfer({ from: 3, nonce, to: probe, value: 0n, gas: 60_000n })
-    await apply(
-      flashblock({
-        index: 0,
-        blockNumber: number,
-        parentHash: parent.hash,
-        timestamp: Number(parent.timestamp) + 2,
-        format: 'current',
-        transactions: [transaction],
-      }),
-    )
-    const block = state.blocks(number - 1).find((candidate) => candidate.number === number)!
+    const block = await openBlock([await signedTransfer({ from: 3, nonce, to: probe, value: 0n, gas: 60_000n })])
     const older = await upstream.request<{ hash: Hex }>('eth_getBlockByNumber', [toHex(number - 5), false])
     expect((block.receipts[0] as { logs: { data: Hex }[] }).logs[0]!.data).toBe(`${parent.hash}${older.hash.slice(2)}`)
     executor.stop()
@@ -113,22 +99,13 @@ describe('flashblock executor', () => {
 
   test("after a block it could not execute to its end, the next starts from the cache caught up with the sealed block's state diffs", async () => {
     const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
-    const { state, executor, number, parent, apply } = await setUp()
+    const { state, executor, number, apply, openBlock } = await setUp()
     const nonce = Number(await upstream.request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[0]!.address, 'latest']))
     const recipient = `0x${'c7'.repeat(20)}` as Hex
     // The sealed block holds the transfer with the right nonce; the feed announced one the EVM refuses (its nonce is ahead).
     const sealedTransfer = await signedTransfer({ from: 0, nonce, to: recipient, value: 1_000n })
     const sealedBlock = await sealedIn(upstream, sealedTransfer.raw, number)
-    await apply(
-      flashblock({
-        index: 0,
-        blockNumber: number,
-        parentHash: parent.hash,
-        timestamp: Number(parent.timestamp) + 2,
-        format: 'current',
-        transactions: [await signedTransfer({ from: 0, nonce: nonce + 7, to: recipient })],
-      }),
-    )
+    await openBlock([await signedTransfer({ from: 0, nonce: nonce + 7, to: recipient })])
     expect(executor.status().failedBlocks).toBe(1)
     const traces = await upstream.request<{ result: TracedDiff }[]>('debug_traceBlockByHash', [
       sealedBlock.hash,
