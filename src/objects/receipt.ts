@@ -95,7 +95,11 @@ export function buildPendingReceipt(options: {
     logIndex: toQuantity(firstLogIndex + offset),
     removed: false,
   }))
-  const created = transaction.to === null && transaction.type !== 0x7e
+  // A deposit's envelope has no nonce: the one it created its contract at is the receipt's `depositNonce`.
+  const { depositNonce } = receipt.extra
+  const creatorNonce =
+    transaction.type !== 0x7e ? BigInt(transaction.nonce) : typeof depositNonce === 'string' || typeof depositNonce === 'number' ? BigInt(depositNonce) : null
+  const created = transaction.to === null && creatorNonce !== null
   return {
     type: toQuantity(receipt.type),
     status: toQuantity(receipt.status),
@@ -110,7 +114,7 @@ export function buildPendingReceipt(options: {
     effectiveGasPrice: toQuantity(effectiveGasPrice(transaction.fields, block.baseFeePerGas)),
     from: transaction.from,
     to: transaction.to,
-    contractAddress: created ? getContractAddress({ from: transaction.from, nonce: BigInt(transaction.nonce) }).toLowerCase() : null,
+    contractAddress: created ? getContractAddress({ from: transaction.from, nonce: creatorNonce! }).toLowerCase() : null,
     blobGasPrice: toQuantity(MIN_BLOB_BASE_FEE),
     blockTimestamp: toQuantity(block.timestamp),
     ...receipt.extra,

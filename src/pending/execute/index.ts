@@ -5,7 +5,7 @@ import { createLegacyTx, createTxFromRLP } from '@ethereumjs/tx'
 import { Account, Address, bytesToHex, hexToBytes, setLengthLeft } from '@ethereumjs/util'
 import { createVM, runTx, type VM } from '@ethereumjs/vm'
 import type { Logger } from 'pino'
-import { getContractAddress, type Hash, type Hex } from 'viem'
+import type { Hash, Hex } from 'viem'
 import { type CallRequest, toQuantity } from '../../codecs/index.js'
 import { isFlashgateError } from '../../errors.js'
 import type { FeedReceipt } from '../message.js'
@@ -444,7 +444,6 @@ export function createFlashblockExecutor({
           ...(parameters === null ? {} : opReceiptFields(estimatedSizeScaled(transaction.raw), 0n, parameters)),
           depositNonce: toQuantity(depositNonce),
           depositReceiptVersion: toQuantity(DEPOSIT_RECEIPT_VERSION),
-          ...(transaction.to === null && { contractAddress: getContractAddress({ from: transaction.from, nonce: depositNonce }).toLowerCase() as Hex }),
         },
       }
       status.executedDeposits++
