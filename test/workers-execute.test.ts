@@ -2,7 +2,6 @@
 // machine; both workers serve the executed receipts, and run `pending` calls on the primary's executed state
 // over the cluster link (a revert comes back as the node words it).
 import { type ChildProcess, spawn } from 'node:child_process'
-import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { type Address, encodeFunctionData, type Hex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
@@ -12,6 +11,7 @@ import type { TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { deployDevnetToken, result, rpc } from './fixtures/gateway.js'
 import { freePort } from './fixtures/ports.js'
+import { fromEachWorker as eachWorker, postToWorkers } from './fixtures/workers.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
 const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
@@ -20,8 +20,6 @@ const BLOCK_TIME_MS = 4_000
 const FLASHBLOCK_INTERVAL_MS = 400
 const ZERO_HASH = `0x${'00'.repeat(32)}`
 
-type Answer = { worker: string | null; body: any }
-
 let devnet: Devnet
 let database: TestDatabase
 let child: ChildProcess
@@ -29,44 +27,12 @@ let port: number
 let output = ''
 
 /** One request on a connection of its own: node:cluster hands each new connection to the next worker. */
-function post(body: unknown): Promise<Answer> {
-  const text = JSON.stringify(body)
-  return new Promise((resolve, reject) => {
-    const outgoing = request(
-      {
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/',
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
-      },
-      (response) => {
-        const chunks: Buffer[] = []
-        response.on('data', (chunk: Buffer) => chunks.push(chunk))
-        response.on('end', () =>
-          resolve({ worker: (response.headers['x-flashgate-worker'] as string | undefined) ?? null, body: JSON.parse(Buffer.concat(chunks).toString()) }),
-        )
-        response.on('error', reject)
-      },
-    )
-    outgoing.on('error', reject)
-    outgoing.end(text)
-  })
-}
+const post = (body: unknown) => postToWorkers(port, '/', body)
 
 const call = (method: string, params: unknown[] = []) => ({ jsonrpc: '2.0', id: 1, method, params })
 
 /** Asks until each of the two workers has answered once. */
-async function fromEachWorker(body: unknown): Promise<Answer[]> {
-  const answers = new Map<string, Answer>()
-  for (let attempt = 0; attempt < 20 && answers.size < 2; attempt++) {
-    const answer = await post(body)
-    if (answer.worker !== null && !answers.has(answer.worker)) answers.set(answer.worker, answer)
-  }
-  if (answers.size !== 2) throw new Error(`only workers ${[...answers.keys()]} answered`)
-  return [...answers.values()]
-}
+const fromEachWorker = async (body: unknown) => [...(await eachWorker(() => post(body))).values()]
 
 async function until(check: () => Promise<boolean>, timeoutMs: number, message: () => string) {
   for (const deadline = Date.now() + timeoutMs; !(await check().catch(() => false)); ) {

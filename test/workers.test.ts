@@ -12,6 +12,7 @@ import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import type { TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { freePort } from './fixtures/ports.js'
+import { fromEachWorker as eachWorker, postToWorkers, type WorkerAnswer } from './fixtures/workers.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
 const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
@@ -35,51 +36,13 @@ let output = ''
 let clients = 0
 const freshClient = () => `10.18.${Math.floor(++clients / 250)}.${clients % 250}`
 
-type Answer = { status: number; worker: string | null; body: any }
-
-/** One request on a connection of its own: node:cluster hands each new connection to the next worker. */
-function post(path: string, body: unknown, from = freshClient()): Promise<Answer> {
-  const text = JSON.stringify(body)
-  return new Promise((resolve, reject) => {
-    const outgoing = request(
-      {
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path,
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': from },
-      },
-      (response) => {
-        const chunks: Buffer[] = []
-        response.on('data', (chunk: Buffer) => chunks.push(chunk))
-        response.on('end', () =>
-          resolve({
-            status: response.statusCode ?? 0,
-            worker: (response.headers['x-flashgate-worker'] as string | undefined) ?? null,
-            body: JSON.parse(Buffer.concat(chunks).toString()),
-          }),
-        )
-        response.on('error', reject)
-      },
-    )
-    outgoing.on('error', reject)
-    outgoing.end(text)
-  })
-}
+/** One request on a connection of its own, from a fresh client address unless told. */
+const post = (path: string, body: unknown, from = freshClient()) => postToWorkers(port, path, body, from)
 
 const call = (method: string, params: unknown[] = [], id = 1) => ({ jsonrpc: '2.0', id, method, params })
 
 /** Calls until each worker has answered once; the answers by worker. */
-async function fromEachWorker(path: string, body: unknown, from?: string): Promise<Map<string, Answer>> {
-  const answers = new Map<string, Answer>()
-  for (let attempt = 0; attempt < 20 && answers.size < 2; attempt++) {
-    const answer = await post(path, body, from)
-    if (answer.worker !== null && !answers.has(answer.worker)) answers.set(answer.worker, answer)
-  }
-  if (answers.size !== 2) throw new Error(`only workers ${[...answers.keys()]} answered`)
-  return answers
-}
+const fromEachWorker = (path: string, body: unknown, from?: string) => eachWorker(() => post(path, body, from))
 
 async function signed(nonce: number): Promise<Hex> {
   return SENDER.signTransaction({
@@ -276,7 +239,7 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
     const slow = Array.from({ length: 4 }, () => {
       const text = JSON.stringify(call('eth_chainId'))
       let finish = () => {}
-      const answer = new Promise<Answer>((resolve, reject) => {
+      const answer = new Promise<WorkerAnswer>((resolve, reject) => {
         const outgoing = request(
           {
             host: '127.0.0.1',
