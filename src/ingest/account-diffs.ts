@@ -3,6 +3,8 @@ import type { Address, Hex } from 'viem'
 /**
  * One transaction's result of `prestateTracer` with `diffMode: true`: `pre` holds the touched accounts
  * before the transaction, `post` only the fields that changed. Missing fields are zero (geth omits them).
+ * Balances and nonces are folded into `account_changes` here; code and storage serve the flashblock
+ * executor's cache (pending/execute/state.ts `applyDiffs`).
  * https://geth.ethereum.org/docs/developers/evm-tracing/built-in-tracers#prestate-tracer
  */
 export type PrestateAccount = { balance?: Hex; nonce?: number | Hex; code?: Hex; storage?: Record<Hex, Hex> }

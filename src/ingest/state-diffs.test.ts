@@ -6,6 +6,7 @@ import { type Anvil, startAnvil } from '../devnet/anvil.js'
 import { createUpstream } from '../upstream/index.js'
 import type { PrestateDiff } from './account-diffs.js'
 import { createIngester, type Ingester } from './index.js'
+import { anvilCall } from '../../test/fixtures/sync.js'
 
 // With `keepRecentStateDiffs` (the flashblock executor's cache), the blocks the ingester hands to its
 // listeners carry their state diffs, as the upstream's prestate tracer gave them, for blocks sealed in the
@@ -18,16 +19,7 @@ const GENESIS_TIMESTAMP = 1_000_000_000
 let anvil: Anvil
 let db: Db
 let ingester: Ingester
-const call = async <value>(method: string, params: unknown[] = []) =>
-  (
-    (await (
-      await fetch(anvil.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-      })
-    ).json()) as { result: value }
-  ).result
+const call = <value>(method: string, params: unknown[] = []) => anvilCall<value>(anvil.rpcUrl, method, params)
 
 beforeAll(async () => {
   anvil = await startAnvil({ extraArgs: ['--timestamp', String(GENESIS_TIMESTAMP)] })

@@ -10,7 +10,7 @@ import { createUpstream } from '../../upstream/index.js'
 import { flashblockMessage } from '../message.js'
 import { createPendingState } from '../state.js'
 import { createFlashblockExecutor, RESULT_TIMEOUT_MS } from './index.js'
-import type { TracedDiff } from './state.js'
+import type { PrestateDiff } from '../../ingest/account-diffs.js'
 
 // The executor behind a real pending state, over a real anvil as the upstream: a transfer executed (receipt
 // and the balances it left), divergence, a failing upstream, a backlog. OP-Stack blocks:
@@ -107,7 +107,7 @@ describe('flashblock executor', () => {
     const sealedBlock = await sealedIn(upstream, sealedTransfer.raw, number)
     await openBlock([await signedTransfer({ from: 0, nonce: nonce + 7, to: recipient })])
     expect(executor.status().failedBlocks).toBe(1)
-    const traces = await upstream.request<{ result: TracedDiff }[]>('debug_traceBlockByHash', [
+    const traces = await upstream.request<{ result: PrestateDiff }[]>('debug_traceBlockByHash', [
       sealedBlock.hash,
       { tracer: 'prestateTracer', tracerConfig: { diffMode: true } },
     ])

@@ -26,7 +26,8 @@ import {
   operatorFee,
   readL1FeeParameters,
 } from './op-stack.js'
-import { ExecutionState, type LoadedAccount, ParentState, type StateLoader, type TracedDiff } from './state.js'
+import type { PrestateDiff } from '../../ingest/account-diffs.js'
+import { ExecutionState, type LoadedAccount, ParentState, type StateLoader } from './state.js'
 
 /** EVM rules the executor applies unless told otherwise: Base's execution layer since Isthmus is Prague's. */
 export const DEFAULT_EXECUTION_HARDFORK = 'prague'
@@ -175,7 +176,7 @@ export function createFlashblockExecutor({
   /** The block whose state `parent` holds; `null` when that state may be wrong (built on a diverged block). */
   let parentBlock: { number: number; hash: Hex } | null = null
   /** Sealed blocks' state diffs, by number, as the ingester fetched them (recent blocks only). */
-  const sealedDiffs = new Map<number, { hash: Hex; parentHash: Hex; diffs: readonly TracedDiff[]; reread: string[] }>()
+  const sealedDiffs = new Map<number, { hash: Hex; parentHash: Hex; diffs: readonly PrestateDiff[]; reread: string[] }>()
   /**
    * Hashes of the pending block's ancestors, for BLOCKHASH: the parent's from the feed, older ones read from
    * the upstream when a transaction asks (kept while blocks follow one another; a fresh start forgets them).
@@ -279,7 +280,7 @@ export function createFlashblockExecutor({
    */
   function catchUp(block: PendingBlock): boolean {
     if (parentBlock === null || parentBlock.number >= block.number - 1) return false
-    const steps: { diffs: readonly TracedDiff[]; reread: string[] }[] = []
+    const steps: { diffs: readonly PrestateDiff[]; reread: string[] }[] = []
     let hash = parentBlock.hash
     for (let number = parentBlock.number + 1; number < block.number; number++) {
       const sealed = sealedDiffs.get(number)
@@ -293,7 +294,7 @@ export function createFlashblockExecutor({
   }
 
   /** A sealed block from the ingester: its state diffs, when it kept them, for `catchUp`. */
-  function sealed(block: { number: number; hash: Hex; block: { parentHash: Hex; withdrawals?: { address: Hex }[] }; stateDiffs?: readonly TracedDiff[] }) {
+  function sealed(block: { number: number; hash: Hex; block: { parentHash: Hex; withdrawals?: { address: Hex }[] }; stateDiffs?: readonly PrestateDiff[] }) {
     if (block.stateDiffs === undefined) return
     sealedDiffs.set(block.number, {
       hash: block.hash,

@@ -2,6 +2,7 @@ import type { AccountFields, StateManagerInterface } from '@ethereumjs/common'
 import { OriginalStorageCache } from '@ethereumjs/statemanager'
 import { Account, type Address, bytesToHex, hexToBytes, KECCAK256_NULL, KECCAK256_RLP, setLengthLeft } from '@ethereumjs/util'
 import type { Hex } from 'viem'
+import type { PrestateDiff } from '../../ingest/account-diffs.js'
 import { keccak256 } from 'viem'
 
 /** An account as the parent block left it; `null` when it does not exist (no balance, nonce or code). */
@@ -125,7 +126,7 @@ export class ParentState {
    * `pre` but not in `post` was deleted; a slot in `pre` but not in `post` became zero. `reread` accounts
    * (paid outside transactions, by withdrawals) are forgotten and read again when needed.
    */
-  applyDiffs(diffs: readonly TracedDiff[], reread: Iterable<string> = []): void {
+  applyDiffs(diffs: readonly PrestateDiff[], reread: Iterable<string> = []): void {
     this.bound()
     for (const { pre, post } of diffs) {
       for (const [key, before] of Object.entries(pre)) {
@@ -166,12 +167,6 @@ export class ParentState {
     this.accounts.clear()
     this.storage.clear()
   }
-}
-
-/** One transaction's prestate-tracer diff (`diffMode: true`): fields as the tracer prints them. */
-export type TracedDiff = {
-  pre: Record<string, { balance?: Hex; nonce?: number | Hex; code?: Hex; storage?: Record<Hex, Hex> }>
-  post: Record<string, { balance?: Hex; nonce?: number | Hex; code?: Hex; storage?: Record<Hex, Hex> }>
 }
 
 /**
