@@ -74,3 +74,13 @@ describe('open DEFLATE streams spliced into one zlib stream', () => {
     expect(() => inflateSync(zlibStream([{ ...open, adler32: (open.adler32 + 1) >>> 0 }]))).toThrow(/incorrect data check/)
   })
 })
+
+describe('inflateAny given the text length', () => {
+  test.each([1, 63, 64, 16_383, 16_384, 16_385, 150_000])('gives back %i bytes whole (one output chunk, whatever the length)', (length) => {
+    const text = Buffer.from(Array.from({ length }, (_, index) => String.fromCharCode(97 + ((index * 7) % 26))).join(''))
+    const { stream } = deflateOpen(text, 6)
+    const inflated = inflateAny(stream, length)
+    expect(inflated.equals(text)).toBe(true)
+    expect(inflated.equals(inflateAny(stream))).toBe(true)
+  })
+})

@@ -65,9 +65,17 @@ export function deflateOpen(text: string | Buffer, level: number): DeflatedText 
   }
 }
 
-/** The text of a raw DEFLATE stream, open or finished. */
-export function inflateAny(stream: Uint8Array): Buffer {
-  return inflateRawSync(stream, { finishFlush: constants.Z_SYNC_FLUSH })
+/** zlib's smallest output chunk. */
+const MIN_CHUNK_BYTES = 64
+
+/**
+ * The text of a raw DEFLATE stream, open or finished. Given the text's length, zlib writes it into one
+ * buffer of that size instead of 16 KiB chunks joined by a copy at the end (a block's receipts are ~100 KB).
+ */
+export function inflateAny(stream: Uint8Array, plainLength?: number): Buffer {
+  // One byte more than the text: zlib asks for a new chunk when the last one is exactly full.
+  const chunkSize = plainLength === undefined ? undefined : Math.max(MIN_CHUNK_BYTES, plainLength + 1)
+  return inflateRawSync(stream, { finishFlush: constants.Z_SYNC_FLUSH, chunkSize })
 }
 
 /** Stored (uncompressed) DEFLATE blocks holding `bytes`; the last one final when `final` is set. */

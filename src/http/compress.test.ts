@@ -1,5 +1,8 @@
+import { createServer, type IncomingHttpHeaders, request } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { gunzipSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
-import { negotiateEncoding, STORED_DEFLATE_OFFERS } from './compress.js'
+import { negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible } from './compress.js'
 
 describe('negotiateEncoding', () => {
   test.each([
@@ -30,5 +33,49 @@ describe('negotiateEncoding for answers stored deflated', () => {
     ['identity', null],
   ] as const)('%j → %s', (header, expected) => {
     expect(negotiateEncoding(header, STORED_DEFLATE_OFFERS)).toBe(expected)
+  })
+})
+
+describe('sendCompressible with an answer in pieces', () => {
+  const pieces = [Buffer.from('{"jsonrpc":"2.0","id":1,"result":'), Buffer.from(`[${'"0x1",'.repeat(400)}"0x2"]`), Buffer.from('}')]
+  const whole = Buffer.concat(pieces)
+
+  async function answer(method: string, acceptEncoding?: string) {
+    const server = createServer((request, response) => void sendCompressible(request, response, 200, pieces, { 'content-type': 'application/json' }))
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address() as AddressInfo
+    try {
+      return await new Promise<{ headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+        const headers = acceptEncoding === undefined ? {} : { 'accept-encoding': acceptEncoding }
+        request({ port, host: '127.0.0.1', method, headers }, (response) => {
+          const chunks: Buffer[] = []
+          response.on('data', (chunk: Buffer) => chunks.push(chunk))
+          response.on('end', () => resolve({ headers: response.headers, body: Buffer.concat(chunks) }))
+        })
+          .on('error', reject)
+          .end()
+      })
+    } finally {
+      server.close()
+    }
+  }
+
+  test('goes out as the pieces joined, with their whole length', async () => {
+    const { headers, body } = await answer('POST')
+    expect(body.equals(whole)).toBe(true)
+    expect(Number(headers['content-length'])).toBe(whole.length)
+    expect(headers['content-encoding']).toBeUndefined()
+  })
+
+  test('is compressed whole for a client that accepts gzip', async () => {
+    const { headers, body } = await answer('POST', 'gzip')
+    expect(headers['content-encoding']).toBe('gzip')
+    expect(gunzipSync(body).equals(whole)).toBe(true)
+  })
+
+  test('HEAD gets the length and no body', async () => {
+    const { headers, body } = await answer('HEAD')
+    expect(Number(headers['content-length'])).toBe(whole.length)
+    expect(body.length).toBe(0)
   })
 })

@@ -89,15 +89,26 @@ export async function sendCompressible(
   request: IncomingMessage,
   response: ServerResponse,
   status: number,
-  body: string | Buffer,
+  body: Body,
   headers: OutgoingHttpHeaders,
 ): Promise<void> {
-  const size = Buffer.byteLength(body)
+  const size = byteLength(body)
   if (size < COMPRESS_MIN_BYTES) return sendEncoded(request, response, status, body, null, headers)
   const coding = negotiateEncoding(request.headers['accept-encoding'])
   if (coding === null) return sendEncoded(request, response, status, body, null, { ...headers, vary: varyOnEncoding(headers) })
-  const compressed = await compressDynamic(typeof body === 'string' ? Buffer.from(body) : body, coding)
+  const whole = typeof body === 'string' ? Buffer.from(body) : Array.isArray(body) ? Buffer.concat(body) : (body as Buffer)
+  const compressed = await compressDynamic(whole, coding)
   return sendEncoded(request, response, status, compressed, coding, headers)
+}
+
+/** An answer's bytes: text, one buffer, or buffers to write one after the other. */
+export type Body = string | Buffer | readonly Buffer[]
+
+function byteLength(body: Body): number {
+  if (!Array.isArray(body)) return Buffer.byteLength(body as string | Buffer)
+  let size = 0
+  for (const part of body) size += part.length
+  return size
 }
 
 /**
@@ -108,11 +119,16 @@ export function sendEncoded(
   request: IncomingMessage,
   response: ServerResponse,
   status: number,
-  body: string | Buffer,
+  body: Body,
   coding: StoredCoding | null,
   headers: OutgoingHttpHeaders,
 ): void {
   const encoding: OutgoingHttpHeaders = coding === null ? {} : { 'content-encoding': coding, vary: varyOnEncoding(headers) }
-  response.writeHead(status, { ...headers, ...encoding, 'content-length': Buffer.byteLength(body) })
-  response.end(request.method === 'HEAD' ? undefined : body)
+  response.writeHead(status, { ...headers, ...encoding, 'content-length': byteLength(body) })
+  if (request.method === 'HEAD') return void response.end()
+  if (!Array.isArray(body)) return void response.end(body)
+  // Corked: the head and every piece leave in one write (end() uncorks).
+  response.cork()
+  for (const part of body) response.write(part)
+  response.end()
 }

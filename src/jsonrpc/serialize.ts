@@ -43,9 +43,18 @@ function answerChunks(body: JsonRpcResponse | JsonRpcResponse[]): (Buffer | RawJ
  * `NumericId` is written as the request wrote it.
  */
 export function serializeJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): string | Buffer {
+  const parts = serializeJsonRpcParts(body)
+  return typeof parts === 'string' ? parts : Buffer.concat(parts)
+}
+
+/**
+ * As `serializeJsonRpc`, but the bytes in pieces to be written in order, so that a large raw result goes to
+ * the socket as it is instead of being copied into one buffer with the few bytes around it.
+ */
+export function serializeJsonRpcParts(body: JsonRpcResponse | JsonRpcResponse[]): string | Buffer[] {
   const responses = Array.isArray(body) ? body : [body]
   if (!responses.some((response) => hasRawResult(response) || hasNumericId(response))) return JSON.stringify(body)
-  return Buffer.concat(answerChunks(body).map((chunk) => (chunk instanceof RawJson ? chunk.bytes : chunk)))
+  return answerChunks(body).map((chunk) => (chunk instanceof RawJson ? chunk.bytes : chunk))
 }
 
 /** Whether any result of the answer is stored deflated: only then is `deflatedJsonRpc` worth asking (and the client's codings worth reading). */

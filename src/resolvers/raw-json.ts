@@ -18,7 +18,7 @@ export class RawJson {
 
   /** UTF-8 JSON text: outside the JS heap, and written to a socket without another encoding pass. */
   get bytes(): Buffer {
-    this.#bytes ??= inflateAny(this.deflated!.stream)
+    this.#bytes ??= inflateAny(this.deflated!.stream, this.deflated!.length)
     return this.#bytes
   }
 

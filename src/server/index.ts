@@ -20,7 +20,7 @@ import { readBody } from '../http/read-body.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
-import { deflatedJsonRpc, hasDeflatedResult, serializeJsonRpc } from '../jsonrpc/serialize.js'
+import { deflatedJsonRpc, hasDeflatedResult, serializeJsonRpc, serializeJsonRpcParts } from '../jsonrpc/serialize.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
 import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
@@ -241,7 +241,7 @@ export function createServer(config: ServerConfig) {
       const stored = deflatedJsonRpc(reply.body)
       if (stored !== null && stored.plainLength >= COMPRESS_MIN_BYTES) return sendEncoded(request, response, reply.status, stored.stream, 'deflate', headers)
     }
-    return sendCompressible(request, response, reply.status, serializeJsonRpc(reply.body), headers)
+    return sendCompressible(request, response, reply.status, serializeJsonRpcParts(reply.body), headers)
   }
 
   async function route(request: IncomingMessage, response: ServerResponse) {
