@@ -202,11 +202,15 @@ export function formatReport(results: BenchResults): string {
     ),
   )
   lines.push(`  target p50 < ${TARGETS.headlineP50Ms} ms with ${integer(chain.logs)} logs stored: ${verdict(headline.flashgate.p50Ms < TARGETS.headlineP50Ms)}`)
-  const { feedToVisible, sendToVisible, hydration, syncSend, transactionsPerFlashblock } = results.pending
+  const { feedToVisible, largeFeedToVisible, sendToVisible, hydration, syncSend, transactionsPerFlashblock } = results.pending
   lines.push('')
   lines.push(
     `pending: flashblock frame → pending view (${transactionsPerFlashblock} tx per flashblock): p50 ${ms(feedToVisible.p50Ms)} ms, p99 ${ms(feedToVisible.p99Ms)} ms, target p99 < ${TARGETS.flashblockToVisibleP99Ms} ms: ${verdict(feedToVisible.p99Ms < TARGETS.flashblockToVisibleP99Ms)}`,
   )
+  if (largeFeedToVisible !== undefined)
+    lines.push(
+      `pending: the same with ${largeFeedToVisible.transactionsPerFlashblock} tx per flashblock (a busy Base flashblock), split between ${largeFeedToVisible.decodeThreads} decoding threads: p50 ${ms(largeFeedToVisible.p50Ms)} ms, p99 ${ms(largeFeedToVisible.p99Ms)} ms`,
+    )
   lines.push(
     `pending: eth_sendRawTransaction on the devnet → visible through flashgate: p50 ${ms(sendToVisible.p50Ms)} ms, p99 ${ms(sendToVisible.p99Ms)} ms, target p99 < ${TARGETS.sendToVisibleP99Ms} ms: ${verdict(sendToVisible.p99Ms < TARGETS.sendToVisibleP99Ms)}`,
   )

@@ -11,7 +11,9 @@ import { startRetention } from './ingest/retention.js'
 import {
   createFlashblocksFeed,
   createPendingSource,
+  createDecodePool,
   createPendingState,
+  defaultDecodeThreads,
   createReceiptFetcher,
   type FlashblocksFeed,
   type PendingState,
@@ -132,7 +134,13 @@ export async function startGateway({
     config.redisUrl === undefined ? null : await createRedis({ url: config.redisUrl, prefix: config.redisPrefix, logger: logger.child({ module: 'redis' }) })
   const upstream = createUpstream({ rpcUrl: config.upstreamRpc, wsUrl: config.upstreamWs })
   const pendingLogger = logger.child({ module: 'pending' })
-  const pending = config.flashblocksWs === undefined ? null : createPendingState({ logger: pendingLogger })
+  // The process that reads the feed decodes its transactions on threads; a worker of `--workers N` decodes
+  // what its primary relays on its own thread (its cores serve requests).
+  const decodePool =
+    config.flashblocksWs === undefined || link !== null
+      ? null
+      : createDecodePool({ threads: config.decodeThreads ?? defaultDecodeThreads(), logger: pendingLogger })
+  const pending = config.flashblocksWs === undefined ? null : createPendingState({ logger: pendingLogger, decode: decodePool?.decode })
   // On the primary of `--workers N`, what the feed and the source do to the state is announced to the workers.
   const sharedPending = hub === null || pending === null ? null : hub.sharePending(pending)
   const feedState = sharedPending?.state ?? pending
@@ -340,6 +348,7 @@ export async function startGateway({
     stop() {
       stopping ??= (async () => {
         await feed?.stop()
+        await decodePool?.close()
         pendingSource?.stop()
         executor?.stop()
         await server?.close()

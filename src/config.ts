@@ -73,6 +73,8 @@ export const serveConfigSchema = z.object({
   upstreamWs: url(['ws:', 'wss:']).optional(),
   flashblocksWs: url(['ws:', 'wss:']).optional(),
   pendingSource: z.enum(PENDING_SOURCE_MODES, { error: `must be one of ${PENDING_SOURCE_MODES.join(', ')}` }).default('auto'),
+  // Threads decoding flashblock transactions (src/pending/decode-pool.ts); absent: one per core, up to 4.
+  decodeThreads: nonNegativeInt.optional(),
   history: z.enum(HISTORY_MODES, { error: `must be one of ${HISTORY_MODES.join(', ')}` }).default('upstream'),
   corsOrigins: z.string().min(1, { error: 'must not be empty' }).default('*'),
   // Shared by all serving processes: rate limits, key revocations, forwarded nonces (src/redis).
@@ -168,6 +170,12 @@ export const OPTIONS = [
     flag: 'pending-source',
     env: 'PENDING_SOURCE',
     help: 'pre-confirmed receipts and balances when the feed has none: auto|hydrate|frames|execute (default auto)',
+  },
+  {
+    key: 'decodeThreads',
+    flag: 'decode-threads',
+    env: 'DECODE_THREADS',
+    help: 'threads decoding flashblock transactions and recovering their senders (default: one per core, up to 4; 0: the main thread)',
   },
   {
     key: 'history',

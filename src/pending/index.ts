@@ -1,6 +1,7 @@
 export { createFlashblocksFeed, type FlashblocksFeed } from './feed.js'
 export { decodeFrame, type FeedReceipt, type FlashblockMessage, flashblockMessage } from './message.js'
 export { effectiveGasPrice, PENDING_BLOCK_HASH, type PendingLog, type PendingReceipt } from '../objects/receipt.js'
+export { createDecodePool, defaultDecodeThreads } from './decode-pool.js'
 export { createForwardedTransactions, type ForwardedTransactions } from './forwarded.js'
 export { createPendingSource, createReceiptFetcher, type PendingSource } from './hydrate.js'
 export { createPendingState, FLASHBLOCK_STALE_MS, type Hydrate, type PendingBlock, type PendingState } from './state.js'

@@ -3,7 +3,8 @@ import type { Logger } from 'pino'
 import { type Address, type Hash, type Hex, keccak256 } from 'viem'
 import type { FeedReceipt, FlashblockMessage } from './message.js'
 import { buildPendingReceipt, normaliseUpstreamReceipt, type PendingReceipt } from '../objects/receipt.js'
-import { decodePendingTransaction, type PendingTransaction } from './transactions.js'
+import { type Decoded, decodeInline } from './decode-pool.js'
+import type { PendingTransaction } from './transactions.js'
 
 /** A feed silent for this long is stale: `pending` then answers as `latest` (DESIGN.md §5). */
 export const FLASHBLOCK_STALE_MS = 2_000
@@ -123,6 +124,8 @@ export type PendingStateConfig = {
   hydrate?: Hydrate | null
   staleAfterMs?: number
   now?: () => number
+  /** Decodes a flashblock's transactions with their senders (a pool of threads: decode-pool.ts); inline by default. */
+  decode?: (raws: Hex[]) => Promise<Decoded[]>
 }
 
 /**
@@ -139,6 +142,7 @@ export function createPendingState(config: PendingStateConfig) {
   const { logger } = config
   const staleAfterMs = config.staleAfterMs ?? FLASHBLOCK_STALE_MS
   const now = config.now ?? Date.now
+  const decode = config.decode ?? decodeInline
   const events = new EventEmitter<PendingStateEvents>()
   let hydrate: Hydrate | null = config.hydrate ?? null
   let blocks: PendingBlock[] = []
@@ -255,17 +259,12 @@ export function createPendingState(config: PendingStateConfig) {
   }
 
   async function decodeAll(raws: Hex[]): Promise<(PendingTransaction | null)[]> {
-    return Promise.all(
-      raws.map((raw) =>
-        decodePendingTransaction(raw).catch((error: unknown) => {
-          logger.warn(
-            { err: error instanceof Error ? error.message : String(error), raw: raw.slice(0, 10) },
-            'skipping a flashblock transaction that cannot be decoded',
-          )
-          return null
-        }),
-      ),
-    )
+    const decoded = await decode(raws)
+    return decoded.map((transaction, offset) => {
+      if (!(transaction instanceof Error)) return transaction
+      logger.warn({ err: transaction.message, raw: raws[offset]!.slice(0, 10) }, 'skipping a flashblock transaction that cannot be decoded')
+      return null
+    })
   }
 
   async function appendTransactions(block: PendingBlock, message: FlashblockMessage): Promise<PendingTransaction[]> {
