@@ -34,6 +34,29 @@ const QUICK_RESULTS_PATH = fileURLToPath(new URL('./results/latest-quick.json', 
 
 const log = (line: string) => console.log(line)
 
+/** CPUs this idle (a share of their time) count as settled; waited for at most `SETTLE_MAX_MS`. */
+const SETTLED_IDLE_SHARE = 0.9
+const SETTLE_SAMPLE_MS = 1_000
+const SETTLE_MAX_MS = 30_000
+
+/** The CPUs' idle share over one sample, from the kernel's counters. */
+async function idleShare(): Promise<number> {
+  const total = (times: ReturnType<typeof cpus>) =>
+    times.reduce((sum, cpu) => ({ idle: sum.idle + cpu.times.idle, all: sum.all + Object.values(cpu.times).reduce((a, b) => a + b, 0) }), { idle: 0, all: 0 })
+  const before = total(cpus())
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_SAMPLE_MS))
+  const after = total(cpus())
+  return (after.idle - before.idle) / Math.max(1, after.all - before.all)
+}
+
+/** Waits until the CPUs are mostly idle, or `SETTLE_MAX_MS`; says how long it waited and how idle they were. */
+async function settleCpus(): Promise<{ waitedMs: number; idle: number }> {
+  const started = performance.now()
+  let idle = await idleShare()
+  while (idle < SETTLED_IDLE_SHARE && performance.now() - started < SETTLE_MAX_MS) idle = await idleShare()
+  return { waitedMs: Math.round(performance.now() - started), idle }
+}
+
 async function main(): Promise<number> {
   const options = parseBenchOptions(process.argv.slice(2))
   const startedAt = new Date()
@@ -144,7 +167,10 @@ async function main(): Promise<number> {
       })
     }
 
-    stamp('pending: flashblocks feed and devnet')
+    // What the phases before started (worker processes draining, Postgres checkpointing the write path) winds
+    // down first: the pending figures are flashgate's, not theirs.
+    const settled = await settleCpus()
+    stamp(`pending: flashblocks feed and devnet (CPUs ${Math.round(settled.idle * 100)}% idle after waiting ${(settled.waitedMs / 1000).toFixed(1)} s)`)
     const pending = await measurePending(log)
 
     const postgresSettings = options.pglite ? null : await describePostgres(options.adminDatabaseUrl)
@@ -161,6 +187,7 @@ async function main(): Promise<number> {
         anvil: anvilVersion,
         database: postgresSettings === null ? 'PGlite' : `Postgres ${postgresSettings.server_version}`,
         postgresSettings,
+        cpusBeforePending: settled,
       },
       chain: { ...chain, tokens: chain.tokens.length, accounts: chain.senders.length + chain.users.length },
       backfill: backfill.result,
