@@ -73,7 +73,7 @@ export const serveConfigSchema = z.object({
   upstreamWs: url(['ws:', 'wss:']).optional(),
   flashblocksWs: url(['ws:', 'wss:']).optional(),
   pendingSource: z.enum(PENDING_SOURCE_MODES, { error: `must be one of ${PENDING_SOURCE_MODES.join(', ')}` }).default('auto'),
-  // Threads decoding flashblock transactions (src/pending/decode-pool.ts); absent: one per core, up to 4.
+  // Threads decoding flashblock transactions (src/pending/decode-pool.ts); absent: one per core up to 4, from 4 cores.
   decodeThreads: nonNegativeInt.optional(),
   history: z.enum(HISTORY_MODES, { error: `must be one of ${HISTORY_MODES.join(', ')}` }).default('upstream'),
   corsOrigins: z.string().min(1, { error: 'must not be empty' }).default('*'),
@@ -175,7 +175,7 @@ export const OPTIONS = [
     key: 'decodeThreads',
     flag: 'decode-threads',
     env: 'DECODE_THREADS',
-    help: 'threads decoding flashblock transactions and recovering their senders (default: one per core, up to 4; 0: the main thread)',
+    help: 'threads decoding flashblock transactions and recovering their senders (default: one per core up to 4, from 4 cores; 0: the main thread)',
   },
   {
     key: 'history',

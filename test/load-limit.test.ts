@@ -170,8 +170,10 @@ test('at the public rate limit and above it: the limit holds, every request is a
     // Every request that went out came back with an answer (autocannon stops at the deadline mid-flight:
     // at most one request per connection is still on its way then).
     expect(run.answered).toBeGreaterThanOrEqual(run.sent - CONNECTIONS)
-    // Offered far more than the limit; admitted at most the rate over the run plus one second's burst.
-    expect(run.answered).toBeGreaterThan(3 * RATE_LIMIT * PHASE_SECONDS)
+    // Offered far more than the limit (most of it refused: a condition on the load, not on how fast a busy
+    // machine answers it; in CI's PGlite pass one run answered 540 req/s, locally 4,200); admitted at most
+    // the rate over the run plus one second's burst.
+    expect(run.limited).toBeGreaterThan(run.ok)
     expect(run.ok).toBeLessThanOrEqual(RATE_LIMIT * (run.seconds + 1) + CONNECTIONS)
     expect(run.ok).toBeGreaterThanOrEqual(RATE_LIMIT * (run.seconds - 1))
   }

@@ -14,6 +14,8 @@ import { decodePendingTransaction, type PendingTransaction } from './transaction
 const MIN_TRANSACTIONS_PER_THREAD = 8
 /** Threads worth starting: a flashblock of Base holds tens of transactions. */
 const MAX_THREADS = 4
+/** Cores from which threads are started unless `--decode-threads` says otherwise. */
+const MIN_CORES_FOR_THREADS = 4
 
 export type DecodeRequest = { id: number; raws: Hex[] }
 export type DecodeReply = { id: number; results: ({ transaction: PendingTransaction } | { error: string })[] }
@@ -32,10 +34,15 @@ export type DecodePool = {
   close(): Promise<void>
 }
 
-/** Threads for a machine: one per core, up to `MAX_THREADS` (the main thread waits while they decode); none on one core. */
+/**
+ * Threads for a machine: one per core, up to `MAX_THREADS` (the main thread waits while they decode), from 4
+ * cores up. On 2 cores they would share the cores of the main thread and Postgres: a 50-transaction frame
+ * still decoded twice as fast, but starting them (seconds of CPU each) slowed everything else in the
+ * project's CI on this 2-core machine; `--decode-threads 2` there is the operator's choice.
+ */
 export function defaultDecodeThreads(): number {
   const cores = availableParallelism()
-  return cores < 2 ? 0 : Math.min(MAX_THREADS, cores)
+  return cores < MIN_CORES_FOR_THREADS ? 0 : Math.min(MAX_THREADS, cores)
 }
 
 /** Decodes on the calling thread: the pool's fallback, and what a pool of no threads does. */
