@@ -12,7 +12,7 @@ import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import type { TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { freePort } from './fixtures/ports.js'
-import { fromEachWorker as eachWorker, postToWorkers, type WorkerAnswer } from './fixtures/workers.js'
+import { fromEachWorker as eachWorker, postToWorkers, type WorkerAnswer, workerAnswer } from './fixtures/workers.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
 const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
@@ -250,15 +250,7 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
             headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-forwarded-for': freshClient() },
           },
           (response) => {
-            const chunks: Buffer[] = []
-            response.on('data', (chunk: Buffer) => chunks.push(chunk))
-            response.on('end', () =>
-              resolve({
-                status: response.statusCode ?? 0,
-                worker: (response.headers['x-flashgate-worker'] as string) ?? null,
-                body: JSON.parse(Buffer.concat(chunks).toString()),
-              }),
-            )
+            workerAnswer(response).then(resolve, reject)
           },
         )
         outgoing.on('error', reject)
