@@ -76,12 +76,6 @@ for (const run of RUNS)
 
     test('every executed receipt, log and balance equals the sealed block', { timeout: 240_000 }, async () => {
       const total = () => [...followed.values()].reduce((sum, entry) => sum + entry.flashblocks, 0)
-      await expect.poll(total, { timeout: 200_000, interval: 100 }).toBeGreaterThanOrEqual(run.flashblocks)
-      const numbers = [...followed.keys()].sort((a, b) => a - b)
-      // The newest block may still be building: check the ones sealed since.
-      const checked = numbers.slice(0, -1)
-      await gateway.ingester.waitForBlock(checked.at(-1)!, 30_000)
-
       let transactions = 0
       let logs = 0
       let balances = 0
@@ -89,7 +83,8 @@ for (const run of RUNS)
       let reverted = 0
       let late = 0
       let userOperations = 0
-      for (const number of checked) {
+      const checked = new Set<number>()
+      const check = async (number: number) => {
         const { block } = followed.get(number)!
         const at = `0x${number.toString(16)}`
         const sealed = await result<Json[]>(devnet.rpcUrl, 'eth_getBlockReceipts', [at])
@@ -114,11 +109,33 @@ for (const run of RUNS)
         expect(senders.map((sender) => nextNonces.get(sender))).toEqual(sealedNonces.map(Number))
         nonces += senders.length
         // Every balance the executed transactions left is the sealed block's (all of them, when none was late).
-        if (executed.includes(null)) continue
+        if (executed.includes(null)) return
         const addresses = [...block.balances.keys()] as Address[]
         const expected = await Promise.all(addresses.map((address) => result<Hex>(devnet.rpcUrl, 'eth_getBalance', [address, at])))
         expect(addresses.map((address) => `0x${block.balances.get(address)!.toString(16)}`)).toEqual(expected)
         balances += addresses.length
+      }
+
+      // Blocks are checked as they seal, until enough flashblocks were followed and at least one block was
+      // executed whole before its seal (on a busy machine every receipt of a block can come too late, and its
+      // balances cannot be compared: the test then follows further blocks rather than check nothing).
+      const deadline = Date.now() + 200_000
+      await expect.poll(total, { timeout: 200_000, interval: 100 }).toBeGreaterThanOrEqual(run.flashblocks)
+      while (balances === 0 && Date.now() < deadline) {
+        // The newest block may still be building: check the ones sealed since.
+        const sealedSince = [...followed.keys()]
+          .sort((a, b) => a - b)
+          .slice(0, -1)
+          .filter((number) => !checked.has(number))
+        if (sealedSince.length === 0) {
+          await new Promise((resolve) => setTimeout(resolve, 200))
+          continue
+        }
+        await gateway.ingester.waitForBlock(sealedSince.at(-1)!, 30_000)
+        for (const number of sealedSince) {
+          await check(number)
+          checked.add(number)
+        }
       }
       const status = gateway.pending!.status()
       expect(status.divergences).toEqual({ transactions: 0, parent: 0, receipt: 0 })
@@ -131,13 +148,13 @@ for (const run of RUNS)
       expect(execution.failedBlocks).toBe(0)
       expect(execution.executedTransactions).toBeGreaterThanOrEqual(transactions)
       // Blocks after the first build on the state the one before left, read from the node only for what is new.
-      expect(execution.carriedBlocks).toBeGreaterThanOrEqual(checked.length - 1)
+      expect(execution.carriedBlocks).toBeGreaterThanOrEqual(checked.size - 1)
       const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
       expect(metrics).toContain('flashgate_pending_source{source="execute"} 1')
       expect(metrics).toMatch(/flashgate_pending_execution_blocks_total\{outcome="carried"\} [1-9]/)
       expect(metrics).toMatch(/flashgate_pending_executed_transactions_total [1-9]/)
       // Enough was checked: the profile's blocks are full of transfers, swaps and reverts; the demo's are lighter.
-      expect(transactions).toBeGreaterThan(checked.length * (run.demo ? 4 : 10))
+      expect(transactions).toBeGreaterThan(checked.size * (run.demo ? 4 : 10))
       expect(logs).toBeGreaterThan(run.demo ? transactions / 2 : transactions)
       if (!run.demo) expect(reverted).toBeGreaterThan(0)
       // The demo's smart accounts acted through the EntryPoint (their signatures checked by ecrecover).
@@ -146,7 +163,7 @@ for (const run of RUNS)
       expect(balances).toBeGreaterThan(0)
       expect(nonces).toBeGreaterThan(0)
       console.log(
-        `${run.name}: ${checked.length} blocks, ${total()} flashblocks, ${transactions} transactions (${late} executed after the seal), ${logs} logs, ${balances} balances, ${nonces} nonces, ${reverted} reverted: all equal; ` +
+        `${run.name}: ${checked.size} blocks, ${total()} flashblocks, ${transactions} transactions (${late} executed after the seal), ${logs} logs, ${balances} balances, ${nonces} nonces, ${reverted} reverted: all equal; ` +
           `${execution.upstreamReads} upstream reads, ${execution.carriedBlocks} blocks on carried state, ${execution.canonicalBlocks} caught up with sealed diffs, ${execution.freshBlocks} read afresh`,
       )
     })
