@@ -15,6 +15,8 @@ export default defineConfig({
     hookTimeout: 120_000,
     // anvil, PGlite and the gateway all run in-process or on loopback; two cores.
     maxWorkers: 2,
+    // One migrated PGlite database per run, copied for each file's (test/global-setup.ts).
+    globalSetup: ['test/global-setup.ts'],
     projects: [
       { extends: true, test: { name: 'suite', include: ['src/**/*.test.ts', 'test/**/*.test.ts'], exclude: ALONE, sequence: { groupOrder: 0 } } },
       { extends: true, test: { name: 'load', include: ALONE, sequence: { groupOrder: 1 } } },
