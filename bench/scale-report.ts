@@ -19,6 +19,8 @@ export type ScaleRun = {
   loadSeconds: number
   cumulativeLoadSeconds: number
   vacuumSeconds: number
+  /** What the layout's `seal` rewrote after loading (layouts that have one), and how long it took. */
+  sealed?: { relations: number; seconds: number }
   measureSeconds: number
   tables: Record<BlockTable, TableSize>
   totalBytes: number

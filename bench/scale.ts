@@ -259,6 +259,11 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
     `${layout.name}: ${counts.logs.toLocaleString('en-US')} logs in ${loadSeconds.toFixed(0)} s${stopped === null ? '' : ` (stopped: ${stopped})`}; VACUUM ANALYZE`,
   )
 
+  const sealStarted = performance.now()
+  const sealedRelations = (await layout.seal?.(sql, loader.nextBlock() - 1)) ?? 0
+  const sealSeconds = (performance.now() - sealStarted) / 1000
+  if (sealedRelations > 0) stamp(`${layout.name}: ${sealedRelations} sealed in ${sealSeconds.toFixed(0)} s`)
+
   const vacuumStarted = performance.now()
   await sql.unsafe('vacuum (analyze)')
   await sql.unsafe('checkpoint')
@@ -284,6 +289,7 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
     loadSeconds: Math.round(loadSeconds),
     cumulativeLoadSeconds: Math.round(grower.loadSeconds),
     vacuumSeconds: Math.round(vacuumSeconds),
+    ...(layout.seal && { sealed: { relations: sealedRelations, seconds: Math.round(sealSeconds) } }),
     measureSeconds: Math.round((performance.now() - measureStarted) / 1000),
     tables,
     totalBytes,
