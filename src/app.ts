@@ -8,6 +8,7 @@ import { createDb, type Db, isPostgresUrl } from './db/index.js'
 import { listenForChainChanges } from './db/notifications.js'
 import { createIngester, type Ingester, type IngesterEvents, type IngesterStatus } from './ingest/index.js'
 import { startRetention } from './ingest/retention.js'
+import { startLogSealer } from './ingest/seal-logs.js'
 import {
   createFlashblocksFeed,
   createPendingSource,
@@ -327,6 +328,11 @@ export async function startGateway({
     config.retainBlocks === undefined || !ingests
       ? null
       : startRetention({ db, retainBlocks: config.retainBlocks, leads: () => ingester.status().leader, logger: logger.child({ module: 'retention' }) })
+  // Postgres only: on PGlite a partition's rewrite would hold the one connection every reader waits for.
+  const sealer =
+    isPostgresUrl(config.databaseUrl) && ingests
+      ? startLogSealer({ db, leads: () => ingester.status().leader, logger: logger.child({ module: 'seal-logs' }) })
+      : null
   feed?.start()
 
   let stopping: Promise<void> | null = null
@@ -354,6 +360,7 @@ export async function startGateway({
         await server?.close()
         await chainChanges?.close()
         await retention?.stop()
+        await sealer?.stop()
         await ingester.stop()
         await redis?.close()
         if (readDb !== db) await readDb.close()

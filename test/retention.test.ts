@@ -1,6 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, test } from 'vitest'
+import { createDb } from '../src/db/index.js'
+import { attachLogPartitions, logPartitions } from '../src/db/log-partitions.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain, type GeneratedChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
@@ -12,6 +14,7 @@ import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 const RETAIN = 15
 /** The documented answer below the first retained block with `--history refuse` (HistoryUnavailableError). */
 const HISTORY_REFUSED = -32000
+const PARTITION_BLOCKS = 5
 
 let anvil: Anvil
 let database: TestDatabase
@@ -22,6 +25,10 @@ beforeAll(async () => {
   anvil = await startAnvil()
   chain = await generateChain(anvil.rpcUrl, { seed: 15, blocks: 44, txPerBlock: [2, 5] })
   database = await createTestDatabase()
+  // Partitions of logs 5 blocks wide (the ingester's are 5,000): retention drops those wholly below the cut.
+  const db = await createDb({ databaseUrl: database.databaseUrl })
+  await attachLogPartitions(db, 0, Number(chain.headNumber) + 10, PARTITION_BLOCKS)
+  await db.close()
   gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, retainBlocks: RETAIN, history: 'refuse' })
   await waitForSameHead(gateway, anvil.rpcUrl)
 }, 120_000)
@@ -86,6 +93,10 @@ test(`--retain-blocks ${RETAIN}: history is pruned while readers query the bound
       (select count(*) from transactions where block_number < ${cut})::text as transactions,
       (select count(*) from (select address from account_changes where block_number < ${cut} group by address having count(*) > 1) as twice)::text as superseded`)
   expect(left).toEqual({ logs: '0', block_transactions: '0', block_receipts: '0', transactions: '0', superseded: '0' })
+  // The partitions of logs wholly below the cut were dropped, not emptied; the one the cut falls in stays.
+  const partitions = await logPartitions(gateway.db)
+  expect(partitions.length).toBeGreaterThan(0)
+  expect(partitions[0]!.from).toBe(cut - (cut % PARTITION_BLOCKS))
 
   // What is kept still answers as the node does, state included.
   const kept = [cut, Math.floor((cut + head) / 2), head]

@@ -142,8 +142,10 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
           let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
           for (let index = 0; next !== null; index++) {
             const { tableName, columns, format, payload } = next
-            const writable = await tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`).writable()
-            const copied = pipeline(Readable.from([payload]), writable)
+            const copy = tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`)
+            const refused = refusalOf(copy)
+            const writable = await copy.writable()
+            const copied = Promise.race([pipeline(Readable.from([payload]), writable), refused])
             // Let the payload reach the socket before encoding the next table on this thread.
             await new Promise<void>((resolve) => setImmediate(resolve))
             next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
@@ -157,6 +159,23 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
       )
     },
   }
+}
+
+/**
+ * Rejects when Postgres refuses a COPY's rows (a duplicate key, a block no partition of `logs` takes).
+ * postgres.js 3.4.9 settles a COPY statement with its writable stream, so when the refusal comes after the
+ * last row was sent it reaches only the statement's `reject`, which no longer settles anything, and the
+ * stream never finishes: without this, the transaction would wait forever on a connection that is idle.
+ */
+function refusalOf(statement: object): Promise<never> {
+  const query = statement as { reject(error: unknown): void }
+  const reject = query.reject
+  return new Promise<never>((_, refuse) => {
+    query.reject = (error) => {
+      refuse(error)
+      reject(error)
+    }
+  })
 }
 
 /** Fails with INGEST_LOCK_LOST_SQLSTATE unless the session running it holds the ingest lock. */

@@ -68,6 +68,18 @@ export type Db = DbSession & {
   close(): Promise<void>
 }
 
+/** postgres.js answers a row array, PGlite a result with `rows`. */
+export function rowsOf<row>(result: unknown): row[] {
+  return (Array.isArray(result) ? result : (result as { rows: row[] }).rows) as row[]
+}
+
+/** The SQLSTATE of a database error, thrown by the driver or wrapped by drizzle (as its `cause`). */
+export function sqlState(error: unknown): string | undefined {
+  const { code, cause } = (error ?? {}) as { code?: unknown; cause?: { code?: unknown } }
+  const state = code ?? cause?.code
+  return typeof state === 'string' ? state : undefined
+}
+
 /** SQLSTATE raised by the lock check when the session no longer holds the ingest lock. */
 export const INGEST_LOCK_LOST_SQLSTATE = 'FGL01'
 

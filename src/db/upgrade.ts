@@ -4,7 +4,7 @@ import { inflateAny } from '../codecs/deflated.js'
 import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../codecs/segmented.js'
 import * as schema from './schema.js'
 import { SYNC_KEYS } from './schema.js'
-import type { DbConfig, DbSession } from './session.js'
+import { type DbConfig, type DbSession, rowsOf } from './session.js'
 
 const { blockReceipts, blockTransactions, blocks, logs, receipts, syncState, transactions } = schema
 
@@ -53,11 +53,6 @@ export async function upgradeStorage(db: DbSession, progress: UpgradeProgress = 
 }
 
 type Session = { query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]> }
-
-/** postgres.js answers a row array, PGlite a result with `rows`. */
-function rowsOf<row>(result: unknown): row[] {
-  return (Array.isArray(result) ? result : (result as { rows: row[] }).rows) as row[]
-}
 
 async function upgradeTransactions(session: Session, from: number, to: number): Promise<void> {
   const missing = await session.query<{ number: string }>(sql`

@@ -1,7 +1,9 @@
 import { sql } from 'drizzle-orm'
 import type { Logger } from 'pino'
 import { type Db, SYNC_KEYS, schema } from '../db/index.js'
+import { dropLogPartition, logPartitions } from '../db/log-partitions.js'
 import { loggableError } from '../errors.js'
+import { type BackgroundLoop, startBackgroundLoop } from './background.js'
 import { blockTables } from './block-tables.js'
 
 /** How often the pruner looks at the head. */
@@ -16,12 +18,13 @@ const PRUNE_CHUNK_BLOCKS = 500
  */
 export const PRUNE_GRACE_MS = 12_000
 
-export type Retention = { stop(): Promise<void>; status(): { firstBlock: number | null; prunedBlocks: number } }
+export type Retention = { stop(): Promise<void>; status(): { firstBlock: number | null; prunedBlocks: number; droppedPartitions: number } }
 
 /**
  * `--retain-blocks N`: keeps the newest N blocks and deletes older history in the background, in two steps
  * per cut: the first block in `sync_state` moves up at once (readers stop asking below it), and the rows
- * below it go after PRUNE_GRACE_MS, a chunk of blocks per transaction, oldest first, blocks last. Account
+ * below it go after PRUNE_GRACE_MS: the partitions of logs wholly below the cut dropped, then the rest a
+ * chunk of blocks per transaction, oldest first, blocks last. Account
  * changes keep each account's newest change below the cut, so that state at every retained height is still
  * answered from the index. Builder-code attributions are kept whole: they are the analytics' history.
  * Only the process that holds the ingest lock prunes.
@@ -41,22 +44,14 @@ export function startRetention({
   graceMs?: number
   intervalMs?: number
 }): Retention {
-  let running = true
-  let timer: NodeJS.Timeout | null = null
-  let wake: (() => void) | null = null
   let firstBlock: number | null = null
   let prunedBlocks = 0
-
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      wake = resolve
-      timer = setTimeout(resolve, ms)
-    })
+  let droppedPartitions = 0
 
   // Rows below this block may be deleted: its announcement is older than the grace period.
   let safeBelow = Number.NEGATIVE_INFINITY
 
-  async function round() {
+  async function round({ running, pause }: BackgroundLoop) {
     const [state] = await db.query<{ head: string | null; oldest: string | null; first: string | null }>(sql`
       select (select max(${schema.blocks.number}) from ${schema.blocks})::text as head,
              (select min(${schema.blocks.number}) from ${schema.blocks})::text as oldest,
@@ -77,10 +72,18 @@ export function startRetention({
     if (oldest >= first) return
     if (safeBelow < first) {
       await pause(graceMs)
-      if (!running) return
+      if (!running()) return
       safeBelow = first
     }
-    for (let start = oldest; start < first && running && leads(); start += PRUNE_CHUNK_BLOCKS) {
+    // Whole partitions of logs below the cut go at once (db/log-partitions.ts); what is left, row by row.
+    for (const partition of await logPartitions(db)) {
+      if (partition.to > first || !running() || !leads()) continue
+      if (await dropLogPartition(db, partition)) {
+        droppedPartitions++
+        logger.info({ partition: partition.name, toBlock: partition.to - 1 }, 'retention: logs partition dropped')
+      }
+    }
+    for (let start = oldest; start < first && running() && leads(); start += PRUNE_CHUNK_BLOCKS) {
       const end = Math.min(first, start + PRUNE_CHUNK_BLOCKS)
       await deleteBlocks(start, end, first)
       prunedBlocks += end - start
@@ -103,24 +106,15 @@ export function startRetention({
     })
   }
 
-  const loop = (async () => {
-    while (running) {
-      try {
-        if (leads()) await round()
-      } catch (error) {
-        logger.warn({ err: loggableError(error) }, 'retention: pruning failed; trying again')
-      }
-      if (running) await pause(intervalMs)
-    }
-  })()
+  const loop = startBackgroundLoop({
+    intervalMs,
+    leads,
+    round,
+    failed: (error) => logger.warn({ err: loggableError(error) }, 'retention: pruning failed; trying again'),
+  })
 
   return {
-    async stop() {
-      running = false
-      if (timer !== null) clearTimeout(timer)
-      wake?.()
-      await loop
-    },
-    status: () => ({ firstBlock, prunedBlocks }),
+    stop: () => loop.stop(),
+    status: () => ({ firstBlock, prunedBlocks, droppedPartitions }),
   }
 }

@@ -3,7 +3,8 @@ import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
 export type { RegistryProgress }
-import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, schema } from '../db/index.js'
+import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, schema, sqlState } from '../db/index.js'
+import { createLogPartitioner } from '../db/log-partitions.js'
 import { notifyChain } from '../db/notifications.js'
 import { type BlockRows, registryEventRows } from './block-data.js'
 import { blockTables } from './block-tables.js'
@@ -14,6 +15,9 @@ function upsertSyncState(key: string, value: unknown): SQL {
     ${sql.identifier('updated_at')} = (extract(epoch from now()) * 1000)::bigint`
 }
 
+/** SQLSTATE of a row no partition of `logs` accepts (as of a CHECK constraint). */
+const CHECK_VIOLATION = '23514'
+
 /** Rows per INSERT: well under Postgres' 65,535 parameters at 7 columns. */
 const INSERT_CHUNK_ROWS = 1_000
 
@@ -21,6 +25,7 @@ export type StoredHead = { number: number; hash: `0x${string}` }
 
 /** The ingester's only door to the database: batched, transactional writes and the reads it needs. */
 export function createStore({ db }: { db: DbSession }) {
+  const partitioner = createLogPartitioner(db)
   async function head(): Promise<StoredHead | null> {
     const rows = await db.drizzle
       .select({ number: schema.blocks.number, hash: schema.blocks.hash })
@@ -50,10 +55,17 @@ export function createStore({ db }: { db: DbSession }) {
    */
   async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}) {
     const last = batch[batch.length - 1]!.block
-    await db.copyInTransaction(blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[], [
-      ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
-      notifyChain({ head: last.number, hash: byteaToHex(last.hash) }),
-    ])
+    await partitioner.ensure(batch[0]!.block.number, last.number)
+    try {
+      await db.copyInTransaction(blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[], [
+        ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
+        notifyChain({ head: last.number, hash: byteaToHex(last.hash) }),
+      ])
+    } catch (error) {
+      // A row without a partition (one dropped under the partitioner's memory): the batch's retry looks again.
+      if (sqlState(error) === CHECK_VIOLATION) partitioner.forget()
+      throw error
+    }
   }
 
   /**

@@ -1,0 +1,257 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { PGlite } from '@electric-sql/pglite'
+import { sql } from 'drizzle-orm'
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
+import postgres from 'postgres'
+import { describe, expect, test } from 'vitest'
+import { createTestDatabase, useTestDb } from '../../test/fixtures/db.js'
+import { createDb, type Db, hexToBytea, isPostgresUrl, schema } from './index.js'
+import {
+  attachLogPartitions,
+  createLogPartitioner,
+  dropLogPartition,
+  type LogPartition,
+  logPartitions,
+  missingLogRanges,
+  sealLogPartition,
+} from './log-partitions.js'
+import { MIGRATIONS_FOLDER } from './session.js'
+
+const usesPostgres = isPostgresUrl(process.env.DATABASE_URL ?? '')
+const testDb = useTestDb()
+
+const part = (from: number | null, to: number): LogPartition => ({ name: `logs_${from ?? 'old'}`, from, to, sealed: false })
+
+describe('missingLogRanges', () => {
+  test('aligned ranges of the partition size, from the first block missing to past the last', () => {
+    expect(missingLogRanges([], 12, 27, 10)).toEqual([
+      { from: 10, to: 20 },
+      { from: 20, to: 30 },
+    ])
+    expect(missingLogRanges([], 30_000_123, 30_000_123)).toEqual([{ from: 30_000_000, to: 30_005_000 }])
+  })
+
+  test('blocks an existing partition covers need nothing; a gap is filled up to its neighbours, whatever their size', () => {
+    expect(missingLogRanges([part(null, 15_000)], 0, 14_999)).toEqual([])
+    expect(missingLogRanges([part(null, 15_000)], 14_000, 16_000)).toEqual([{ from: 15_000, to: 20_000 }])
+    // Partitions of 10 blocks made before, then the default size: the gap between them exactly, no overlap.
+    expect(missingLogRanges([part(0, 10), part(10, 20), part(40, 50)], 5, 45, 25)).toEqual([
+      { from: 20, to: 25 },
+      { from: 25, to: 40 },
+    ])
+  })
+})
+
+/** `count` logs over blocks [from, to), each from one of a few addresses and events, in block order. */
+function logRows(from: number, to: number, perBlock: number) {
+  const rows = []
+  for (let block = from; block < to; block++)
+    for (let index = 0; index < perBlock; index++) {
+      const seed = (block * 7919 + index * 104_729) % 1_000_003
+      rows.push({
+        blockNumber: block,
+        logIndex: index,
+        blockHash: hexToBytea(`0x${block.toString(16).padStart(64, '0')}`),
+        blockTimestamp: 1_700_000_000 + block,
+        transactionHash: hexToBytea(`0x${(block * 1000 + index).toString(16).padStart(64, '0')}`),
+        transactionIndex: index,
+        address: hexToBytea(`0x${(seed % 7).toString(16).padStart(40, '0')}`),
+        topic0: seed % 11 === 0 ? null : hexToBytea(`0x${(seed % 3).toString(16).padStart(64, '0')}`),
+        topic1: hexToBytea(`0x${seed.toString(16).padStart(64, '0')}`),
+        topic2: null,
+        topic3: null,
+        data: hexToBytea(`0x${'ab'.repeat(seed % 40)}`),
+      })
+    }
+  return rows
+}
+
+const everyLog = (db: Db) =>
+  db.query<Record<string, unknown>>(sql`select block_number::text, log_index, encode(address, 'hex') as address, encode(topic0, 'hex') as topic0,
+    encode(topic1, 'hex') as topic1, encode(data, 'hex') as data, encode(transaction_hash, 'hex') as tx from logs order by logs.block_number, log_index`)
+
+/** The (address, topic0, block) of a partition's rows in the order they lie on disk (a missing topic0 sorts last, as in the index). */
+const physicalOrder = (db: Db, name: string) =>
+  db.query<{ key: string }>(sql`select encode(address, 'hex') || ':' || coalesce(encode(topic0, 'hex'), '~') || ':' || lpad(block_number::text, 12, '0') as key
+    from ${sql.identifier(name)} order by ctid`)
+
+/** How many neighbours lie out of order: about half of randomly placed rows, none of sorted ones. */
+const outOfOrder = (keys: string[]) => keys.filter((key, index) => index > 0 && key < keys[index - 1]!).length
+
+describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
+  test('the ingester attaches partitions ahead of its blocks, and COPY lands in them', async () => {
+    const db = testDb()
+    const partitioner = createLogPartitioner(db, { size: 10, aheadBlocks: 15 })
+    await partitioner.ensure(100, 104)
+    expect((await logPartitions(db)).map(({ from, to }) => [from, to])).toEqual([
+      [100, 110],
+      [110, 120],
+    ])
+    await db.copyInTransaction([{ table: schema.logs, rows: logRows(100, 120, 20) }])
+    expect((await everyLog(db)).length).toBe(400)
+    // A row outside every partition is refused (the store forgets what it knew and looks again).
+    await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(130, 131, 1) }])).rejects.toMatchObject({ code: '23514' })
+  })
+
+  test('sealing rewrites a partition in (address, topic0, block) order, keeping every row, index and answer', async () => {
+    const db = testDb()
+    const before = await everyLog(db)
+    const [first] = await logPartitions(db)
+    const order = (await physicalOrder(db, first!.name)).map((row) => row.key)
+    expect(outOfOrder(order)).toBeGreaterThan(order.length / 4)
+
+    expect(await sealLogPartition(db, first!)).toBe('sealed')
+    const after = await logPartitions(db)
+    expect(after.map(({ name, from, to, sealed }) => ({ name, from, to, sealed }))).toEqual([
+      { name: 'logs_100', from: 100, to: 110, sealed: true },
+      { name: 'logs_110', from: 110, to: 120, sealed: false },
+    ])
+    // In index order, but for the odd row Postgres places on an earlier page with room (bulk extension).
+    const sealedOrder = (await physicalOrder(db, 'logs_100')).map((row) => row.key)
+    expect([...sealedOrder].sort()).toEqual([...order].sort())
+    expect(outOfOrder(sealedOrder)).toBeLessThanOrEqual(order.length / 100)
+    expect(await everyLog(db)).toEqual(before)
+    // The parent's indexes and primary key cover the new table: a duplicate is refused, a selective read uses them.
+    const attached = await db.query<{ name: string }>(sql`select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+      where i.inhparent in ('logs_address_topic0_idx'::regclass, 'logs_topic0_idx'::regclass, 'logs_block_number_log_index_pk'::regclass) order by 1`)
+    expect(attached.map((row) => row.name)).toEqual(expect.arrayContaining(['logs_100_address_topic0_idx', 'logs_100_pk', 'logs_100_topic0_idx']))
+    await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(105, 106, 1) }])).rejects.toMatchObject({ code: '23505' })
+    const [plan] = await db.query<{ plan: string }>(sql`explain (format text) select * from logs
+      where address = ${hexToBytea(`0x${'0'.repeat(39)}3`)} and topic0 = ${hexToBytea(`0x${'0'.repeat(63)}1`)} and block_number between 100 and 109`)
+    expect(Object.values(plan!)[0]).toMatch(/using logs_100_\w+_idx/)
+    // Sealed already: nothing to do.
+    expect(await sealLogPartition(db, first!)).toBe('gone')
+    expect(await db.query(sql`select 1 from pg_class where relname like '%sealing%'`)).toEqual([])
+  })
+
+  test('dropping a partition takes exactly its blocks\u2019 logs', async () => {
+    const db = testDb()
+    const before = await everyLog(db)
+    const [first] = await logPartitions(db)
+    expect(await dropLogPartition(db, first!)).toBe(true)
+    expect(await everyLog(db)).toEqual(before.filter((row) => Number(row.block_number) >= 110))
+    expect((await logPartitions(db)).map((partition) => partition.name)).toEqual(['logs_110'])
+  })
+})
+
+describe.skipIf(!usesPostgres)('sealing beside readers (Postgres)', () => {
+  test('readers get whole answers all through a seal; a reader that holds on makes the swap give up and change nothing', async () => {
+    const db = testDb()
+    await attachLogPartitions(db, 200, 299, 100)
+    await db.copyInTransaction([{ table: schema.logs, rows: logRows(200, 300, 400) }])
+    const [partition] = (await logPartitions(db)).filter((each) => each.from === 200)
+    const address = hexToBytea(`0x${'0'.repeat(39)}5`)
+    const count = async () =>
+      Number((await db.query<{ n: string }>(sql`select count(*)::text as n from logs where address = ${address} and block_number between 200 and 299`))[0]!.n)
+    const expected = await count()
+    expect(expected).toBeGreaterThan(1000)
+
+    // A transaction that has read `logs` and stays open holds the lock the swap needs.
+    const holder = postgres(
+      process.env.DATABASE_URL!.replace(/\/[^/]*$/, `/${(await db.query<{ name: string }>(sql`select current_database() as name`))[0]!.name}`),
+      {
+        max: 1,
+        onnotice: () => {},
+      },
+    )
+    let release = () => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let reading: Promise<unknown> = Promise.resolve()
+    const holding = holder.begin(async (tx) => {
+      await tx`select count(*) from logs where block_number = 250`
+      // Readers keep answering while the swap waits for this one (lock_timeout bounds each wait).
+      reading = Promise.all(Array.from({ length: 5 }, () => count()))
+      await held
+    })
+    await expect
+      .poll(async () => (await db.query(sql`select 1 from pg_locks l join pg_class c on c.oid = l.relation where c.relname = 'logs' and l.granted`)).length)
+      .toBeGreaterThan(0)
+    expect(await sealLogPartition(db, partition!, { swapAttempts: 3, retryMs: 50 })).toBe('busy')
+    expect(await reading).toEqual(Array(5).fill(expected))
+    release()
+    await holding
+    await holder.end()
+    expect((await logPartitions(db)).find((each) => each.from === 200)?.sealed).toBe(false)
+    expect(await db.query(sql`select 1 from pg_class where relname like '%sealing%'`)).toEqual([])
+
+    // With nobody holding on, readers running all through the seal always see every log.
+    let sealing = true
+    const answers: number[] = []
+    const readers = Promise.all(
+      Array.from({ length: 3 }, async () => {
+        while (sealing) answers.push(await count())
+      }),
+    )
+    try {
+      expect(await sealLogPartition(db, partition!)).toBe('sealed')
+    } finally {
+      sealing = false
+      await readers
+    }
+    expect(answers.length).toBeGreaterThan(0)
+    expect(new Set(answers)).toEqual(new Set([expected]))
+  })
+})
+
+/** An index as an older flashgate wrote it: the migrations up to and including `lastTag` only, and `rows` in `logs`. */
+async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof schema.logs.$inferInsert)[]): Promise<void> {
+  const folder = mkdtempSync(join(tmpdir(), 'flashgate-migrations-'))
+  try {
+    cpSync(MIGRATIONS_FOLDER, folder, { recursive: true })
+    const journalPath = join(folder, 'meta', '_journal.json')
+    const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as { entries: { tag: string }[] }
+    journal.entries = journal.entries.slice(0, journal.entries.findIndex((entry) => entry.tag === lastTag) + 1)
+    writeFileSync(journalPath, JSON.stringify(journal))
+    if (isPostgresUrl(databaseUrl)) {
+      const client = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+      const db = drizzlePostgres(client)
+      await migratePostgres(db, { migrationsFolder: folder })
+      await db.insert(schema.logs).values(rows)
+      await client.end()
+    } else {
+      const client = new PGlite(databaseUrl)
+      const db = drizzlePglite(client)
+      await migratePglite(db, { migrationsFolder: folder })
+      await db.insert(schema.logs).values(rows)
+      await client.close()
+    }
+  } finally {
+    rmSync(folder, { recursive: true, force: true })
+  }
+}
+
+test('an index written before partitioning keeps its logs in one partition, readable as before, and new blocks get partitions of their own', async () => {
+  // A fresh database, not the run's migrated template: this one starts at migration 0009.
+  const database = usesPostgres ? await createTestDatabase() : null
+  const directory = database === null ? mkdtempSync(join(tmpdir(), 'flashgate-legacy-')) : null
+  const databaseUrl = database?.databaseUrl ?? join(directory!, 'pglite')
+  try {
+    const rows = [...logRows(7, 9, 3), ...logRows(12_345, 12_346, 2)]
+    await olderIndex(databaseUrl, '0009_block_bodies', rows)
+
+    const db = await createDb({ databaseUrl })
+    try {
+      expect(await logPartitions(db)).toEqual([{ name: 'logs_unpartitioned', from: null, to: 15_000, sealed: false }])
+      expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
+      await attachLogPartitions(db, 15_000, 15_001)
+      await db.copyInTransaction([{ table: schema.logs, rows: logRows(15_000, 15_002, 2) }])
+      expect((await logPartitions(db)).map(({ name, from, to }) => [name, from, to])).toEqual([
+        ['logs_unpartitioned', null, 15_000],
+        ['logs_15000', 15_000, 20_000],
+      ])
+      expect((await everyLog(db)).length).toBe(rows.length + 4)
+    } finally {
+      await db.close()
+    }
+  } finally {
+    await database?.drop()
+    if (directory !== null) rmSync(directory, { recursive: true, force: true })
+  }
+})

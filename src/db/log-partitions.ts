@@ -1,0 +1,224 @@
+import { type SQL, sql } from 'drizzle-orm'
+import { type DbSession, rowsOf, sqlState } from './session.js'
+
+/**
+ * The `logs` table is partitioned by block range (migration 0010). Measured at 10M and 100M Base-shaped
+ * logs (bench/results/scale-sealed.json): a selective `eth_getLogs` (address + topic0 over 2,000 blocks)
+ * reads one heap page per log while logs lie in block order, because one contract's logs are scattered over
+ * every block. Once no new block can land in a partition, it is sealed: rewritten in (address, topic0,
+ * block_number) order, so that the same query reads a few neighbouring pages. The partition still written
+ * stays in block order, which the ingester's COPY and whole-block reads want.
+ *
+ * Three things change partitions, each without pausing reads or ingest for more than a lock's wait:
+ * - the ingester attaches empty partitions ahead of the blocks it writes (`createLogPartitioner`);
+ * - the ingest leader seals the partitions the head has left (`sealLogPartition`, ingest/seal-logs.ts);
+ * - retention drops the partitions wholly below the first block kept (`dropLogPartition`).
+ */
+
+/** Blocks per partition: ~7.5M logs of Base's shape (~2.8 hours of Base), sealed in about a minute. */
+export const LOG_PARTITION_BLOCKS = 5_000
+
+/** How far ahead of the newest block written a partition is attached: a new one is never created in a hurry. */
+export const LOG_PARTITION_AHEAD_BLOCKS = 1_000
+
+/** The comment a sealed partition carries: the rewrite is done, nothing is left to do with it. */
+export const SEALED_COMMENT = 'flashgate: sealed'
+
+/** A partition of `logs`: blocks [from, to); `from` is null for the partition of logs indexed before 0010 (MINVALUE). */
+export type LogPartition = { name: string; from: number | null; to: number; sealed: boolean }
+
+/** How long a partition swap or drop waits for the readers of `logs` before it gives up and tries later. */
+const SWAP_LOCK_TIMEOUT_MS = 200
+
+/** SQLSTATE of `lock_timeout` running out. */
+const LOCK_NOT_AVAILABLE = '55P03'
+
+/** Serialises sealing between processes (only the ingest leader seals, but leadership can move): "fgsl". */
+const SEAL_LOCK_ID = 0x6667736c
+
+const BOUND = /^FOR VALUES FROM \((MINVALUE|'?(-?\d+)'?)\) TO \('?(\d+)'?\)$/
+
+/** Every partition of `logs`, oldest first. */
+export async function logPartitions(db: Pick<DbSession, 'query'>): Promise<LogPartition[]> {
+  const rows = await db.query<{ name: string; bound: string; comment: string | null }>(sql`
+    select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound, obj_description(c.oid, 'pg_class') as comment
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'logs'::regclass`)
+  return rows
+    .map(({ name, bound, comment }) => {
+      const match = BOUND.exec(bound)
+      if (match === null) throw new Error(`logs partition ${name}: unexpected bound "${bound}"`)
+      return { name, from: match[2] === undefined ? null : Number(match[2]), to: Number(match[3]), sealed: comment === SEALED_COMMENT }
+    })
+    .sort((left, right) => (left.from ?? Number.NEGATIVE_INFINITY) - (right.from ?? Number.NEGATIVE_INFINITY))
+}
+
+/**
+ * The block ranges [from, to) to attach so that every block from `first` to `last` has a partition: aligned
+ * to `size`, and cut short where an existing partition begins or ends (partitions made before, or with
+ * another size, stay as they are).
+ */
+export function missingLogRanges(
+  partitions: readonly LogPartition[],
+  first: number,
+  last: number,
+  size = LOG_PARTITION_BLOCKS,
+): { from: number; to: number }[] {
+  const missing: { from: number; to: number }[] = []
+  let block = first
+  while (block <= last) {
+    const covering = partitions.find((partition) => (partition.from === null || partition.from <= block) && block < partition.to)
+    if (covering !== undefined) {
+      block = covering.to
+      continue
+    }
+    const aligned = block - (block % size)
+    const from = Math.max(aligned, ...partitions.filter((partition) => partition.to <= block).map((partition) => partition.to))
+    const to = Math.min(
+      aligned + size,
+      ...partitions.filter((partition) => partition.from !== null && partition.from > block).map((partition) => partition.from!),
+    )
+    missing.push({ from, to })
+    block = to
+  }
+  return missing
+}
+
+/**
+ * Attaches an empty partition for blocks [from, to). ATTACH (unlike CREATE TABLE … PARTITION OF) takes only
+ * a SHARE UPDATE EXCLUSIVE lock on `logs`: reads and writes of the other partitions go on meanwhile.
+ */
+async function attachEmptyPartition(db: DbSession, { from, to }: { from: number; to: number }): Promise<void> {
+  const name = sql.identifier(`logs_${from}`)
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`create table ${name} (like logs)`)
+    await tx.execute(sql`alter table logs attach partition ${name} for values from (${sql.raw(String(from))}) to (${sql.raw(String(to))})`)
+  })
+}
+
+/** Attaches whatever partitions blocks `first` to `last` lack; answers the partitions as they are then. */
+export async function attachLogPartitions(db: DbSession, first: number, last: number, size = LOG_PARTITION_BLOCKS): Promise<LogPartition[]> {
+  const partitions = await logPartitions(db)
+  const missing = missingLogRanges(partitions, first, last, size)
+  if (missing.length === 0) return partitions
+  for (const range of missing) await attachEmptyPartition(db, range)
+  return logPartitions(db)
+}
+
+/**
+ * The ingester's side: before a batch of blocks is written, the partitions it falls in (and the next
+ * `aheadBlocks`) exist. Known partitions are remembered, so a batch that needs none costs no query.
+ */
+export function createLogPartitioner(db: DbSession, { size = LOG_PARTITION_BLOCKS, aheadBlocks = LOG_PARTITION_AHEAD_BLOCKS } = {}) {
+  let known: LogPartition[] = []
+  return {
+    async ensure(first: number, last: number): Promise<void> {
+      if (missingLogRanges(known, first, last + aheadBlocks, size).length === 0) return
+      known = await attachLogPartitions(db, first, last + aheadBlocks, size)
+    },
+    /** Partitions can be dropped (retention) or swapped (sealing) by others: the next batch looks again. */
+    forget() {
+      known = []
+    },
+  }
+}
+
+export type SealOutcome = 'sealed' | 'busy' | 'gone'
+
+/**
+ * Seals one partition in a single transaction, without stopping reads of it or writes elsewhere:
+ * - a SHARE lock keeps its rows as they are (a reorg that deep would wait) while readers go on;
+ * - its rows are copied into a new table in (address, topic0, block_number) order, which then gets the same
+ *   indexes and a CHECK of its range (so that ATTACH need not read it again);
+ * - the swap (DETACH the old, ATTACH the new, DROP the old) needs `logs` alone for a moment: it waits at most
+ *   SWAP_LOCK_TIMEOUT_MS for readers at a time, in a savepoint, and tries again until `swapAttempts` run out.
+ * `busy`: another process is sealing, or readers never let go; `gone`: the partition was dropped or sealed meanwhile.
+ */
+export async function sealLogPartition(
+  db: DbSession,
+  partition: LogPartition,
+  { swapAttempts = 30, retryMs = 500 }: { swapAttempts?: number; retryMs?: number } = {},
+): Promise<SealOutcome> {
+  if (partition.from === null) throw new Error(`logs partition ${partition.name} has no lower bound: it is not sealed`)
+  const { from, to } = partition
+  const old = sql.identifier(partition.name)
+  const building = `${partition.name}_sealing`
+  const fresh = sql.identifier(building)
+  const run = (tx: { execute(statement: SQL): Promise<unknown> }, statement: SQL) => tx.execute(statement)
+  try {
+    return await db.transaction(async (tx) => {
+      const [lock] = rowsOf<{ locked: boolean }>(await tx.execute(sql`select pg_try_advisory_xact_lock(${SEAL_LOCK_ID}) as locked`))
+      if (lock?.locked !== true) return 'busy'
+      const now = (await logPartitions({ query: async (statement) => rowsOf(await tx.execute(statement)) })).find((each) => each.name === partition.name)
+      if (now === undefined || now.sealed || now.from !== from || now.to !== to) return 'gone'
+      // A rewrite of millions of rows: no statement timeout, and room to sort and build indexes in memory.
+      await run(tx, sql`set local statement_timeout = 0`)
+      await run(tx, sql`set local work_mem = '256MB'`)
+      await run(tx, sql`set local maintenance_work_mem = '512MB'`)
+      await run(tx, sql`lock table ${old} in share mode`)
+      await run(tx, sql`create table ${fresh} (like logs)`)
+      await run(tx, sql`insert into ${fresh} select * from ${old} order by address, topic0, block_number, log_index`)
+      await run(tx, sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_pk`)} primary key (block_number, log_index)`)
+      await run(tx, sql`create index ${sql.identifier(`${building}_address_topic0_idx`)} on ${fresh} (address, topic0, block_number)`)
+      await run(tx, sql`create index ${sql.identifier(`${building}_topic0_idx`)} on ${fresh} (topic0, block_number)`)
+      await run(
+        tx,
+        sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
+      )
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await tx.transaction(async (swap) => {
+            await run(swap, sql`set local lock_timeout = ${sql.raw(`'${SWAP_LOCK_TIMEOUT_MS}ms'`)}`)
+            await run(swap, sql`alter table logs detach partition ${old}`)
+            await run(swap, sql`alter table logs attach partition ${fresh} for values from (${sql.raw(String(from))}) to (${sql.raw(String(to))})`)
+            await run(swap, sql`set local lock_timeout = 0`)
+          })
+          break
+        } catch (error) {
+          if (sqlState(error) !== LOCK_NOT_AVAILABLE) throw error
+          if (attempt >= swapAttempts) rollback('busy')
+          await new Promise((resolve) => setTimeout(resolve, retryMs))
+        }
+      }
+      await run(tx, sql`drop table ${old}`)
+      await run(tx, sql`alter table ${fresh} rename to ${old}`)
+      for (const suffix of ['pk', 'address_topic0_idx', 'topic0_idx'])
+        await run(tx, sql`alter index ${sql.identifier(`${building}_${suffix}`)} rename to ${sql.identifier(`${partition.name}_${suffix}`)}`)
+      await run(tx, sql`alter table ${old} rename constraint ${sql.identifier(`${building}_range`)} to ${sql.identifier(`${partition.name}_range`)}`)
+      await run(tx, sql`comment on table ${old} is ${sql.raw(`'${SEALED_COMMENT}'`)}`)
+      return 'sealed'
+    })
+  } catch (error) {
+    if (error instanceof Rollback) return error.outcome
+    throw error
+  }
+}
+
+/** Thrown inside a transaction to roll it back and answer `outcome`. */
+class Rollback extends Error {
+  constructor(readonly outcome: SealOutcome) {
+    super(`rolled back: ${outcome}`)
+  }
+}
+
+function rollback(outcome: SealOutcome): never {
+  throw new Rollback(outcome)
+}
+
+/**
+ * Detaches and drops a partition (retention). Waits at most SWAP_LOCK_TIMEOUT_MS for the readers of `logs`;
+ * answers false when they held on (the caller tries again later).
+ */
+export async function dropLogPartition(db: DbSession, partition: LogPartition): Promise<boolean> {
+  try {
+    await db.transaction(async (tx) => {
+      await tx.execute(sql`set local lock_timeout = ${sql.raw(`'${SWAP_LOCK_TIMEOUT_MS}ms'`)}`)
+      await tx.execute(sql`alter table logs detach partition ${sql.identifier(partition.name)}`)
+      await tx.execute(sql`drop table ${sql.identifier(partition.name)}`)
+    })
+    return true
+  } catch (error) {
+    if (sqlState(error) === LOCK_NOT_AVAILABLE) return false
+    throw error
+  }
+}
