@@ -26,11 +26,12 @@ export async function explainAddressTopicQuery(db: Db, call: RpcCall): Promise<s
 
 /** On-disk size of each table with its indexes, and whether the planner has statistics for `logs`. */
 export async function describeStorage(db: Db): Promise<{ tables: Record<string, string>; logsAnalyzed: boolean }> {
+  // A partitioned table (logs) counts as the sum of its partitions.
   const sizes = await db.query<{ name: string; size: string }>(sql`
-    select relname as name, pg_size_pretty(pg_total_relation_size(relid)) as size
-    from pg_stat_user_tables order by pg_total_relation_size(relid) desc`)
+    select coalesce(pg_partition_root(relid), relid)::regclass::text as name, pg_size_pretty(sum(pg_total_relation_size(relid))) as size
+    from pg_stat_user_tables group by 1 order by sum(pg_total_relation_size(relid)) desc`)
   const stats = await db.query<{ analyzed: boolean }>(sql`
-    select (last_analyze is not null or last_autoanalyze is not null) as analyzed
-    from pg_stat_user_tables where relname = 'logs'`)
+    select bool_and(last_analyze is not null or last_autoanalyze is not null) as analyzed
+    from pg_stat_user_tables where coalesce(pg_partition_root(relid), relid) = 'logs'::regclass`)
   return { tables: Object.fromEntries(sizes.map((row) => [row.name, row.size])), logsAnalyzed: stats[0]?.analyzed === true }
 }

@@ -371,7 +371,7 @@ export async function createScaleLoader({
     async loadChunk() {
       const from = next
       const to = from + BLOCKS_PER_CHUNK - 1
-      await layout.prepare?.(sql, to)
+      await layout.prepare?.({ sql, db }, from, to)
       const [logRows, transactions] = await Promise.all([sql.unsafe(logs, [from, to]), otherTables(from, to)])
       if (scope === 'all') {
         if (!templates) await renderTemplates(sql, db, from)

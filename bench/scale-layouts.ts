@@ -1,4 +1,7 @@
 import type postgres from 'postgres'
+import type { Db } from '../src/db/index.js'
+import { attachLogPartitions, LOG_PARTITION_BLOCKS, logPartitions, sealLogPartition } from '../src/db/log-partitions.js'
+import { partitionsToSeal } from '../src/ingest/seal-logs.js'
 import type { LogColumn } from './scale-data.js'
 
 /** The block-keyed tables the ingester writes, each measured on its own. */
@@ -20,14 +23,17 @@ export type ScaleLayout = {
   logColumns: readonly LogColumn[]
   /** The relation holding each table's rows (the stored table behind a view). */
   storage: Record<BlockTable, string>
-  /** Runs before blocks up to `lastBlock` are written (e.g. to create the partitions they fall in). */
-  prepare?(sql: postgres.Sql, lastBlock: number): Promise<void>
+  /** Runs before blocks `firstBlock` to `lastBlock` are written (e.g. to create the partitions they fall in). */
+  prepare?(target: LayoutTarget, firstBlock: number, lastBlock: number): Promise<void>
   /**
    * Runs after loading, before measuring, with the newest block written: reorganises what no new block can
    * change any more (e.g. rewrites sealed partitions in index order). Answers how many relations it rewrote.
    */
-  seal?(sql: postgres.Sql, head: number): Promise<number>
+  seal?(target: LayoutTarget, head: number): Promise<number>
 }
+
+/** The database a layout grows in: raw SQL, and flashgate's own session for what flashgate itself does. */
+export type LayoutTarget = { sql: postgres.Sql; db: Db }
 
 const ALL_LOG_COLUMNS: readonly LogColumn[] = [
   'block_number',
@@ -58,10 +64,40 @@ const LEAN_LOG_COLUMNS_LIST: readonly LogColumn[] = [
 
 const SAME_STORAGE: Record<BlockTable, string> = Object.fromEntries(BLOCK_TABLES.map((table) => [table, table])) as Record<BlockTable, string>
 
+/**
+ * `current`: flashgate's migrations, and what flashgate does with them as it runs: the logs partitions
+ * attached ahead of the blocks (as the ingester does), and every partition the head has left sealed (as the
+ * ingest leader does; src/db/log-partitions.ts).
+ */
 const current: ScaleLayout = {
   name: 'current',
-  summary: "flashgate's migrations (drizzle/) as they are",
+  summary: `flashgate's migrations (drizzle/) as they are: logs in ${LOG_PARTITION_BLOCKS.toLocaleString('en-US')}-block partitions, those the head has left sealed in (address, topic0, block_number) order`,
   setup: '',
+  logsTable: 'logs',
+  logColumns: ALL_LOG_COLUMNS,
+  storage: SAME_STORAGE,
+  async prepare({ db }, firstBlock, lastBlock) {
+    await attachLogPartitions(db, firstBlock, lastBlock)
+  },
+  async seal({ db }, head) {
+    let sealed = 0
+    for (const partition of partitionsToSeal(await logPartitions(db), { head, firstBlock: null }))
+      if ((await sealLogPartition(db, partition)) === 'sealed') sealed++
+    return sealed
+  },
+}
+
+/** `unpartitioned`: the logs table before migration 0010, one table in block order, for comparison. */
+const unpartitioned: ScaleLayout = {
+  name: 'unpartitioned',
+  summary: 'logs as before migration 0010: one table, in block order',
+  setup: `
+create table logs_plain (like logs);
+drop table logs;
+alter table logs_plain rename to logs;
+alter table logs add primary key (block_number, log_index);
+create index logs_address_topic0_idx on logs (address, topic0, block_number);
+create index logs_topic0_idx on logs (topic0, block_number);`,
   logsTable: 'logs',
   logColumns: ALL_LOG_COLUMNS,
   storage: SAME_STORAGE,
@@ -142,7 +178,7 @@ ${LOGS_VIEW}`,
   logsTable: 'logs_stored',
   logColumns: LEAN_LOG_COLUMNS_LIST,
   storage: { ...SAME_STORAGE, logs: 'logs_stored' },
-  async prepare(sql, lastBlock) {
+  async prepare({ sql }, _firstBlock, lastBlock) {
     const start = lastBlock - (lastBlock % COMPACT_PARTITION_BLOCKS)
     await sql.unsafe(
       `create table if not exists logs_stored_${start} partition of logs_stored for values from (${start}) to (${start + COMPACT_PARTITION_BLOCKS})`,
@@ -150,45 +186,4 @@ ${LOGS_VIEW}`,
   },
 }
 
-/** Blocks per partition of `sealed`'s logs: ~7.5M Base-shaped logs, ~2.8 hours of Base. */
-export const SEALED_PARTITION_BLOCKS = 5_000
-
-/**
- * `sealed`: the current logs table (same columns, same indexes) partitioned by block range, and every
- * partition the head has passed rewritten in (address, topic0, block_number) order, so that the logs of one
- * contract's event over a block range lie on a few neighbouring pages instead of one page each. The newest
- * partition, still written, stays in block order.
- */
-const sealed: ScaleLayout = {
-  name: 'sealed',
-  summary: `current's logs partitioned by ${SEALED_PARTITION_BLOCKS.toLocaleString('en-US')}-block ranges; every partition below the head clustered on (address, topic0, block_number)`,
-  setup: `
-create table logs_partitioned (like logs including defaults including constraints) partition by range (block_number);
-drop table logs;
-alter table logs_partitioned rename to logs;
-alter table logs add primary key (block_number, log_index);
-create index logs_address_topic0_idx on logs (address, topic0, block_number);
-create index logs_topic0_idx on logs (topic0, block_number);`,
-  logsTable: 'logs',
-  logColumns: ALL_LOG_COLUMNS,
-  storage: SAME_STORAGE,
-  async prepare(sql, lastBlock) {
-    const start = lastBlock - (lastBlock % SEALED_PARTITION_BLOCKS)
-    await sql.unsafe(`create table if not exists logs_${start} partition of logs for values from (${start}) to (${start + SEALED_PARTITION_BLOCKS})`)
-  },
-  async seal(sql, head) {
-    // A partition (named logs_<first block>) is sealed once the head is past its range; `indisclustered`
-    // marks the ones already rewritten.
-    const partitions = await sql<{ partition: string; index: string }[]>`
-      select p.relid::regclass::text as partition, i.indexrelid::regclass::text as index
-      from pg_partition_tree('logs'::regclass) p
-      join pg_index i on i.indrelid = p.relid
-      join pg_inherits parent on parent.inhrelid = i.indexrelid and parent.inhparent = 'logs_address_topic0_idx'::regclass
-      where p.isleaf and not i.indisclustered`
-    const unsealed = partitions.filter(({ partition }) => Number(partition.slice('logs_'.length)) + SEALED_PARTITION_BLOCKS <= head)
-    for (const { partition, index } of unsealed) await sql.unsafe(`cluster ${partition} using ${index}`)
-    return unsealed.length
-  },
-}
-
-export const LAYOUTS: Record<string, ScaleLayout> = { current, lean, 'lean-covering': leanCovering, compact, sealed }
+export const LAYOUTS: Record<string, ScaleLayout> = { current, unpartitioned, lean, 'lean-covering': leanCovering, compact }

@@ -260,7 +260,7 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
   )
 
   const sealStarted = performance.now()
-  const sealedRelations = (await layout.seal?.(sql, loader.nextBlock() - 1)) ?? 0
+  const sealedRelations = (await layout.seal?.({ sql, db }, loader.nextBlock() - 1)) ?? 0
   const sealSeconds = (performance.now() - sealStarted) / 1000
   if (sealedRelations > 0) stamp(`${layout.name}: ${sealedRelations} sealed in ${sealSeconds.toFixed(0)} s`)
 
