@@ -49,7 +49,7 @@ export type LatencyFigures = {
   pagesReadPerQuery: number
 }
 
-export const QUERY_SERIES = ['headlineLogs', 'topicOnlyLogs', 'blockReceipts', 'transactionByHash', 'receiptByHash', 'accountsHot', 'accountsTail'] as const
+export const QUERY_SERIES = ['headlineLogs', 'topicOnlyLogs', 'blockLogs', 'blockReceipts', 'transactionByHash', 'receiptByHash', 'accountsHot', 'accountsTail'] as const
 export type QuerySeries = (typeof QUERY_SERIES)[number]
 
 export type TableSize = { tableBytes: number; indexBytes: number; totalBytes: number; bytesPerLog: number; indexes: Record<string, number> }
@@ -168,6 +168,11 @@ export async function measureQueries({
       const from = blockIn(random, firstBlock, Math.max(firstBlock, head - TOPIC_ONLY_RANGE_BLOCKS + 1))
       const to = Math.min(head, from + TOPIC_ONLY_RANGE_BLOCKS - 1)
       return () => logCount({ addresses: null, topics: [[topic0]], fromBlock: atBlock(from), toBlock: atBlock(to) })
+    },
+    /** Every log of one block (a whole-block `eth_getLogs`, as an indexer without a filter reads a block). */
+    async blockLogs(random) {
+      const block = atBlock(blockIn(random, firstBlock, head))
+      return () => logCount({ addresses: null, topics: [], fromBlock: block, toBlock: block })
     },
     async blockReceipts(random) {
       const block = atBlock(blockIn(random, firstBlock, head))

@@ -277,7 +277,7 @@ async function growAndMeasure(grower: Grower, target: number, options: ScaleOpti
   stamp(`${layout.name}: ${(totalBytes / 2 ** 30).toFixed(1)} GiB, ${(totalBytes / counts.logs).toFixed(0)} B/log; measuring queries`)
   // `--scope logs` holds only what eth_getLogs reads. One seed for every size and layout: the same ranks and
   // accounts are asked for, so figures differ by the data, not by the draws.
-  const series = options.scope === 'all' ? QUERY_SERIES : (['headlineLogs', 'topicOnlyLogs'] as const)
+  const series = options.scope === 'all' ? QUERY_SERIES : (['headlineLogs', 'topicOnlyLogs', 'blockLogs'] as const)
   const queries = await measureQueries({ db, sql, firstBlock: FIRST_BLOCK, head, queries: options.queries, seed: options.seed, series })
   const plans = await explainLogQueries(sql, head, FIRST_BLOCK)
   const run: ScaleRun = {

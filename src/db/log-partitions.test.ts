@@ -10,6 +10,7 @@ import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import { describe, expect, test } from 'vitest'
 import { createTestDatabase, useTestDb } from '../../test/fixtures/db.js'
+import { createStore } from '../ingest/store.js'
 import { createDb, type Db, hexToBytea, isPostgresUrl, schema } from './index.js'
 import {
   attachLogPartitions,
@@ -94,6 +95,9 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     ])
     await db.copyInTransaction([{ table: schema.logs, rows: logRows(100, 120, 20) }])
     expect((await everyLog(db)).length).toBe(400)
+    // The ingester's ANALYZE after a backfill reaches the partitions.
+    await createStore({ db }).analyze()
+    expect((await db.query(sql`select 1 from pg_stats where tablename = 'logs_100' and attname = 'address'`)).length).toBe(1)
     // A row outside every partition is refused (the store forgets what it knew and looks again).
     await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(130, 131, 1) }])).rejects.toMatchObject({ code: '23514' })
   })

@@ -24,9 +24,8 @@ export type Retention = { stop(): Promise<void>; status(): { firstBlock: number 
  * `--retain-blocks N`: keeps the newest N blocks and deletes older history in the background, in two steps
  * per cut: the first block in `sync_state` moves up at once (readers stop asking below it), and the rows
  * below it go after PRUNE_GRACE_MS: the partitions of logs wholly below the cut dropped, then the rest a
- * chunk of blocks per transaction, oldest first, blocks last. Account
- * changes keep each account's newest change below the cut, so that state at every retained height is still
- * answered from the index. Builder-code attributions are kept whole: they are the analytics' history.
+ * chunk of blocks per transaction, oldest first, blocks last. Account changes keep each account's newest
+ * change below the cut, so that state at every retained height is still answered from the index. Builder-code attributions are kept whole: they are the analytics' history.
  * Only the process that holds the ingest lock prunes.
  */
 export function startRetention({

@@ -162,7 +162,8 @@ export function createStore({ db }: { db: DbSession }) {
     /** Refreshes the planner statistics of the tables a backfill grows. */
     async analyze() {
       await db.query(
-        sql`analyze ${sql.join(
+        // SKIP_LOCKED: a partition of logs being sealed (db/log-partitions.ts) keeps its statistics, and ingest does not wait.
+        sql`analyze (skip_locked) ${sql.join(
           blockTables.map(([, { table }]) => sql`${table}`),
           sql`, `,
         )}`,
