@@ -49,7 +49,16 @@ export type LatencyFigures = {
   pagesReadPerQuery: number
 }
 
-export const QUERY_SERIES = ['headlineLogs', 'topicOnlyLogs', 'blockLogs', 'blockReceipts', 'transactionByHash', 'receiptByHash', 'accountsHot', 'accountsTail'] as const
+export const QUERY_SERIES = [
+  'headlineLogs',
+  'topicOnlyLogs',
+  'blockLogs',
+  'blockReceipts',
+  'transactionByHash',
+  'receiptByHash',
+  'accountsHot',
+  'accountsTail',
+] as const
 export type QuerySeries = (typeof QUERY_SERIES)[number]
 
 export type TableSize = { tableBytes: number; indexBytes: number; totalBytes: number; bytesPerLog: number; indexes: Record<string, number> }
