@@ -15,6 +15,8 @@ const RETAIN = 15
 /** The documented answer below the first retained block with `--history refuse` (HistoryUnavailableError). */
 const HISTORY_REFUSED = -32000
 const PARTITION_BLOCKS = 5
+/** Blocks mined once the reader has started. */
+const MORE = 5
 
 let anvil: Anvil
 let database: TestDatabase
@@ -42,12 +44,16 @@ afterAll(async () => {
 const hex = (number: number) => `0x${number.toString(16)}`
 
 test(`--retain-blocks ${RETAIN}: history is pruned while readers query the boundary; every answer is complete or the documented refusal, never partial`, async () => {
-  const head = Number(chain.headNumber)
+  // The cut moves while the reader runs: MORE blocks are mined once it has started, taking the first block
+  // kept from `generated - RETAIN + 1` to `cut`, across the blocks the reader asks for (which are complete
+  // before the move and refused after it, however long the set-up took).
+  const generated = Number(chain.headNumber)
+  const head = generated + MORE
   const cut = head - RETAIN + 1
   const [account] = chain.senders
   // Ranges across the cut, a block below it, and state below it: what a reader at the boundary asks.
   const calls = [
-    { method: 'eth_getLogs', params: [{ fromBlock: hex(cut - 10), toBlock: hex(head) }] },
+    { method: 'eth_getLogs', params: [{ fromBlock: hex(cut - 10), toBlock: hex(generated) }] },
     { method: 'eth_getLogs', params: [{ fromBlock: hex(cut - 1), toBlock: hex(cut + 3) }] },
     { method: 'eth_getBlockReceipts', params: [hex(cut - 2)] },
     { method: 'eth_getBlockByNumber', params: [hex(cut - 1), true] },
@@ -69,6 +75,8 @@ test(`--retain-blocks ${RETAIN}: history is pruned while readers query the bound
     }
   })()
 
+  await expect.poll(() => outcomes.complete, { timeout: 10_000 }).toBeGreaterThan(0)
+  await anvilCall(anvil.rpcUrl, 'anvil_mine', [hex(MORE)])
   const oldest = async () => Number((await gateway.db.query<{ n: string }>(sql`select min(number)::text as n from blocks`))[0]!.n)
   try {
     await expect.poll(oldest, { timeout: 45_000, interval: 200 }).toBe(cut)
