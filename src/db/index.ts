@@ -23,6 +23,7 @@ export {
   isPostgresUrl,
   PLAN_FOR_VALUES,
   pgliteDirectory,
+  rowsOf,
   sqlState,
 } from './session.js'
 

@@ -141,6 +141,20 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     expect(await everyLog(db)).toEqual(before.filter((row) => Number(row.block_number) >= 110))
     expect((await logPartitions(db)).map((partition) => partition.name)).toEqual(['logs_110'])
   })
+
+  test('a partitioner that remembers a partition dropped since attaches it again once it forgets', async () => {
+    const db = testDb()
+    const partitioner = createLogPartitioner(db, { size: 10, aheadBlocks: 0 })
+    await partitioner.ensure(300, 305)
+    await dropLogPartition(db, (await logPartitions(db)).find((partition) => partition.from === 300)!)
+    // Still remembered: nothing attached, and the COPY is refused (the store then calls `forget`).
+    await partitioner.ensure(300, 305)
+    await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(300, 301, 1) }])).rejects.toMatchObject({ code: '23514' })
+    partitioner.forget()
+    await partitioner.ensure(300, 305)
+    await db.copyInTransaction([{ table: schema.logs, rows: logRows(300, 301, 1) }])
+    expect((await logPartitions(db)).map(({ from, to }) => [from, to])).toContainEqual([300, 310])
+  })
 })
 
 describe.skipIf(!usesPostgres)('sealing beside readers (Postgres)', () => {

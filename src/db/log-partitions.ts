@@ -1,4 +1,4 @@
-import { type SQL, sql } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import { type DbSession, rowsOf, sqlState } from './session.js'
 
 /**
@@ -144,7 +144,6 @@ export async function sealLogPartition(
   const old = sql.identifier(partition.name)
   const building = `${partition.name}_sealing`
   const fresh = sql.identifier(building)
-  const run = (tx: { execute(statement: SQL): Promise<unknown> }, statement: SQL) => tx.execute(statement)
   try {
     return await db.transaction(async (tx) => {
       const [lock] = rowsOf<{ locked: boolean }>(await tx.execute(sql`select pg_try_advisory_xact_lock(${SEAL_LOCK_ID}) as locked`))
@@ -152,26 +151,25 @@ export async function sealLogPartition(
       const now = (await logPartitions({ query: async (statement) => rowsOf(await tx.execute(statement)) })).find((each) => each.name === partition.name)
       if (now === undefined || now.sealed || now.from !== from || now.to !== to) return 'gone'
       // A rewrite of millions of rows: no statement timeout, and room to sort and build indexes in memory.
-      await run(tx, sql`set local statement_timeout = 0`)
-      await run(tx, sql`set local work_mem = '256MB'`)
-      await run(tx, sql`set local maintenance_work_mem = '512MB'`)
-      await run(tx, sql`lock table ${old} in share mode`)
-      await run(tx, sql`create table ${fresh} (like logs)`)
-      await run(tx, sql`insert into ${fresh} select * from ${old} order by address, topic0, block_number, log_index`)
-      await run(tx, sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_pk`)} primary key (block_number, log_index)`)
-      await run(tx, sql`create index ${sql.identifier(`${building}_address_topic0_idx`)} on ${fresh} (address, topic0, block_number)`)
-      await run(tx, sql`create index ${sql.identifier(`${building}_topic0_idx`)} on ${fresh} (topic0, block_number)`)
-      await run(
-        tx,
+      await tx.execute(sql`set local statement_timeout = 0`)
+      await tx.execute(sql`set local work_mem = '256MB'`)
+      await tx.execute(sql`set local maintenance_work_mem = '512MB'`)
+      await tx.execute(sql`lock table ${old} in share mode`)
+      await tx.execute(sql`create table ${fresh} (like logs)`)
+      await tx.execute(sql`insert into ${fresh} select * from ${old} order by address, topic0, block_number, log_index`)
+      await tx.execute(sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_pk`)} primary key (block_number, log_index)`)
+      await tx.execute(sql`create index ${sql.identifier(`${building}_address_topic0_idx`)} on ${fresh} (address, topic0, block_number)`)
+      await tx.execute(sql`create index ${sql.identifier(`${building}_topic0_idx`)} on ${fresh} (topic0, block_number)`)
+      await tx.execute(
         sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
       )
       for (let attempt = 1; ; attempt++) {
         try {
           await tx.transaction(async (swap) => {
-            await run(swap, sql`set local lock_timeout = ${sql.raw(`'${SWAP_LOCK_TIMEOUT_MS}ms'`)}`)
-            await run(swap, sql`alter table logs detach partition ${old}`)
-            await run(swap, sql`alter table logs attach partition ${fresh} for values from (${sql.raw(String(from))}) to (${sql.raw(String(to))})`)
-            await run(swap, sql`set local lock_timeout = 0`)
+            await swap.execute(sql`set local lock_timeout = ${sql.raw(`'${SWAP_LOCK_TIMEOUT_MS}ms'`)}`)
+            await swap.execute(sql`alter table logs detach partition ${old}`)
+            await swap.execute(sql`alter table logs attach partition ${fresh} for values from (${sql.raw(String(from))}) to (${sql.raw(String(to))})`)
+            await swap.execute(sql`set local lock_timeout = 0`)
           })
           break
         } catch (error) {
@@ -180,12 +178,12 @@ export async function sealLogPartition(
           await new Promise((resolve) => setTimeout(resolve, retryMs))
         }
       }
-      await run(tx, sql`drop table ${old}`)
-      await run(tx, sql`alter table ${fresh} rename to ${old}`)
+      await tx.execute(sql`drop table ${old}`)
+      await tx.execute(sql`alter table ${fresh} rename to ${old}`)
       for (const suffix of ['pk', 'address_topic0_idx', 'topic0_idx'])
-        await run(tx, sql`alter index ${sql.identifier(`${building}_${suffix}`)} rename to ${sql.identifier(`${partition.name}_${suffix}`)}`)
-      await run(tx, sql`alter table ${old} rename constraint ${sql.identifier(`${building}_range`)} to ${sql.identifier(`${partition.name}_range`)}`)
-      await run(tx, sql`comment on table ${old} is ${sql.raw(`'${SEALED_COMMENT}'`)}`)
+        await tx.execute(sql`alter index ${sql.identifier(`${building}_${suffix}`)} rename to ${sql.identifier(`${partition.name}_${suffix}`)}`)
+      await tx.execute(sql`alter table ${old} rename constraint ${sql.identifier(`${building}_range`)} to ${sql.identifier(`${partition.name}_range`)}`)
+      await tx.execute(sql`comment on table ${old} is ${sql.raw(`'${SEALED_COMMENT}'`)}`)
       return 'sealed'
     })
   } catch (error) {

@@ -3,7 +3,7 @@ import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
 export type { RegistryProgress }
-import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, schema, sqlState } from '../db/index.js'
+import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, rowsOf, schema, sqlState } from '../db/index.js'
 import { createLogPartitioner } from '../db/log-partitions.js'
 import { notifyChain } from '../db/notifications.js'
 import { type BlockRows, registryEventRows } from './block-data.js'
@@ -81,11 +81,10 @@ export function createStore({ db }: { db: DbSession }) {
           await tx.delete(table).where(gt(blockNumber, ancestor))
           continue
         }
-        const answer = (await tx.execute(
+        const answer = await tx.execute(
           sql`with gone as (delete from ${table} where ${blockNumber} > ${ancestor} returning 1) select count(*)::int as count from gone`,
-        )) as unknown as { count: number }[] | { rows: { count: number }[] }
-        // postgres.js answers the rows, PGlite an object holding them.
-        removed = (Array.isArray(answer) ? answer : answer.rows)[0]?.count ?? 0
+        )
+        removed = rowsOf<{ count: number }>(answer)[0]?.count ?? 0
       }
       await tx
         .insert(schema.syncState)
