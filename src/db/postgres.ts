@@ -170,12 +170,16 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
 function refusalOf(statement: object): Promise<never> {
   const query = statement as { reject(error: unknown): void }
   const reject = query.reject
-  return new Promise<never>((_, refuse) => {
+  const refused = new Promise<never>((_, refuse) => {
     query.reject = (error) => {
       refuse(error)
       reject(error)
     }
   })
+  // A failure before the stream opens (the connection closed) reaches the caller through the statement
+  // itself; this copy of it must not count as unhandled meanwhile.
+  refused.catch(() => {})
+  return refused
 }
 
 /** Fails with INGEST_LOCK_LOST_SQLSTATE unless the session running it holds the ingest lock. */
