@@ -279,6 +279,24 @@ test('GET /metrics counts answers by route and refusals by policy, and never nam
   expect(text).not.toContain(gateway.dedicatedUrl.split('/rpc/')[1])
 })
 
+test('GET /metrics counts each answer once, with its time, as it ends', async () => {
+  const figure = (text: string, pattern: RegExp) => Number(text.match(pattern)?.[1] ?? 0)
+  const scrape = async () => {
+    const text = await (await fetch(`${gateway.url}/metrics`)).text()
+    return {
+      answered: figure(text, /^flashgate_http_requests_total\{route="\/healthz",status="200"\} (\d+)$/m),
+      timed: figure(text, /^flashgate_http_request_duration_seconds_count\{route="\/healthz"\} (\d+)$/m),
+      slow: figure(text, /^flashgate_http_request_duration_seconds_bucket\{le="\+Inf",route="\/healthz"\} (\d+)$/m),
+    }
+  }
+  const before = await scrape()
+  for (let call = 0; call < 7; call++) expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
+  const after = await scrape()
+  expect(after.answered - before.answered).toBe(7)
+  expect(after.timed - before.timed).toBe(7)
+  expect(after.slow - before.slow).toBe(7)
+})
+
 describe('WebSocket endpoints', () => {
   function open(url: string): Promise<WebSocket> {
     return new Promise((resolve, reject) => {

@@ -1,6 +1,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { promisify } from 'node:util'
 import { brotliCompress, constants, gzip } from 'node:zlib'
+import type { MaybePromise } from './maybe-promise.js'
 
 /** Answers below this size go out as they are: compressing them costs more time than the bytes save. */
 export const COMPRESS_MIN_BYTES = 1024
@@ -85,20 +86,19 @@ function varyOnEncoding(headers: OutgoingHttpHeaders): string {
  * Writes a whole answer, compressed when it is large enough and the client accepts gzip or br. Small answers
  * and clients that accept neither take the plain path: no copy, no zlib.
  */
-export async function sendCompressible(
+export function sendCompressible(
   request: IncomingMessage,
   response: ServerResponse,
   status: number,
   body: Body,
   headers: OutgoingHttpHeaders,
-): Promise<void> {
+): MaybePromise<void> {
   const size = byteLength(body)
-  if (size < COMPRESS_MIN_BYTES) return sendEncoded(request, response, status, body, null, headers)
+  if (size < COMPRESS_MIN_BYTES) return sendEncoded(request, response, status, body, null, headers, size)
   const coding = negotiateEncoding(request.headers['accept-encoding'])
-  if (coding === null) return sendEncoded(request, response, status, body, null, { ...headers, vary: varyOnEncoding(headers) })
+  if (coding === null) return sendEncoded(request, response, status, body, null, { ...headers, vary: varyOnEncoding(headers) }, size)
   const whole = typeof body === 'string' ? Buffer.from(body) : Array.isArray(body) ? Buffer.concat(body) : (body as Buffer)
-  const compressed = await compressDynamic(whole, coding)
-  return sendEncoded(request, response, status, compressed, coding, headers)
+  return compressDynamic(whole, coding).then((compressed) => sendEncoded(request, response, status, compressed, coding, headers))
 }
 
 /** An answer's bytes: text, one buffer, or buffers to write one after the other. */
@@ -122,9 +122,11 @@ export function sendEncoded(
   body: Body,
   coding: StoredCoding | null,
   headers: OutgoingHttpHeaders,
+  size = byteLength(body),
 ): void {
-  const encoding: OutgoingHttpHeaders = coding === null ? {} : { 'content-encoding': coding, vary: varyOnEncoding(headers) }
-  response.writeHead(status, { ...headers, ...encoding, 'content-length': byteLength(body) })
+  const head =
+    coding === null ? { ...headers, 'content-length': size } : { ...headers, 'content-encoding': coding, vary: varyOnEncoding(headers), 'content-length': size }
+  response.writeHead(status, head)
   if (request.method === 'HEAD') return void response.end()
   if (!Array.isArray(body)) return void response.end(body)
   // Corked: the head and every piece leave in one write (end() uncorks).

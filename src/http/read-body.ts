@@ -34,7 +34,8 @@ export function readBody(request: IncomingMessage, limit: number): Promise<strin
       }
       chunks.push(chunk)
     })
-    request.on('end', () => (over ? refuse() : resolve(Buffer.concat(chunks).toString('utf8'))))
+    // Most bodies come in one chunk: decoded as it is, not copied into a new buffer first.
+    request.on('end', () => (over ? refuse() : resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'))))
     request.on('error', reject)
   })
 }

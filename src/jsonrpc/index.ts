@@ -17,6 +17,7 @@ import type { CallContext, MethodDefinition } from './define-method.js'
 import { methods as indexMethods } from './methods/index.js'
 import type { CallMemo } from './memo.js'
 import { exactIds, type NumericId } from './request-ids.js'
+import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 
 export { methods } from './methods/index.js'
 
@@ -56,7 +57,7 @@ export type HandleOptions = {
    * Admits a request costing `cost` calls (a batch costs its length) against the client's rate limit:
    * `0` to go ahead, or the seconds to wait before retrying.
    */
-  admit?: (cost: number) => Promise<number>
+  admit?: (cost: number) => MaybePromise<number>
 }
 
 /** A valid request id: a string, a finite number or null (https://www.jsonrpc.org/specification#request_object). */
@@ -64,6 +65,7 @@ const isValidId = (id: unknown): id is string | number | null => id === null || 
 
 /** Methods that only make sense on one connection, e.g. subscriptions on a WebSocket. */
 export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
+const NO_LOCAL_METHODS: LocalMethods = {}
 
 /**
  * JSON-RPC 2.0 over any transport: parses, validates, dispatches to the method table and maps errors.
@@ -83,8 +85,16 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return { jsonrpc: '2.0', id, error: toJsonRpcError(error) }
   }
 
+  /** A call's outcome as the response to its request (`null` for a notification) and the HTTP status it asks for. */
+  type Outcome = { response: JsonRpcResponse | null; status: number }
+  const succeeded = (id: Id, hasId: boolean, result: unknown): Outcome => ({ response: hasId ? { jsonrpc: '2.0', id, result } : null, status: 200 })
+  const failed = (id: Id, hasId: boolean, error: unknown): Outcome => {
+    const response = failure(id, error)
+    return { response: hasId ? response : null, status: isFlashgateError(error) ? error.httpStatus : 200 }
+  }
+
   /** Handles one request object; `null` for a notification (no `id`), which gets no answer. */
-  async function handleOne(request: unknown, local: LocalMethods, exactId?: NumericId): Promise<{ response: JsonRpcResponse | null; status: number }> {
+  function handleOne(request: unknown, local: LocalMethods, exactId?: NumericId): MaybePromise<Outcome> {
     if (typeof request !== 'object' || request === null || Array.isArray(request))
       return { response: failure(null, new InvalidRequestError('invalid request')), status: 200 }
     const message = request as Record<string, unknown>
@@ -96,20 +106,23 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     if (message.jsonrpc !== '2.0') return { response: failure(id, new InvalidRequestError('invalid request: jsonrpc must be "2.0"')), status: 200 }
     if (typeof message.method !== 'string') return { response: failure(id, new InvalidRequestError('invalid request: method must be a string')), status: 200 }
 
-    let status = 200
-    let response: JsonRpcResponse
+    let result: MaybePromise<unknown>
     try {
       const localMethod = Object.hasOwn(local, message.method) ? local[message.method] : undefined
-      const result = localMethod ? await localMethod(message.params) : await call(message.method, message.params)
-      response = { jsonrpc: '2.0', id, result }
+      result = localMethod ? localMethod(message.params) : call(message.method, message.params)
     } catch (error) {
-      if (isFlashgateError(error)) status = error.httpStatus
-      response = failure(id, error)
+      return failed(id, hasId, error)
     }
-    return { response: hasId ? response : null, status }
+    // An answer at hand (from the memo) goes out without waiting a turn.
+    if (!(result instanceof Promise)) return succeeded(id, hasId, result)
+    return result.then(
+      (value) => succeeded(id, hasId, value),
+      (error: unknown) => failed(id, hasId, error),
+    )
   }
 
-  async function call(method: string, rawParams: unknown): Promise<unknown> {
+  /** A call's result: at once when the memo has it, else a promise; invalid params throw at once. */
+  function call(method: string, rawParams: unknown): MaybePromise<unknown> {
     if (refusedMethods.has(method)) throw new MethodNotAllowedError(method)
     if (rawParams !== undefined && rawParams !== null && !Array.isArray(rawParams)) throw new InvalidParamsError('invalid params: non-array args')
     const definition = Object.hasOwn(table, method) ? table[method] : undefined
@@ -122,9 +135,10 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     if (memoized?.hit !== undefined) return memoized.hit
     const parsed = definition.params.safeParse(rawParams ?? [])
     if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, rawParams ?? []))
-    const result = await definition.handler(resolvers, parsed.data, callContext)
-    if (memoized !== null) return memo!.keep(memoized.ticket, result) ?? null
-    return result === undefined ? null : result
+    return definition.handler(resolvers, parsed.data, callContext).then((result) => {
+      if (memoized !== null) return memo!.keep(memoized.ticket, result) ?? null
+      return result === undefined ? null : result
+    })
   }
 
   async function handleBatch(requests: unknown[], local: LocalMethods, ids?: (NumericId | undefined)[]): Promise<JsonRpcReply> {
@@ -144,8 +158,8 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return { status: 200, body: answered.length === 0 ? null : answered }
   }
 
-  /** Handles a raw request body (text). */
-  async function handle(body: string, { local = {}, admit }: HandleOptions = {}): Promise<JsonRpcReply> {
+  /** Handles a raw request body (text): at once when nothing has to wait (a memoised answer, no rate to take). */
+  function handle(body: string, { local = NO_LOCAL_METHODS, admit }: HandleOptions = {}): MaybePromise<JsonRpcReply> {
     let payload: unknown
     try {
       payload = JSON.parse(body)
@@ -155,15 +169,16 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const ids = exactIds(body, payload)
     // Refusing an oversized batch costs nothing against the rate; anything else is charged per call.
     const oversized = Array.isArray(payload) && payload.length > maxBatchSize
-    const wait = oversized ? 0 : ((await admit?.(Array.isArray(payload) ? Math.max(1, payload.length) : 1)) ?? 0)
-    if (wait > 0) {
-      const id = Array.isArray(payload) ? null : (ids?.[0] ?? (isValidId((payload as { id?: unknown } | null)?.id) ? (payload as { id: Id }).id : null))
-      const limited = new RateLimitedError(wait)
-      return { status: limited.httpStatus, headers: limited.headers, body: failure(id, limited) }
-    }
-    if (Array.isArray(payload)) return handleBatch(payload, local, ids)
-    const { response, status } = await handleOne(payload, local, ids?.[0])
-    return { status, body: response }
+    const wait = oversized || admit === undefined ? 0 : admit(Array.isArray(payload) ? Math.max(1, payload.length) : 1)
+    return whenReady(wait, (wait) => {
+      if (wait > 0) {
+        const id = Array.isArray(payload) ? null : (ids?.[0] ?? (isValidId((payload as { id?: unknown } | null)?.id) ? (payload as { id: Id }).id : null))
+        const limited = new RateLimitedError(wait)
+        return { status: limited.httpStatus, headers: limited.headers, body: failure(id, limited) }
+      }
+      if (Array.isArray(payload)) return handleBatch(payload, local, ids)
+      return whenReady(handleOne(payload, local, ids?.[0]), ({ response, status }) => ({ status, body: response }))
+    })
   }
 
   return { handle, call }

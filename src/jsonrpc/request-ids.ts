@@ -118,6 +118,8 @@ export function scanRequestIds(text: string): string | undefined | (string | und
   }
 }
 
+const idOf = (request: unknown) => (typeof request === 'object' && request !== null ? (request as { id?: unknown }).id : undefined)
+
 /** A finite id beyond 2^53 or with more digits than a double keeps; `1e999` (Infinity) stays an invalid id. */
 const needsRawText = (id: unknown) => typeof id === 'number' && Number.isFinite(id) && !Number.isSafeInteger(id)
 
@@ -127,8 +129,9 @@ const needsRawText = (id: unknown) => typeof id === 'number' && Number.isFinite(
  * parsed id is already exact. `undefined` for all of them when none needs it; only then is the text scanned.
  */
 export function exactIds(text: string, payload: unknown): (NumericId | undefined)[] | undefined {
+  // A single request whose id is exact (nearly all of them) costs one look at its id.
+  if (!Array.isArray(payload) && !needsRawText(idOf(payload))) return undefined
   const requests: unknown[] = Array.isArray(payload) ? payload : [payload]
-  const idOf = (request: unknown) => (typeof request === 'object' && request !== null ? (request as { id?: unknown }).id : undefined)
   if (!requests.some((request) => needsRawText(idOf(request)))) return undefined
   const scanned = scanRequestIds(text)
   const raws = Array.isArray(scanned) ? scanned : [scanned]

@@ -52,6 +52,7 @@ export function serializeJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): str
  * the socket as it is instead of being copied into one buffer with the few bytes around it.
  */
 export function serializeJsonRpcParts(body: JsonRpcResponse | JsonRpcResponse[]): string | Buffer[] {
+  if (!Array.isArray(body) && !hasRawResult(body) && !hasNumericId(body)) return JSON.stringify(body)
   const responses = Array.isArray(body) ? body : [body]
   if (!responses.some((response) => hasRawResult(response) || hasNumericId(response))) return JSON.stringify(body)
   return answerChunks(body).map((chunk) => (chunk instanceof RawJson ? chunk.bytes : chunk))
@@ -59,9 +60,10 @@ export function serializeJsonRpcParts(body: JsonRpcResponse | JsonRpcResponse[])
 
 /** Whether any result of the answer is stored deflated: only then is `deflatedJsonRpc` worth asking (and the client's codings worth reading). */
 export function hasDeflatedResult(body: JsonRpcResponse | JsonRpcResponse[]): boolean {
-  const responses = Array.isArray(body) ? body : [body]
-  return responses.some((response) => 'result' in response && response.result instanceof RawJson && response.result.deflated !== undefined)
+  return Array.isArray(body) ? body.some(isDeflatedResult) : isDeflatedResult(body)
 }
+
+const isDeflatedResult = (response: JsonRpcResponse) => 'result' in response && response.result instanceof RawJson && response.result.deflated !== undefined
 
 /** Plain bytes a spliced answer may carry uncompressed (stored blocks) beside its deflated results. */
 const SPLICE_MAX_PLAIN_BYTES = 4096

@@ -32,7 +32,7 @@ export type RateLimiter = {
    * Takes `cost` requests from `client`'s bucket (a batch costs one per call): `0` when allowed, else the
    * whole seconds to wait. `rate` overrides the limiter's own rate for this client (an API key's rate).
    */
-  take(client: string, options?: { cost?: number; rate?: number }): Promise<number>
+  take(client: string, options?: { cost?: number; rate?: number }): number | Promise<number>
 }
 
 export type RateLimiterParameters = {
@@ -94,7 +94,8 @@ export function createRateLimiter({
   }
   if (redis === null)
     return {
-      async take(client, { cost = 1, rate = ratePerSecond } = {}) {
+      // At once: a bucket of this process waits for nothing.
+      take(client, { cost = 1, rate = ratePerSecond } = {}) {
         return rate <= 0 ? 0 : takeHere(client, cost, rate)
       },
     }

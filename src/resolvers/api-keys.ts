@@ -104,10 +104,13 @@ export function createApiKeyResolvers({ db, redis = null }: { db: Db; redis?: Sh
     return rows[0] === undefined ? null : toRecord(rows[0])
   }
 
-  /** The record of a live key, or `null` for a key that is unknown or revoked. */
-  async function lookupApiKey(key: string): Promise<ApiKeyRecord | null> {
+  /** The record of a live key, or `null` for a key that is unknown or revoked: at once when it is cached. */
+  function lookupApiKey(key: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> {
     const cached = cache.get(key)
-    if (cached !== undefined) return cached.record
+    return cached !== undefined ? cached.record : readApiKey(key)
+  }
+
+  async function readApiKey(key: string): Promise<ApiKeyRecord | null> {
     const readAt = generation
     const rows = await db.drizzle
       .select()

@@ -7,6 +7,8 @@ const ALLOWED_METHODS = 'POST, GET, OPTIONS'
 const DEFAULT_ALLOWED_HEADERS = 'content-type, authorization'
 
 export type Cors = {
+  /** The headers every answer gets when any origin may call (`--cors-origins '*'`); `null` for a list of origins. */
+  anyOrigin: Readonly<Record<string, string>> | null
   /** Headers for an answer to this request: `Access-Control-Allow-Origin` (and `Vary: Origin` for a list). */
   headers(request: IncomingMessage): Record<string, string>
   /** Headers for the 204 answer to a preflight (`OPTIONS`). */
@@ -36,6 +38,7 @@ export function createCors(origins: string): Cors {
   }
 
   return {
+    anyOrigin: any ? anyOrigin : null,
     headers,
     preflight(request) {
       const requested = request.headers['access-control-request-headers']

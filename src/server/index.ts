@@ -17,7 +17,8 @@ import {
 } from '../errors.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
-import { createJsonRpcHandler, type JsonRpcHandler, type PassThrough } from '../jsonrpc/index.js'
+import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
+import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
 import { deflatedJsonRpc, hasDeflatedResult, serializeJsonRpc, serializeJsonRpcParts } from '../jsonrpc/serialize.js'
@@ -30,7 +31,7 @@ import { createRestHandler } from '../rest/index.js'
 import { createCors } from './cors.js'
 import { GRAPHIQL_ASSETS_PATH, renderGraphiqlPage, serveGraphiqlAsset } from './graphiql.js'
 import { createGraphqlRoute } from './graphql.js'
-import { createMetrics, type MetricsSources } from './metrics.js'
+import { createMetrics, type MetricsSources, pathOf } from './metrics.js'
 
 /** Time a connection gets to drain on shutdown before it is cut. */
 const SHUTDOWN_GRACE_MS = 10_000
@@ -128,6 +129,11 @@ function refuseClientError(error: NodeJS.ErrnoException, socket: Socket) {
 }
 
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
+/** Options of a JSON-RPC call through an endpoint with no rate to take. */
+const NOTHING_TO_ADMIT = Object.freeze({})
+/** The headers of most JSON-RPC answers (no headers of their own, CORS open to any origin): made once. */
+const JSON_FOR_ANY_ORIGIN: Readonly<Record<string, string>> = Object.freeze({ 'content-type': 'application/json', 'access-control-allow-origin': '*' })
+
 const DEDICATED_PATH_PREFIX = '/rpc/'
 
 /** Who is calling through which endpoint: the policy, the rate-limit bucket and that bucket's rate. */
@@ -189,23 +195,28 @@ export function createServer(config: ServerConfig) {
     return { policy, jsonRpc: jsonRpcHandlers.public, client: `ip:${clientAddress(request, trustProxy)}`, rate: policy.rateLimit }
   }
 
-  /** The endpoint a JSON-RPC path names, or `null` when the path is not a JSON-RPC one. */
-  async function endpointOf(request: IncomingMessage, path: string): Promise<Endpoint | null> {
+  /**
+   * The endpoint a JSON-RPC path names, or `null` when the path is not a JSON-RPC one; at once unless the
+   * API key has to be read from the database. An unknown or revoked key throws `UnauthorizedError`.
+   */
+  function endpointOf(request: IncomingMessage, path: string): MaybePromise<Endpoint | null> {
     if (JSON_RPC_PATHS.has(path)) return publicEndpoint(request)
     if (!path.startsWith(DEDICATED_PATH_PREFIX)) return null
     const key = path.slice(DEDICATED_PATH_PREFIX.length)
-    const record = key === '' || key.includes('/') ? null : await resolvers.lookupApiKey(key)
-    if (record === null) throw new UnauthorizedError()
-    const policy = policies[record.policy]
-    return { policy, jsonRpc: jsonRpcHandlers[record.policy], client: `key:${record.id}`, rate: record.rateLimit }
+    if (key === '' || key.includes('/')) throw new UnauthorizedError()
+    return whenReady(resolvers.lookupApiKey(key), (record) => {
+      if (record === null) throw new UnauthorizedError()
+      const policy = policies[record.policy]
+      return { policy, jsonRpc: jsonRpcHandlers[record.policy], client: `key:${record.id}`, rate: record.rateLimit }
+    })
   }
 
   function admitter(endpoint: Endpoint) {
-    return async (cost: number) => {
-      const wait = await limiter.take(endpoint.client, { cost, rate: endpoint.rate })
-      if (wait > 0) metrics.rateLimited(endpoint.policy.name)
-      return wait
-    }
+    return (cost: number) =>
+      whenReady(limiter.take(endpoint.client, { cost, rate: endpoint.rate }), (wait) => {
+        if (wait > 0) metrics.rateLimited(endpoint.policy.name)
+        return wait
+      })
   }
 
   /**
@@ -219,23 +230,27 @@ export function createServer(config: ServerConfig) {
     return sendJson(request, response, failure.httpStatus, { jsonrpc: '2.0', id: requestId(body), error: toJsonRpcError(failure) }, cors.headers(request))
   }
 
-  async function handleJsonRpc(request: IncomingMessage, response: ServerResponse, endpoint: Endpoint) {
-    const { maxBodyBytes } = endpoint.policy
+  function handleJsonRpc(request: IncomingMessage, response: ServerResponse, endpoint: Endpoint): Promise<void> {
     const corsHeaders = cors.headers(request)
-    let body: string
-    try {
-      body = await readBody(request, maxBodyBytes)
-    } catch (error) {
-      if (error instanceof PayloadTooLargeError) return sendJsonRpcError(request, response, error, corsHeaders)
-      return
-    }
     // An endpoint without a rate (a key made with `--rate 0`, or `--public-rate-limit 0`) has nothing to take.
-    const reply = await endpoint.jsonRpc.handle(body, { admit: endpoint.rate > 0 ? admitter(endpoint) : undefined })
+    const options = endpoint.rate > 0 ? { admit: admitter(endpoint) } : NOTHING_TO_ADMIT
+    return readBody(request, endpoint.policy.maxBodyBytes).then(
+      (body) => whenReady(endpoint.jsonRpc.handle(body, options), (reply) => sendJsonRpcReply(request, response, reply, corsHeaders)),
+      (error: unknown) => {
+        if (error instanceof PayloadTooLargeError) return sendJsonRpcError(request, response, error, corsHeaders)
+      },
+    )
+  }
+
+  function sendJsonRpcReply(request: IncomingMessage, response: ServerResponse, reply: JsonRpcReply, corsHeaders: Record<string, string>): MaybePromise<void> {
     if (reply.body === null) {
       response.writeHead(204, corsHeaders).end()
       return
     }
-    const headers = { 'content-type': 'application/json', ...reply.headers, ...corsHeaders }
+    const headers =
+      reply.headers === undefined && corsHeaders === cors.anyOrigin
+        ? JSON_FOR_ANY_ORIGIN
+        : { 'content-type': 'application/json', ...reply.headers, ...corsHeaders }
     // Answers stored deflated (a block's receipts) go to a client accepting `deflate` as they are.
     if (hasDeflatedResult(reply.body) && negotiateEncoding(request.headers['accept-encoding'], STORED_DEFLATE_OFFERS) === 'deflate') {
       const stored = deflatedJsonRpc(reply.body)
@@ -244,25 +259,37 @@ export function createServer(config: ServerConfig) {
     return sendCompressible(request, response, reply.status, serializeJsonRpcParts(reply.body), headers)
   }
 
-  async function route(request: IncomingMessage, response: ServerResponse) {
-    const path = (request.url ?? '/').split('?')[0]!
+  /** Routes a request: a JSON-RPC call is answered without a turn of waiting where it can be (see MaybePromise). */
+  function route(request: IncomingMessage, response: ServerResponse, path: string): MaybePromise<void> {
     if (!servesApis && !OPERATIONS_PATHS.has(path))
       return sendHttpError(request, response, new NotFoundError(`this process only ingests (--role ingest): ${path} is served by the serving processes`))
     // A preflight names no API key to check: answer it before the lookup (https://fetch.spec.whatwg.org/#cors-preflight-fetch).
     if (request.method === 'OPTIONS' && (JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX))) {
-      response.writeHead(204, cors.preflight(request))
-      return response.end()
+      response.writeHead(204, cors.preflight(request)).end()
+      return
     }
-    let endpoint: Endpoint | null
+    let endpoint: MaybePromise<Endpoint | null>
     try {
-      endpoint = await endpointOf(request, path)
+      endpoint = endpointOf(request, path)
     } catch (error) {
       return sendJsonRpcFailure(request, response, error)
     }
-    if (endpoint !== null) {
-      if (request.method === 'POST') return handleJsonRpc(request, response, endpoint)
-      return sendJsonRpcError(request, response, new JsonRpcNeedsPostError(), cors.headers(request))
-    }
+    if (endpoint instanceof Promise)
+      return endpoint.then(
+        (found) => routeTo(request, response, path, found),
+        (error: unknown) => sendJsonRpcFailure(request, response, error),
+      )
+    return routeTo(request, response, path, endpoint)
+  }
+
+  function routeTo(request: IncomingMessage, response: ServerResponse, path: string, endpoint: Endpoint | null): MaybePromise<void> {
+    if (endpoint === null) return routeOther(request, response, path)
+    if (request.method === 'POST') return handleJsonRpc(request, response, endpoint)
+    return sendJsonRpcError(request, response, new JsonRpcNeedsPostError(), cors.headers(request))
+  }
+
+  /** Everything but JSON-RPC: REST, GraphQL, GraphiQL's assets, health, readiness and metrics. */
+  async function routeOther(request: IncomingMessage, response: ServerResponse, path: string) {
     if (await rest(request, response)) return
     if (path === GRAPHQL_PATH) {
       const wait = await admitter(publicEndpoint(request))(1)
@@ -292,14 +319,22 @@ export function createServer(config: ServerConfig) {
     return sendHttpError(request, response, new NotFoundError(`no route for ${request.method} ${path}`))
   }
 
-  const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES }, (request, response) => {
-    metrics.observe(request, response)
+  function failUnexpectedly(response: ServerResponse, request: IncomingMessage, error: unknown) {
+    logger.error({ err: loggableError(error) }, 'unhandled error in request')
+    if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) })
+    else response.destroy()
+  }
+
+  const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES, ServerResponse: metrics.Response }, (request, response) => {
+    const path = pathOf(request.url)
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
-    route(request, response).catch((error: unknown) => {
-      logger.error({ err: loggableError(error) }, 'unhandled error in request')
-      if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) })
-      else response.destroy()
-    })
+    let routed: MaybePromise<void>
+    try {
+      routed = route(request, response, path)
+    } catch (error) {
+      return failUnexpectedly(response, request, error)
+    }
+    if (routed instanceof Promise) routed.catch((error: unknown) => failUnexpectedly(response, request, error))
   })
   server.on('clientError', refuseClientError)
   server.keepAliveTimeout = 65_000
@@ -307,14 +342,16 @@ export function createServer(config: ServerConfig) {
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE_BYTES })
   server.on('upgrade', (request, socket, head) => {
-    const path = (request.url ?? '/').split('?')[0]!
-    endpointOf(request, path).then(
-      (endpoint) => (endpoint === null || !servesApis ? socket.destroy() : upgrade(request, socket, head, endpoint)),
-      (error: unknown) => {
-        const status = isFlashgateError(error) ? error.httpStatus : 500
-        socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Internal Server Error'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`)
-      },
-    )
+    const path = pathOf(request.url)
+    Promise.resolve(path)
+      .then((path) => endpointOf(request, path))
+      .then(
+        (endpoint) => (endpoint === null || !servesApis ? socket.destroy() : upgrade(request, socket, head, endpoint)),
+        (error: unknown) => {
+          const status = isFlashgateError(error) ? error.httpStatus : 500
+          socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Internal Server Error'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`)
+        },
+      )
   })
 
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
@@ -339,11 +376,13 @@ export function createServer(config: ServerConfig) {
       }
       const admit = admitter(endpoint)
       ws.on('message', (data) => {
-        endpoint.jsonRpc.handle(data.toString(), { local, admit }).then(
-          // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
-          (reply) => reply.body !== null && send(serializeJsonRpc(reply.body)),
-          (error: unknown) => logger.error({ err: loggableError(error) }, 'unhandled error on a WebSocket'),
-        )
+        Promise.resolve(data.toString())
+          .then((text) => endpoint.jsonRpc.handle(text, { local, admit }))
+          .then(
+            // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
+            (reply) => reply.body !== null && send(serializeJsonRpc(reply.body)),
+            (error: unknown) => logger.error({ err: loggableError(error) }, 'unhandled error on a WebSocket'),
+          )
       })
       ws.on('close', () => subscriptions.close())
       ws.on('error', () => ws.terminate())
