@@ -29,7 +29,7 @@ async function throughput(job: LoadJob, bodies: string[]): Promise<LoadReport> {
     duration: job.durationS,
     timeout: REQUEST_TIMEOUT_S,
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(job.acceptEncoding === undefined ? {} : { 'accept-encoding': job.acceptEncoding }) },
     requests: [
       {
         setupRequest: (request) => ({ ...request, body: bodies[next++ % bodies.length] }),

@@ -15,6 +15,12 @@ export type LoadJob = {
   /** throughput: autocannon's duration; sequential: a cap on the time spent on `bodies`. */
   durationS: number
   connections: number
+  /**
+   * `Accept-Encoding` to send, as a real client does (Node's fetch, hence viem: `gzip, deflate`); none when
+   * absent. Compressed answers are counted as they come, not decoded: an error answer is too small to be
+   * compressed (src/http/compress.ts), so the check for `"error"` still finds every one.
+   */
+  acceptEncoding?: string
 }
 
 export type LoadReport = {

@@ -22,7 +22,17 @@ export type MethodFigures = {
   flashgateUncached: LoadReport | null
   /** The floor (bench/floor-server.ts): a bare Node server answering the same bodies with a fixed result. */
   floor: LoadReport
+  /**
+   * Methods with large answers (receipts, logs): the same distinct requests sent as Node's fetch (viem) sends
+   * them, accepting `gzip, deflate`, to anvil and to the uncached flashgate; `null` for small answers or PGlite.
+   */
+  asFetchSends: { anvil: LoadReport; flashgateUncached: LoadReport } | null
 }
+
+/** What Node's fetch (undici), and so viem's http transport, sends as `Accept-Encoding`. */
+const FETCH_ACCEPT_ENCODING = 'gzip, deflate'
+/** Methods whose answers are large enough to be compressed. */
+const LARGE_ANSWER_METHODS: ReadonlySet<BenchMethod> = new Set(['eth_getBlockReceipts', 'eth_getLogs'])
 
 export type HeadlineFigures = { rangeBlocks: number; queries: number; averageLogs: number; flashgate: LoadReport; anvil: LoadReport }
 
@@ -88,8 +98,17 @@ export async function measureServing({
     const flashgateCached = await runLoad({ ...job, url: gatewayUrl, bodiesFile: hot })
     const flashgateUncached = uncachedUrl === null ? null : await runLoad({ ...job, url: uncachedUrl, bodiesFile: cold })
     const floor = await runLoad({ ...job, url: floorUrl, bodiesFile: hot })
-    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor }
-    const uncachedFigure = flashgateUncached === null ? '' : `, no cache ${Math.round(flashgateUncached.requestsPerSecond)}`
+    const compressed = { ...job, bodiesFile: cold, acceptEncoding: FETCH_ACCEPT_ENCODING }
+    const asFetchSends =
+      uncachedUrl === null || !LARGE_ANSWER_METHODS.has(method)
+        ? null
+        : { anvil: await runLoad({ ...compressed, url: anvilUrl }), flashgateUncached: await runLoad({ ...compressed, url: uncachedUrl }) }
+    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor, asFetchSends }
+    const uncachedFigure =
+      (flashgateUncached === null ? '' : `, no cache ${Math.round(flashgateUncached.requestsPerSecond)}`) +
+      (asFetchSends === null
+        ? ''
+        : `; as fetch sends (${FETCH_ACCEPT_ENCODING}): no cache ${Math.round(asFetchSends.flashgateUncached.requestsPerSecond)} vs anvil ${Math.round(asFetchSends.anvil.requestsPerSecond)}`)
     log(
       `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}${uncachedFigure}), anvil ${Math.round(anvil.requestsPerSecond)} req/s, floor ${Math.round(floor.requestsPerSecond)} req/s`,
     )
