@@ -142,7 +142,7 @@ async function main(): Promise<number> {
       gatewayUrl: backfill.servingUrl,
       uncachedUrl,
       anvilUrl: anvil.rpcUrl,
-      floorUrl: floor.url,
+      floor,
       chain,
       options,
       workDir,

@@ -148,8 +148,7 @@ export function formatReport(results: BenchResults): string {
   )
   lines.push(`  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass;`)
   lines.push(`  "fg no cache": a second flashgate on the same database with --answer-cache-mb 0, the same distinct requests (Postgres only);`)
-  lines.push(`  "floor": a bare Node HTTP server (bench/floor-server.ts) answering the cached bodies with a fixed result ("0x0"):`)
-  lines.push(`  the bound for small answers (balances, nonces); for receipts and logs it leaves out the answer's own size`)
+  lines.push(`  "floor": a bare Node HTTP server (bench/floor-server.ts) writing the same answers to the cached bodies from a table`)
   lines.push(table(rows, (column) => column > 0))
   const asFetch = Object.entries(results.throughput).filter(([, figures]) => figures.asFetchSends)
   if (asFetch.length > 0) {

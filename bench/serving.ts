@@ -3,7 +3,9 @@ import type { BenchChain } from './chain.js'
 import { type LoadReport, runLoad, writeBodies } from './load.js'
 import { GET_LOGS_RANGE_BLOCKS, type BenchOptions } from './options.js'
 import { addressTopicQuery, BENCH_METHODS, type BenchMethod, buildPools, COLD_POOL_SIZE, HOT_POOL_SIZE, toBodies } from './queries.js'
-import type { RpcCall } from './rpc.js'
+import { createRpcClient, type RpcCall } from './rpc.js'
+import type { FloorServer } from './floor.js'
+import { join } from 'node:path'
 import { type VerifyResult, verifySample } from './verify.js'
 
 /** Answers per method compared between flashgate and anvil before anything is timed. */
@@ -20,7 +22,7 @@ export type MethodFigures = {
   flashgateCached: LoadReport
   /** A second flashgate on the same database started with `--answer-cache-mb 0`; `null` on PGlite. */
   flashgateUncached: LoadReport | null
-  /** The floor (bench/floor-server.ts): a bare Node server answering the same bodies with a fixed result. */
+  /** The floor (bench/floor-server.ts): a bare Node server writing the same answers to the same bodies from a table. */
   floor: LoadReport
   /**
    * Methods with large answers (receipts, logs): the same distinct requests sent as Node's fetch (viem) sends
@@ -54,7 +56,7 @@ export async function measureServing({
   gatewayUrl,
   uncachedUrl,
   anvilUrl,
-  floorUrl,
+  floor,
   chain,
   options,
   workDir,
@@ -63,7 +65,7 @@ export async function measureServing({
   gatewayUrl: string
   uncachedUrl: string | null
   anvilUrl: string
-  floorUrl: string
+  floor: FloorServer
   chain: BenchChain
   options: BenchOptions
   workDir: string
@@ -97,20 +99,27 @@ export async function measureServing({
     const anvil = await runLoad({ ...job, url: anvilUrl, bodiesFile: cold })
     const flashgateCached = await runLoad({ ...job, url: gatewayUrl, bodiesFile: hot })
     const flashgateUncached = uncachedUrl === null ? null : await runLoad({ ...job, url: uncachedUrl, bodiesFile: cold })
-    const floor = await runLoad({ ...job, url: floorUrl, bodiesFile: hot })
+    // The floor writes the same answers (anvil's, equal to flashgate's: verified above) for the same bodies.
+    const hotCalls = hotPools[method]
+    const results = await createRpcClient(anvilUrl).batch(hotCalls)
+    await floor.answer(
+      hotCalls.map((call, index) => ({ ...call, result: results[index] })),
+      join(workDir, `${method}-floor-answers.jsonl`),
+    )
+    const floorFigures = await runLoad({ ...job, url: floor.url, bodiesFile: hot })
     const compressed = { ...job, bodiesFile: cold, acceptEncoding: FETCH_ACCEPT_ENCODING }
     const asFetchSends =
       uncachedUrl === null || !LARGE_ANSWER_METHODS.has(method)
         ? null
         : { anvil: await runLoad({ ...compressed, url: anvilUrl }), flashgateUncached: await runLoad({ ...compressed, url: uncachedUrl }) }
-    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor, asFetchSends }
+    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor: floorFigures, asFetchSends }
     const uncachedFigure =
       (flashgateUncached === null ? '' : `, no cache ${Math.round(flashgateUncached.requestsPerSecond)}`) +
       (asFetchSends === null
         ? ''
         : `; as fetch sends (${FETCH_ACCEPT_ENCODING}): no cache ${Math.round(asFetchSends.flashgateUncached.requestsPerSecond)} vs anvil ${Math.round(asFetchSends.anvil.requestsPerSecond)}`)
     log(
-      `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}${uncachedFigure}), anvil ${Math.round(anvil.requestsPerSecond)} req/s, floor ${Math.round(floor.requestsPerSecond)} req/s`,
+      `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}${uncachedFigure}), anvil ${Math.round(anvil.requestsPerSecond)} req/s, floor ${Math.round(floorFigures.requestsPerSecond)} req/s`,
     )
   }
 
