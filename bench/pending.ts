@@ -28,6 +28,8 @@ const VISIBILITY_POLL_MS = 1
  * ever makes them.
  */
 const FEED_INTERVAL_MS = 20
+/** A frame not visible by then fails the measurement rather than hang the bench. */
+const FRAME_TIMEOUT_MS = 10_000
 const MNEMONIC = 'test test test test test test test test test test test junk'
 
 export type LatencySummary = { samples: number; p50Ms: number; p90Ms: number; p99Ms: number; maxMs: number }
@@ -46,14 +48,6 @@ function summarise(samples: number[]): LatencySummary {
 export async function measureFeedToVisible(
   transactionsPerFlashblock = TRANSACTIONS_PER_FLASHBLOCK,
 ): Promise<LatencySummary & { gcPauses: GcPauses; samplesWithGc: number; heapUsedMb: number }> {
-  const feed = await startScriptedFeed()
-  // Decoded as the gateway decodes (threads for frames large enough to split), the threads started beforehand.
-  const decoding = createDecodePool({ threads: defaultDecodeThreads(), logger: pino({ level: 'silent' }) })
-  await decoding.warm()
-  const state = createPendingState({ logger: pino({ level: 'silent' }), decode: decoding.decode })
-  const client = createFlashblocksFeed({ url: feed.url, state, logger: pino({ level: 'silent' }) })
-  client.start()
-  await feed.connected()
   // Every frame signed and compressed before the clock starts: the bench's own signing (viem, in JS) would
   // otherwise fill the heap it shares with the feed, and its collections would be timed as flashgate's.
   const frames: (string | Buffer)[] = []
@@ -67,6 +61,15 @@ export async function measureFeedToVisible(
       encodeFrame(flashblock({ index, blockNumber, transactions, cumulativeGasBefore: BigInt(index * transactionsPerFlashblock * 21_000) }), 'brotli'),
     )
   }
+  // Then the feed: a client that waited seconds for its first frame would take the feed for stale.
+  const feed = await startScriptedFeed()
+  // Decoded as the gateway decodes (threads for frames large enough to split), the threads started beforehand.
+  const decoding = createDecodePool({ threads: defaultDecodeThreads(), logger: pino({ level: 'silent' }) })
+  await decoding.warm()
+  const state = createPendingState({ logger: pino({ level: 'silent' }), decode: decoding.decode })
+  const client = createFlashblocksFeed({ url: feed.url, state, logger: pino({ level: 'silent' }) })
+  client.start()
+  await feed.connected()
   // And the garbage of that signing collected now, before the clock: a benchmark's own set-up is not timed.
   collectGarbage()
   const samples: number[] = []
@@ -82,10 +85,14 @@ export async function measureFeedToVisible(
   try {
     for (const encoded of frames) {
       // Visible once its receipts are (legacy frames carry them; they are published after the transactions).
-      const visible = new Promise<void>((resolve) => state.events.once('receipts', () => resolve()))
+      let timer: NodeJS.Timeout | undefined
+      const visible = new Promise<void>((resolve, reject) => {
+        state.events.once('receipts', () => resolve())
+        timer = setTimeout(() => reject(new Error(`a flashblock was not visible within ${FRAME_TIMEOUT_MS} ms`)), FRAME_TIMEOUT_MS)
+      })
       const sentAt = performance.now()
       feed.sendRaw(encoded)
-      await visible
+      await visible.finally(() => clearTimeout(timer))
       const visibleAt = performance.now()
       samples.push(visibleAt - sentAt)
       windows.push({ start: sentAt, end: visibleAt })
