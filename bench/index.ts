@@ -160,9 +160,8 @@ async function main(): Promise<number> {
         databaseUrl: gatewayDatabase.databaseUrl,
         anvilUrl: anvil.rpcUrl,
         apiKey: backfill.apiKey,
-        pools: serving.pools,
+        bodyFiles: serving.bodyFiles,
         options,
-        workDir,
         log,
       })
     }

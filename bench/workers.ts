@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { type LoadReport, runLoad, writeBodies } from './load.js'
+import { type LoadReport, runLoad } from './load.js'
 import type { BenchOptions } from './options.js'
 import type { BenchMethod } from './queries.js'
 import type { ServingFigures } from './serving.js'
@@ -26,18 +26,16 @@ export async function measureWorkers({
   databaseUrl,
   anvilUrl,
   apiKey,
-  pools,
+  bodyFiles,
   options,
-  workDir,
   log,
 }: {
   databaseUrl: string
   anvilUrl: string
   /** A dedicated key in that database: the same endpoint and limits as the throughput table. */
   apiKey: string
-  pools: ServingFigures['pools']
+  bodyFiles: ServingFigures['bodyFiles']
   options: BenchOptions
-  workDir: string
   log: (line: string) => void
 }): Promise<WorkersFigures> {
   const figures: WorkersFigures = []
@@ -65,7 +63,7 @@ export async function measureWorkers({
     try {
       await waitUntilReady(url)
       for (const { method, pool } of WORKER_METHODS) {
-        const bodiesFile = writeBodies(workDir, `workers-${workers}-${method}`, pools[pool](method))
+        const bodiesFile = bodyFiles[pool](method)
         const report = await runLoad({
           mode: 'throughput',
           url: `${url}/rpc/${apiKey}`,

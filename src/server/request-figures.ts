@@ -13,7 +13,7 @@ import { Counter, type Registry } from 'prom-client'
 export function createRequestFigures({ registry, buckets }: { registry: Registry; buckets: readonly number[] }) {
   /** Requests finished since the last scrape, by route and status, with the prom-client series they go to. */
   const finished = new Map<string, { route: string; status: number; count: number; series: Counter.Internal | null }>()
-  const requests = new Counter({
+  new Counter({
     name: 'flashgate_http_requests_total',
     help: 'HTTP requests answered, by route and status',
     labelNames: ['route', 'status'] as const,
