@@ -19,7 +19,7 @@ import { createRpcClient } from './rpc.js'
 import { measurePending } from './pending.js'
 import { measureServing } from './serving.js'
 import { startFloorServer } from './floor.js'
-import { measureWorkers, type WorkersFigures } from './workers.js'
+import { measureWorkers, startServeProcess, type WorkersFigures } from './workers.js'
 
 /**
  * anvil drops historical states beyond a few thousand blocks (old `eth_getBalance` and traces then fail);
@@ -138,8 +138,14 @@ async function main(): Promise<number> {
     const floor = await startFloorServer()
     cleanup.defer('floor server', floor.stop)
     const uncachedUrl = uncached === null ? null : `${uncached.url}/rpc/${backfill.apiKey}`
+    // The cached figures, set against the floor, come from `flashgate serve` in a process of its own, as the
+    // floor and anvil run and as flashgate is deployed: the gateway in this process shares its heap with the
+    // bench. PGlite is one process's database, so there the gateway in this process answers them.
+    const cachedServer = options.pglite ? null : await startServeProcess({ databaseUrl: gatewayDatabase.databaseUrl, anvilUrl: anvil.rpcUrl, workers: 1 })
+    if (cachedServer !== null) cleanup.defer('cached serving process', cachedServer.stop)
     const serving = await measureServing({
       gatewayUrl: backfill.servingUrl,
+      cachedUrl: cachedServer === null ? backfill.servingUrl : `${cachedServer.url}/rpc/${backfill.apiKey}`,
       uncachedUrl,
       anvilUrl: anvil.rpcUrl,
       floor,
@@ -149,6 +155,7 @@ async function main(): Promise<number> {
       log,
     })
     floor.stop()
+    await cachedServer?.stop()
     // Stopped before the pending measurement, which wants a quiet machine.
     await uncached?.stop()
 

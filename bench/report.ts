@@ -146,7 +146,9 @@ export function formatReport(results: BenchResults): string {
   lines.push(
     `throughput: autocannon, ${results.options.connections} connections, ${results.options.loadDurationS} s per method and target, distinct requests (target: req/s ratio ≥ 1);`,
   )
-  lines.push(`  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass;`)
+  lines.push(
+    `  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass (on Postgres, \`flashgate serve\` in a process of its own, as the floor);`,
+  )
   lines.push(`  "fg no cache": a second flashgate on the same database with --answer-cache-mb 0, the same distinct requests (Postgres only);`)
   lines.push(`  "floor": a bare Node HTTP server (bench/floor-server.ts) writing the same answers to the cached bodies from a table`)
   lines.push(table(rows, (column) => column > 0))

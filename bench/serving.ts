@@ -18,7 +18,7 @@ const HEADLINE_WARMUP = 20
 export type MethodFigures = {
   flashgate: LoadReport
   anvil: LoadReport
-  /** flashgate on a small pool of repeated bodies: its answer cache serves them. */
+  /** flashgate on a small pool of repeated bodies (its answer cache serves them), in a process of its own on Postgres. */
   flashgateCached: LoadReport
   /** A second flashgate on the same database started with `--answer-cache-mb 0`; `null` on PGlite. */
   flashgateUncached: LoadReport | null
@@ -54,6 +54,7 @@ export type ServingFigures = {
  */
 export async function measureServing({
   gatewayUrl,
+  cachedUrl,
   uncachedUrl,
   anvilUrl,
   floor,
@@ -63,6 +64,8 @@ export async function measureServing({
   log,
 }: {
   gatewayUrl: string
+  /** Where the cached figures are taken: `flashgate serve` in a process of its own on Postgres. */
+  cachedUrl: string
   uncachedUrl: string | null
   anvilUrl: string
   floor: FloorServer
@@ -109,7 +112,7 @@ export async function measureServing({
     const job = { mode: 'throughput', durationS: options.loadDurationS, connections: options.connections } as const
     const flashgate = await runLoad({ ...job, url: gatewayUrl, bodiesFile: cold })
     const anvil = await runLoad({ ...job, url: anvilUrl, bodiesFile: cold })
-    const flashgateCached = await runLoad({ ...job, url: gatewayUrl, bodiesFile: hot })
+    const flashgateCached = await runLoad({ ...job, url: cachedUrl, bodiesFile: hot })
     const flashgateUncached = uncachedUrl === null ? null : await runLoad({ ...job, url: uncachedUrl, bodiesFile: cold })
     // The floor writes the same answers (anvil's, equal to flashgate's: verified above) for the same bodies.
     const hotCalls = hotPools[method]

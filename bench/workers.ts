@@ -40,28 +40,9 @@ export async function measureWorkers({
 }): Promise<WorkersFigures> {
   const figures: WorkersFigures = []
   for (const workers of WORKER_COUNTS) {
-    const port = 20_000 + Math.floor(Math.random() * 20_000)
-    const args = [
-      'serve',
-      '--role',
-      'serve',
-      '--workers',
-      String(workers),
-      '--port',
-      String(port),
-      '--database-url',
-      databaseUrl,
-      '--upstream-rpc',
-      anvilUrl,
-      '--public-rate-limit',
-      '0',
-      '--log-level',
-      'warn',
-    ]
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'inherit'] })
-    const url = `http://127.0.0.1:${port}`
+    const serving = await startServeProcess({ databaseUrl, anvilUrl, workers })
+    const { url } = serving
     try {
-      await waitUntilReady(url)
       for (const { method, pool } of WORKER_METHODS) {
         const bodiesFile = bodyFiles[pool](method)
         const report = await runLoad({
@@ -77,12 +58,43 @@ export async function measureWorkers({
         )
       }
     } finally {
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGTERM')
-      await exited
+      await serving.stop()
     }
   }
   return figures
+}
+
+/**
+ * `flashgate serve --role serve --workers N` on the bench's database, as a process of its own (as it is
+ * deployed, and as the floor and anvil run), once it answers `/readyz`.
+ */
+export async function startServeProcess({
+  databaseUrl,
+  anvilUrl,
+  workers,
+}: {
+  databaseUrl: string
+  anvilUrl: string
+  workers: number
+}): Promise<{ url: string; stop(): Promise<void> }> {
+  const port = 20_000 + Math.floor(Math.random() * 20_000)
+  const args = ['serve', '--role', 'serve', '--workers', String(workers), '--port', String(port), '--database-url', databaseUrl]
+  args.push('--upstream-rpc', anvilUrl, '--public-rate-limit', '0', '--log-level', 'warn')
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'inherit'] })
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGTERM')
+    await exited
+  }
+  const url = `http://127.0.0.1:${port}`
+  try {
+    await waitUntilReady(url)
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { url, stop }
 }
 
 async function waitUntilReady(url: string) {
