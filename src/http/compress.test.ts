@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, request } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { gunzipSync } from 'node:zlib'
+import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
 import { negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible } from './compress.js'
 
@@ -40,8 +40,8 @@ describe('sendCompressible with an answer in pieces', () => {
   const pieces = [Buffer.from('{"jsonrpc":"2.0","id":1,"result":'), Buffer.from(`[${'"0x1",'.repeat(400)}"0x2"]`), Buffer.from('}')]
   const whole = Buffer.concat(pieces)
 
-  async function answer(method: string, acceptEncoding?: string) {
-    const server = createServer((request, response) => void sendCompressible(request, response, 200, pieces, { 'content-type': 'application/json' }))
+  async function answer(method: string, acceptEncoding?: string, body: Buffer[] = pieces) {
+    const server = createServer((request, response) => void sendCompressible(request, response, 200, body, { 'content-type': 'application/json' }))
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     const { port } = server.address() as AddressInfo
     try {
@@ -71,6 +71,22 @@ describe('sendCompressible with an answer in pieces', () => {
     const { headers, body } = await answer('POST', 'gzip')
     expect(headers['content-encoding']).toBe('gzip')
     expect(gunzipSync(body).equals(whole)).toBe(true)
+  })
+
+  // Up to 64 KB compressed on the event loop's thread, above on libuv's pool: both, in both codings.
+  const large = [pieces[0]!, Buffer.from(`[${'"0x1",'.repeat(40_000)}"0x2"]`), pieces[2]!]
+  test.each([
+    ['gzip', 'a few KB', pieces],
+    ['br', 'a few KB', pieces],
+    ['gzip', 'over 64 KB', large],
+    ['br', 'over 64 KB', large],
+  ] as const)('is compressed with %s when it is %s, and decodes to the answer', async (coding, _size, body) => {
+    const { headers, body: received } = await answer('POST', coding, [...body])
+    expect(headers['content-encoding']).toBe(coding)
+    expect(headers.vary).toBe('Accept-Encoding')
+    expect(Number(headers['content-length'])).toBe(received.length)
+    const decoded = coding === 'br' ? brotliDecompressSync(received) : gunzipSync(received)
+    expect(decoded.equals(Buffer.concat(body))).toBe(true)
   })
 
   test('HEAD gets the length and no body', async () => {

@@ -129,10 +129,10 @@ const needsRawText = (id: unknown) => typeof id === 'number' && Number.isFinite(
  * parsed id is already exact. `undefined` for all of them when none needs it; only then is the text scanned.
  */
 export function exactIds(text: string, payload: unknown): (NumericId | undefined)[] | undefined {
-  // A single request whose id is exact (nearly all of them) costs one look at its id.
-  if (!Array.isArray(payload) && !needsRawText(idOf(payload))) return undefined
+  // A single request (nearly all of them) costs one look at its id, and no array.
+  const inexact = (request: unknown) => needsRawText(idOf(request))
+  if (!(Array.isArray(payload) ? payload.some(inexact) : inexact(payload))) return undefined
   const requests: unknown[] = Array.isArray(payload) ? payload : [payload]
-  if (!requests.some((request) => needsRawText(idOf(request)))) return undefined
   const scanned = scanRequestIds(text)
   const raws = Array.isArray(scanned) ? scanned : [scanned]
   return requests.map((request, index) => {

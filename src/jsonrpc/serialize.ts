@@ -10,6 +10,8 @@ const CLOSE_RESPONSE = Buffer.from('}')
 
 const hasRawResult = (response: JsonRpcResponse) => 'result' in response && response.result instanceof RawJson
 const hasNumericId = (response: JsonRpcResponse) => response.id instanceof NumericId
+/** A response `JSON.stringify` would not write as it must: a raw result, or an id kept as its text. */
+const needsOwnWriting = (response: JsonRpcResponse) => hasRawResult(response) || hasNumericId(response)
 const idText = (id: JsonRpcResponse['id']) => (id instanceof NumericId ? id.text : JSON.stringify(id))
 
 /** One response's pieces: bytes, and raw results as they are (inflated or kept deflated by the caller). */
@@ -52,9 +54,7 @@ export function serializeJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): str
  * the socket as it is instead of being copied into one buffer with the few bytes around it.
  */
 export function serializeJsonRpcParts(body: JsonRpcResponse | JsonRpcResponse[]): string | Buffer[] {
-  if (!Array.isArray(body) && !hasRawResult(body) && !hasNumericId(body)) return JSON.stringify(body)
-  const responses = Array.isArray(body) ? body : [body]
-  if (!responses.some((response) => hasRawResult(response) || hasNumericId(response))) return JSON.stringify(body)
+  if (!(Array.isArray(body) ? body.some(needsOwnWriting) : needsOwnWriting(body))) return JSON.stringify(body)
   return answerChunks(body).map((chunk) => (chunk instanceof RawJson ? chunk.bytes : chunk))
 }
 
