@@ -5,7 +5,7 @@ import { createServer } from 'node:http'
 // answer to its method and params in a table, and writes it with the request's id. Nothing flashgate does per
 // cached request can be cheaper than this on the same Node; it runs in a process of its own, like the gateway.
 // The table holds the answers flashgate gave to the same bodies (`{ answers }` over IPC: a JSON-lines file of
-// `{ key, result }`), so that the floor writes as many bytes as flashgate; a body it does not hold is answered
+// `{ method, params, result }`), so that the floor writes as many bytes as flashgate; a body it does not hold is answered
 // `"0x0"`. Listens on an ephemeral port and reports it over IPC.
 
 /** Results as JSON text, by method and params written back as JSON (flashgate's own memo key). */
@@ -41,8 +41,8 @@ process.on('message', (message: { answers: string }) => {
       .split('\n')
       .filter((line) => line !== '')
       .map((line) => {
-        const { key, result } = JSON.parse(line) as { key: string; result: unknown }
-        return [key, JSON.stringify(result)]
+        const { method, params, result } = JSON.parse(line) as { method: string; params: unknown; result: unknown }
+        return [keyOf(method, params), JSON.stringify(result)]
       }),
   )
   process.send!({ answered: answers.size })

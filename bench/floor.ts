@@ -24,7 +24,7 @@ export async function startFloorServer(): Promise<FloorServer> {
   return {
     url: `http://127.0.0.1:${port}`,
     async answer(calls, file) {
-      writeFileSync(file, calls.map(({ method, params, result }) => JSON.stringify({ key: `${method}\u0000${JSON.stringify(params)}`, result })).join('\n'))
+      writeFileSync(file, calls.map((call) => JSON.stringify(call)).join('\n'))
       await new Promise<void>((resolve) => {
         child.once('message', () => resolve())
         child.send({ answers: file })
