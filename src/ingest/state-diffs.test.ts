@@ -6,7 +6,7 @@ import { type Anvil, startAnvil } from '../devnet/anvil.js'
 import { createUpstream } from '../upstream/index.js'
 import type { PrestateDiff } from './account-diffs.js'
 import { createIngester, type Ingester } from './index.js'
-import { anvilCall } from '../../test/fixtures/sync.js'
+import { anvilCall, anvilReceipt } from '../../test/fixtures/sync.js'
 
 // With `keepRecentStateDiffs` (the flashblock executor's cache), the blocks the ingester hands to its
 // listeners carry their state diffs, as the upstream's prestate tracer gave them, for blocks sealed in the
@@ -33,10 +33,11 @@ afterAll(async () => {
 })
 
 test('recent blocks carry their state diffs to the listeners; old ones none', async () => {
-  await call('eth_sendTransaction', [{ from: DEV_ACCOUNT, to: `0x${'01'.repeat(20)}`, value: '0x1' }])
+  const old = await call<Hex>('eth_sendTransaction', [{ from: DEV_ACCOUNT, to: `0x${'01'.repeat(20)}`, value: '0x1' }])
+  await anvilReceipt(anvil.rpcUrl, old)
   await call('evm_setNextBlockTimestamp', [Math.floor(Date.now() / 1000)])
   const recent = await call<Hex>('eth_sendTransaction', [{ from: DEV_ACCOUNT, to: `0x${'02'.repeat(20)}`, value: '0x2' }])
-  const recentBlock = await call<{ blockHash: Hex }>('eth_getTransactionReceipt', [recent])
+  const recentBlock = await anvilReceipt<{ blockHash: Hex }>(anvil.rpcUrl, recent)
   const heard = new Map<number, PrestateDiff[] | undefined>()
   ingester = createIngester({
     db,
