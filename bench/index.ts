@@ -3,8 +3,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { pino } from 'pino'
-import { type Gateway, startGateway } from '../src/app.js'
-import { serveConfigSchema } from '../src/config.js'
+import type { Gateway } from '../src/app.js'
 import { startAnvil } from '../src/devnet/anvil.js'
 import { runAttributionBench } from './attribution.js'
 import { measureBackfill, measureWritePath } from './backfill.js'
@@ -120,19 +119,13 @@ async function main(): Promise<number> {
     stamp(`write path: ${Math.round(writePath.logsPerSecond)} logs/s`)
 
     // A second, serving-only gateway on the same database with no answer cache: every answer comes from
-    // Postgres. PGlite is one process's database, so only the Postgres run has it.
-    let uncached: Gateway | null = null
-    if (!options.pglite) {
-      const uncachedConfig = serveConfigSchema.parse({
-        port: 0,
-        databaseUrl: gatewayDatabase.databaseUrl,
-        upstreamRpc: anvil.rpcUrl,
-        answerCacheMb: 0,
-        logLevel: 'silent',
-      })
-      uncached = await startGateway({ config: uncachedConfig, logger })
-      cleanup.defer('uncached gateway', uncached.stop)
-    }
+    // Postgres. It runs as `flashgate serve` in a process of its own, as anvil and the floor do and as
+    // flashgate is deployed, not in this process beside the bench and the ingesting gateway. PGlite is one
+    // process's database, so only the Postgres run has it.
+    const uncached = options.pglite
+      ? null
+      : await startServeProcess({ databaseUrl: gatewayDatabase.databaseUrl, anvilUrl: anvil.rpcUrl, workers: 1, answerCacheMb: 0 })
+    if (uncached !== null) cleanup.defer('uncached serving process', uncached.stop)
 
     stamp('serving: flashgate vs anvil vs the floor (a bare Node server)')
     const floor = await startFloorServer()

@@ -72,14 +72,18 @@ export async function startServeProcess({
   databaseUrl,
   anvilUrl,
   workers,
+  answerCacheMb,
 }: {
   databaseUrl: string
   anvilUrl: string
   workers: number
+  /** `--answer-cache-mb`: 0 for a process whose every answer reads the database; flashgate's default if absent. */
+  answerCacheMb?: number
 }): Promise<{ url: string; stop(): Promise<void> }> {
   const port = 20_000 + Math.floor(Math.random() * 20_000)
   const args = ['serve', '--role', 'serve', '--workers', String(workers), '--port', String(port), '--database-url', databaseUrl]
   args.push('--upstream-rpc', anvilUrl, '--public-rate-limit', '0', '--log-level', 'warn')
+  if (answerCacheMb !== undefined) args.push('--answer-cache-mb', String(answerCacheMb))
   const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'inherit'] })
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return
