@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { Db } from '../src/db/index.js'
-import { hexToBytea } from '../src/db/index.js'
+import { schema } from '../src/db/index.js'
+import { logAddressIsAnyOf, logTopic0IsAnyOf } from '../src/db/log-keys.js'
 import type { RpcCall } from './rpc.js'
 
 /** The result cap the resolver adds (`maxLogs + 1` with the default `maxLogs`). */
@@ -18,7 +19,7 @@ export async function explainAddressTopicQuery(db: Db, call: RpcCall): Promise<s
     explain (analyze, buffers)
     select * from logs
     where block_number between ${Number(filter.fromBlock)} and ${Number(filter.toBlock)}
-      and address = ${hexToBytea(filter.address)} and topic0 = ${hexToBytea(filter.topics[0])}
+      and ${logAddressIsAnyOf(schema.logs.address, [filter.address])} and ${logTopic0IsAnyOf(schema.logs.topic0, filter.topics)}
     order by block_number, log_index
     limit ${RESOLVER_LIMIT}`)
   return rows.map((row) => row['QUERY PLAN'])

@@ -67,10 +67,10 @@ test('partitions sealed while readers query answer every eth_getLogs exactly as 
   const after = await logPartitions(gateway.db)
   expect(after.filter((each) => each.sealed).map((each) => each.name)).toEqual(ready.map((each) => each.name))
   expect(after.map(({ from, to }) => [from, to])).toEqual(before.map(({ from, to }) => [from, to]))
-  // A sealed partition lies in (address, topic0, block) order.
+  // A sealed partition lies in the order of its (address, topic0, block) index: by the address's key first.
   const [first] = ready
   const keys = await gateway.db.query<{ address: string; block: string }>(
-    sql`select encode(address, 'hex') as address, lpad(block_number::text, 12, '0') as block from ${sql.identifier(first!.name)} order by ctid`,
+    sql`select encode(substr(address, 13, 8), 'hex') as address, lpad(block_number::text, 12, '0') as block from ${sql.identifier(first!.name)} order by ctid`,
   )
   expect(keys.length).toBeGreaterThan(0)
   expect(keys.map((key) => key.address)).toEqual(keys.map((key) => key.address).sort())

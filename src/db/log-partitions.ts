@@ -1,12 +1,14 @@
 import { sql } from 'drizzle-orm'
+import { LOG_INDEX_KEYS } from './log-keys.js'
 import { type DbSession, rowsOf, sqlState } from './session.js'
 
 /**
  * The `logs` table is partitioned by block range (migration 0010). Measured at 10M and 100M Base-shaped
  * logs (bench/results/scale-sealed.json): a selective `eth_getLogs` (address + topic0 over 2,000 blocks)
  * reads one heap page per log while logs lie in block order, because one contract's logs are scattered over
- * every block. Once no new block can land in a partition, it is sealed: rewritten in (address, topic0,
- * block_number) order, so that the same query reads a few neighbouring pages. The partition still written
+ * every block. Once no new block can land in a partition, it is sealed: rewritten in the order of
+ * `logs_address_topic0_idx` (address, topic0, block_number, by their keys: db/log-keys.ts), so that the same
+ * query reads a few neighbouring pages. The partition still written
  * stays in block order, which the ingester's COPY and whole-block reads want.
  *
  * Three things change partitions, each without pausing reads or ingest for more than a lock's wait:
@@ -128,7 +130,7 @@ export type SealOutcome = 'sealed' | 'busy' | 'gone'
 /**
  * Seals one partition in a single transaction, without stopping reads of it or writes elsewhere:
  * - a SHARE lock keeps its rows as they are (a reorg that deep would wait) while readers go on;
- * - its rows are copied into a new table in (address, topic0, block_number) order, which then gets the same
+ * - its rows are copied into a new table in the order of `logs_address_topic0_idx`, which then gets the same
  *   indexes and a CHECK of its range (so that ATTACH need not read it again);
  * - the swap (DETACH the old, ATTACH the new, DROP the old) needs `logs` alone for a moment: it waits at most
  *   SWAP_LOCK_TIMEOUT_MS for readers at a time, in a savepoint, and tries again until `swapAttempts` run out.
@@ -156,10 +158,10 @@ export async function sealLogPartition(
       await tx.execute(sql`set local maintenance_work_mem = '512MB'`)
       await tx.execute(sql`lock table ${old} in share mode`)
       await tx.execute(sql`create table ${fresh} (like logs)`)
-      await tx.execute(sql`insert into ${fresh} select * from ${old} order by address, topic0, block_number, log_index`)
+      await tx.execute(sql`insert into ${fresh} select * from ${old} order by ${sql.raw(LOG_INDEX_KEYS.address_topic0_idx.slice(1, -1))}, log_index`)
       await tx.execute(sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_pk`)} primary key (block_number, log_index)`)
-      await tx.execute(sql`create index ${sql.identifier(`${building}_address_topic0_idx`)} on ${fresh} (address, topic0, block_number)`)
-      await tx.execute(sql`create index ${sql.identifier(`${building}_topic0_idx`)} on ${fresh} (topic0, block_number)`)
+      for (const [suffix, keys] of Object.entries(LOG_INDEX_KEYS))
+        await tx.execute(sql`create index ${sql.identifier(`${building}_${suffix}`)} on ${fresh} ${sql.raw(keys)}`)
       await tx.execute(
         sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
       )

@@ -126,8 +126,9 @@ export const logs = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.blockNumber, t.logIndex] }),
-    index('logs_address_topic0_idx').on(t.address, t.topic0, t.blockNumber),
-    index('logs_topic0_idx').on(t.topic0, t.blockNumber),
+    // Keyed on 8 bytes of the address and of topic0 (db/log-keys.ts, migration 0011).
+    index('logs_address_topic0_idx').on(sql`substr(${t.address}, 13, 8)`, sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
+    index('logs_topic0_idx').on(sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
   ],
 )
 

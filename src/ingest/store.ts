@@ -1,9 +1,10 @@
-import { asc, desc, eq, gt, type SQL, sql } from 'drizzle-orm'
+import { asc, desc, gt, type SQL, sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
 export type { RegistryProgress }
-import { byteaToHex, hexToBytea, type CopyRows, type DbSession, SYNC_KEYS, rowsOf, schema, sqlState } from '../db/index.js'
+import { byteaToHex, type CopyRows, type DbSession, SYNC_KEYS, rowsOf, schema, sqlState } from '../db/index.js'
+import { logAddressIsAnyOf } from '../db/log-keys.js'
 import { createLogPartitioner } from '../db/log-partitions.js'
 import { notifyChain } from '../db/notifications.js'
 import { type BlockRows, registryEventRows } from './block-data.js'
@@ -116,7 +117,7 @@ export function createStore({ db }: { db: DbSession }) {
             data: logs.data,
           })
           .from(logs)
-          .where(eq(logs.address, hexToBytea(address)))
+          .where(logAddressIsAnyOf(logs.address, [address]))
           .orderBy(asc(logs.blockNumber), asc(logs.logIndex))
         const events = logRows.flatMap((row) =>
           registryEvents(address, { number: row.blockNumber, timestamp: row.blockTimestamp }, [

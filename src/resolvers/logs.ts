@@ -1,8 +1,7 @@
 import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
-import type { AnyPgColumn } from 'drizzle-orm/pg-core'
-import type { Hex } from 'viem'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { hexToBytea, type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
+import { type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
+import { columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf } from '../db/log-keys.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -32,23 +31,13 @@ export type { Log } from '../objects/log.js'
 
 const TOPIC_COLUMNS = [schema.logs.topic0, schema.logs.topic1, schema.logs.topic2, schema.logs.topic3] as const
 
-/**
- * `column` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one
- * per value, so that no list size meets the database's bind-parameter limit (65,535).
- */
-function anyOf(column: AnyPgColumn, values: Hex[]): SQL {
-  if (values.length === 1) return eq(column, hexToBytea(values[0]!))
-  // Array-literal elements quoted, with the backslash of bytea's `\x` hex form escaped.
-  const literal = `{${values.map((value) => `"\\\\x${value.slice(2)}"`).join(',')}}`
-  return sql`${column} = any(${literal}::bytea[])`
-}
-
 /** The filter's address and topic conditions, shared by range and block-hash queries. */
 function matchConditions(filter: LogFilter): SQL[] {
   const conditions: SQL[] = []
-  if (filter.addresses !== null) conditions.push(anyOf(schema.logs.address, filter.addresses))
+  if (filter.addresses !== null) conditions.push(logAddressIsAnyOf(schema.logs.address, filter.addresses))
   filter.topics.forEach((alternatives, position) => {
-    if (alternatives !== null) conditions.push(anyOf(TOPIC_COLUMNS[position]!, alternatives))
+    if (alternatives === null) return
+    conditions.push(position === 0 ? logTopic0IsAnyOf(schema.logs.topic0, alternatives) : columnIsAnyOf(TOPIC_COLUMNS[position]!, alternatives))
   })
   return conditions
 }
