@@ -8,8 +8,8 @@ import { type DbSession, rowsOf, sqlState } from './session.js'
  * reads one heap page per log while logs lie in block order, because one contract's logs are scattered over
  * every block. Once no new block can land in a partition, it is sealed: rewritten in the order of
  * `logs_address_topic0_idx` (address, topic0, block_number, by their keys: db/log-keys.ts), so that the same
- * query reads a few neighbouring pages. The partition still written
- * stays in block order, which the ingester's COPY and whole-block reads want.
+ * query reads a few neighbouring pages. The partition still written stays in block order, which the
+ * ingester's COPY and whole-block reads want.
  *
  * Three things change partitions, each without pausing reads or ingest for more than a lock's wait:
  * - the ingester attaches empty partitions ahead of the blocks it writes (`createLogPartitioner`);
@@ -158,10 +158,10 @@ export async function sealLogPartition(
       await tx.execute(sql`set local maintenance_work_mem = '512MB'`)
       await tx.execute(sql`lock table ${old} in share mode`)
       await tx.execute(sql`create table ${fresh} (like logs)`)
-      await tx.execute(sql`insert into ${fresh} select * from ${old} order by ${sql.raw(LOG_INDEX_KEYS.address_topic0_idx.slice(1, -1))}, log_index`)
+      await tx.execute(sql`insert into ${fresh} select * from ${old} order by ${sql.raw(LOG_INDEX_KEYS.address_topic0_idx)}, log_index`)
       await tx.execute(sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_pk`)} primary key (block_number, log_index)`)
       for (const [suffix, keys] of Object.entries(LOG_INDEX_KEYS))
-        await tx.execute(sql`create index ${sql.identifier(`${building}_${suffix}`)} on ${fresh} ${sql.raw(keys)}`)
+        await tx.execute(sql`create index ${sql.identifier(`${building}_${suffix}`)} on ${fresh} (${sql.raw(keys)})`)
       await tx.execute(
         sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
       )
