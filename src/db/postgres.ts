@@ -146,6 +146,8 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
             const refused = refusalOf(copy)
             const writable = await copy.writable()
             const copied = Promise.race([pipeline(Readable.from([payload]), writable), refused])
+            // Awaited below, after a turn: a failure meanwhile (the connection lost) must not count as unhandled.
+            copied.catch(() => {})
             // Let the payload reach the socket before encoding the next table on this thread.
             await new Promise<void>((resolve) => setImmediate(resolve))
             next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
