@@ -1,8 +1,7 @@
-import { and, between, sql } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import type { Db } from '../src/db/index.js'
 import { schema } from '../src/db/index.js'
 import { logAddressIsAnyOf, logTopic0IsAnyOf } from '../src/db/log-keys.js'
-import { logStatements } from '../src/resolvers/logs.js'
 import type { RpcCall } from './rpc.js'
 
 /** The result cap the resolver adds (`maxLogs + 1` with the default `maxLogs`). */
@@ -16,12 +15,13 @@ type AddressTopicFilter = { address: `0x${string}`; topics: [`0x${string}`]; fro
  */
 export async function explainAddressTopicQuery(db: Db, call: RpcCall): Promise<string[]> {
   const filter = call.params[0] as AddressTopicFilter
-  const where = and(
-    between(schema.logs.blockNumber, Number(filter.fromBlock), Number(filter.toBlock)),
-    logAddressIsAnyOf(schema.logs.address, [filter.address]),
-    logTopic0IsAnyOf(schema.logs.topic0, filter.topics),
-  )
-  const rows = await db.query<{ 'QUERY PLAN': string }>(sql`explain (analyze, buffers) ${logStatements(db.drizzle, where, RESOLVER_LIMIT).withBlocks.getSQL()}`)
+  const rows = await db.query<{ 'QUERY PLAN': string }>(sql`
+    explain (analyze, buffers)
+    select * from logs
+    where block_number between ${Number(filter.fromBlock)} and ${Number(filter.toBlock)}
+      and ${logAddressIsAnyOf(schema.logs.address, [filter.address])} and ${logTopic0IsAnyOf(schema.logs.topic0, filter.topics)}
+    order by block_number, log_index
+    limit ${RESOLVER_LIMIT}`)
   return rows.map((row) => row['QUERY PLAN'])
 }
 

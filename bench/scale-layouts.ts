@@ -35,10 +35,11 @@ export type ScaleLayout = {
 /** The database a layout grows in: raw SQL, and flashgate's own session for what flashgate itself does. */
 export type LayoutTarget = { sql: postgres.Sql; db: Db }
 
-/** The columns of `logs` since migration 0012 (a log's block hash and timestamp are read from `blocks`). */
-const LOG_COLUMNS: readonly LogColumn[] = [
+const ALL_LOG_COLUMNS: readonly LogColumn[] = [
   'block_number',
   'log_index',
+  'block_hash',
+  'block_timestamp',
   'transaction_hash',
   'transaction_index',
   'address',
@@ -73,7 +74,7 @@ const current: ScaleLayout = {
   summary: `flashgate's migrations (drizzle/) as they are: logs in ${LOG_PARTITION_BLOCKS.toLocaleString('en-US')}-block partitions, those the head has left sealed in (address, topic0, block_number) order`,
   setup: '',
   logsTable: 'logs',
-  logColumns: LOG_COLUMNS,
+  logColumns: ALL_LOG_COLUMNS,
   storage: SAME_STORAGE,
   async prepare({ db }, firstBlock, lastBlock) {
     await attachLogPartitions(db, firstBlock, lastBlock)
@@ -98,7 +99,7 @@ alter table logs add primary key (block_number, log_index);
 create index logs_address_topic0_idx on logs (address, topic0, block_number);
 create index logs_topic0_idx on logs (topic0, block_number);`,
   logsTable: 'logs',
-  logColumns: LOG_COLUMNS,
+  logColumns: ALL_LOG_COLUMNS,
   storage: SAME_STORAGE,
 }
 

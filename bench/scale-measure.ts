@@ -272,9 +272,8 @@ const keyed = (column: string, offset: number, value: string) => `substr(${colum
 export async function explainLogQueries(sql: postgres.Sql, head: number, firstBlock: number): Promise<{ headline: string[]; topicOnly: string[] }> {
   const explain = async (condition: string, rangeBlocks: number) => {
     const rows = await sql.unsafe(
-      `explain (analyze, buffers) select found.*, blocks.hash, blocks.timestamp
-       from (select * from logs where block_number between $1 and $2 and ${condition} order by block_number, log_index limit 10001) found
-       join blocks on blocks.number = found.block_number order by found.block_number, found.log_index`,
+      `explain (analyze, buffers) select * from logs where block_number between $1 and $2 and ${condition}
+       order by block_number, log_index limit 10001`,
       [Math.max(firstBlock, head - rangeBlocks + 1), head],
     )
     return rows.map((row) => row['QUERY PLAN'] as string)

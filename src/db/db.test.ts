@@ -42,6 +42,8 @@ describe(`createDb (${process.env.DATABASE_URL ? 'Postgres' : 'PGlite'})`, () =>
           rows: [0, 1].map((logIndex) => ({
             blockNumber: 7,
             logIndex,
+            blockHash: hexToBytea(`0x${'07'.repeat(32)}`),
+            blockTimestamp: 1_700_000_000,
             transactionHash: hexToBytea(`0x${'aa'.repeat(32)}`),
             transactionIndex: 0,
             address: hexToBytea(`0x${'5c'.repeat(20)}`),
@@ -65,9 +67,9 @@ describe(`createDb (${process.env.DATABASE_URL ? 'Postgres' : 'PGlite'})`, () =>
     expect(block?.header).toEqual(awkward)
     expect(byteaToHex(block!.hash)).toBe(`0x${'07'.repeat(32)}`)
     const logs = await db.drizzle.select().from(schema.logs).orderBy(asc(schema.logs.logIndex))
-    expect(logs.map((log) => [log.topic0 && byteaToHex(log.topic0), byteaToHex(log.data), log.transactionIndex])).toEqual([
-      [`0x${'09'.repeat(32)}`, '0x', 0],
-      [null, '0x', 0],
+    expect(logs.map((log) => [log.topic0 && byteaToHex(log.topic0), byteaToHex(log.data), log.blockTimestamp])).toEqual([
+      [`0x${'09'.repeat(32)}`, '0x', 1_700_000_000],
+      [null, '0x', 1_700_000_000],
     ])
     const [change] = await db.drizzle.select().from(schema.accountChanges)
     expect(change).toMatchObject({ balance: (2n ** 255n).toString(), nonce: 3 })

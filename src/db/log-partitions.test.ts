@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
 import { sql } from 'drizzle-orm'
-import { bigint, customType, integer, pgTable } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
@@ -221,26 +220,8 @@ describe.skipIf(!usesPostgres)('sealing beside readers (Postgres)', () => {
   })
 })
 
-const bytes = customType<{ data: Uint8Array }>({ dataType: () => 'bytea' })
-
-/** `logs` as migrations 0000 to 0011 made it: with each log's block hash and timestamp (dropped by 0012). */
-const logsBefore0012 = pgTable('logs', {
-  blockNumber: bigint('block_number', { mode: 'number' }).notNull(),
-  logIndex: integer('log_index').notNull(),
-  blockHash: bytes('block_hash').notNull(),
-  blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
-  transactionHash: bytes('transaction_hash').notNull(),
-  transactionIndex: integer('transaction_index').notNull(),
-  address: bytes('address').notNull(),
-  topic0: bytes('topic0'),
-  topic1: bytes('topic1'),
-  topic2: bytes('topic2'),
-  topic3: bytes('topic3'),
-  data: bytes('data').notNull(),
-})
-
-/** An index as an older flashgate (before 0012) wrote it: the migrations up to and including `lastTag` only, and `rows` in `logs`. */
-async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof logsBefore0012.$inferInsert)[]): Promise<void> {
+/** An index as an older flashgate wrote it: the migrations up to and including `lastTag` only, and `rows` in `logs`. */
+async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof schema.logs.$inferInsert)[]): Promise<void> {
   const folder = mkdtempSync(join(tmpdir(), 'flashgate-migrations-'))
   try {
     cpSync(MIGRATIONS_FOLDER, folder, { recursive: true })
@@ -252,13 +233,13 @@ async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof lo
       const client = postgres(databaseUrl, { max: 1, onnotice: () => {} })
       const db = drizzlePostgres(client)
       await migratePostgres(db, { migrationsFolder: folder })
-      await db.insert(logsBefore0012).values(rows)
+      await db.insert(schema.logs).values(rows)
       await client.end()
     } else {
       const client = new PGlite(databaseUrl)
       const db = drizzlePglite(client)
       await migratePglite(db, { migrationsFolder: folder })
-      await db.insert(logsBefore0012).values(rows)
+      await db.insert(schema.logs).values(rows)
       await client.close()
     }
   } finally {

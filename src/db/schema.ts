@@ -29,8 +29,6 @@ export const blocks = pgTable(
      */
     header: json('header').$type<Record<string, unknown>>().notNull(),
   },
-  // Also `blocks_number_hash_timestamp_idx`, (number) INCLUDE (hash, timestamp) (migration 0012; Drizzle
-  // has no INCLUDE): what a log takes from its block, read without the header (see `logs`).
   (t) => [uniqueIndex('blocks_hash_idx').on(t.hash)],
 )
 
@@ -109,14 +107,14 @@ export const blockTransactions = pgTable('block_transactions', {
 /**
  * One row per log. The indexes follow the `eth_getLogs` shapes clients send most (see bench/logs-plan.ts):
  * address + topic0 over a block range, topic0 alone over a range, and whole blocks (by number or hash).
- * A log's block hash and timestamp are not stored here but read from `blocks` with it (`LogRow`,
- * resolvers/logs.ts; migration 0012).
  */
 export const logs = pgTable(
   'logs',
   {
     blockNumber: blockNumber('block_number').notNull(),
     logIndex: integer('log_index').notNull(),
+    blockHash: bytea('block_hash').notNull(),
+    blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
     transactionHash: bytea('transaction_hash').notNull(),
     transactionIndex: integer('transaction_index').notNull(),
     address: bytea('address').notNull(),
@@ -134,8 +132,7 @@ export const logs = pgTable(
   ],
 )
 
-/** A log as it is rendered: its stored row, with its block's hash and timestamp (read from `blocks`). */
-export type LogRow = typeof logs.$inferSelect & { blockHash: Uint8Array; blockTimestamp: number }
+export type LogRow = typeof logs.$inferSelect
 
 /**
  * Balance and nonce of an account after each block that changed them, with the values before that block,

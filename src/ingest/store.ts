@@ -1,4 +1,4 @@
-import { asc, desc, eq, gt, type SQL, sql } from 'drizzle-orm'
+import { asc, desc, gt, type SQL, sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
@@ -104,11 +104,11 @@ export function createStore({ db }: { db: DbSession }) {
     await db.transaction(async (tx) => {
       await tx.delete(schema.builderCodeRegistryEvents)
       if (address !== null) {
-        const { logs, blocks } = schema
+        const { logs } = schema
         const logRows = await tx
           .select({
             blockNumber: logs.blockNumber,
-            blockTimestamp: blocks.timestamp,
+            blockTimestamp: logs.blockTimestamp,
             logIndex: logs.logIndex,
             topic0: logs.topic0,
             topic1: logs.topic1,
@@ -117,7 +117,6 @@ export function createStore({ db }: { db: DbSession }) {
             data: logs.data,
           })
           .from(logs)
-          .innerJoin(blocks, eq(blocks.number, logs.blockNumber))
           .where(logAddressIsAnyOf(logs.address, [address]))
           .orderBy(asc(logs.blockNumber), asc(logs.logIndex))
         const events = logRows.flatMap((row) =>

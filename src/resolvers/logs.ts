@@ -1,6 +1,6 @@
 import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { type Drizzle, type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
+import { type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
 import { columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf } from '../db/log-keys.js'
 import {
   BlockRangeBeyondHeadError,
@@ -117,44 +117,12 @@ function hasOnePlan(filter: LogFilter): boolean {
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 
 /**
- * The statements of a log query: `matching`, the logs matching `where`, at most `cap`, in chain order (what
- * is priced), and `withBlocks`, the same logs each with its block's hash and timestamp (what is run). Those
- * two are not stored with the log (migration 0012): they are joined after the limit, one probe of the
- * covering `blocks_number_hash_timestamp_idx` per log, and in the same statement, so from the logs' own
- * snapshot (two reads could pair a log with the hash of the block a reorg put in its place).
- */
-export function logStatements(drizzle: Drizzle, where: SQL | undefined, cap: number) {
-  const { logs, blocks } = schema
-  const matching = drizzle.select().from(logs).where(where).orderBy(asc(logs.blockNumber), asc(logs.logIndex)).limit(cap)
-  const found = matching.as('found')
-  const withBlocks = drizzle
-    .select({
-      blockNumber: found.blockNumber,
-      logIndex: found.logIndex,
-      transactionHash: found.transactionHash,
-      transactionIndex: found.transactionIndex,
-      address: found.address,
-      topic0: found.topic0,
-      topic1: found.topic1,
-      topic2: found.topic2,
-      topic3: found.topic3,
-      data: found.data,
-      blockHash: blocks.hash,
-      blockTimestamp: blocks.timestamp,
-    })
-    .from(found)
-    .innerJoin(blocks, eq(blocks.number, found.blockNumber))
-    .orderBy(asc(found.blockNumber), asc(found.logIndex))
-  return { matching, withBlocks }
-}
-
-/** The block numbers a log filter spans, checked against the index and the endpoint's limits. */
-export type LogRange = { fromNumber: number; toNumber: number }
-
-/**
  * `eth_getLogs` and its paged form. Limits come with each call (an endpoint policy's, or the event stream's),
  * so that one set of resolvers, with one cache and one chain state, serves every endpoint.
  */
+/** The block numbers a log filter spans, checked against the index and the endpoint's limits. */
+export type LogRange = { fromNumber: number; toNumber: number }
+
 export function createLogResolvers({ db, chain, cache, pendingView, history }: ReadContext) {
   /**
    * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
@@ -166,10 +134,15 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     scan: { filter: LogFilter; fromNumber: number; toNumber: number },
     limits: LogLimits,
   ): Promise<LogRow[]> {
-    const { matching, withBlocks } = logStatements(db.drizzle, hasOnePlan(scan.filter) ? where : and(where, PLAN_FOR_VALUES), cap)
+    const query = db.drizzle
+      .select()
+      .from(schema.logs)
+      .where(hasOnePlan(scan.filter) ? where : and(where, PLAN_FOR_VALUES))
+      .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
+      .limit(cap)
     const maxCost = limits.maxQueryCost ?? 0
     if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
-      const cost = await plannedCost(matching.getSQL())
+      const cost = await plannedCost(query.getSQL())
       if (cost > maxCost) {
         const blocks = Math.max(1, Math.floor(((scan.toNumber - scan.fromNumber + 1) * maxCost) / cost))
         throw tooLarge(
@@ -180,7 +153,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
         )
       }
     }
-    return withBlocks
+    return query
   }
 
   /** The planner's total cost of a statement, without running it. */
