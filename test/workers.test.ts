@@ -267,7 +267,7 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
     const answers = await Promise.all(slow.map((call) => call.answer))
     for (const answer of answers) expect(answer).toMatchObject({ status: 200, body: { result: '0x7a69' } })
     expect(new Set(answers.map((answer) => answer.worker)).size).toBe(2)
-    expect(await exited).toBe(0)
+    expect(await exited, output).toBe(0)
     // Nothing listens any more.
     await expect(post('/', call('eth_chainId'))).rejects.toThrow()
   }, 30_000)

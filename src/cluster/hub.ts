@@ -43,10 +43,15 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
 
   function send(worker: Worker, message: PrimaryToWorker) {
     if (!worker.isConnected()) return
+    const unreachable = (error: unknown) => logger.warn({ err: loggableError(error), worker: worker.id }, 'could not reach a worker')
     try {
-      worker.send(message)
+      // A write that fails (the worker exited before this process heard its channel close) is reported to the
+      // callback. Without one it is an 'error' event on the worker, uncaught, and the primary would exit.
+      worker.send(message, undefined, (error: Error | null) => {
+        if (error) unreachable(error)
+      })
     } catch (error) {
-      logger.warn({ err: loggableError(error), worker: worker.id }, 'could not reach a worker')
+      unreachable(error)
     }
   }
 

@@ -21,11 +21,16 @@ type Broadcasts = {
  */
 export function createClusterLink({
   workerId,
-  send = (message) => process.send!(message),
+  // With a callback, a failed write is reported to it rather than as an uncaught 'error' on the process.
+  send = (message, failed) =>
+    process.send!(message, undefined, undefined, (error: Error | null) => {
+      if (error) failed(error)
+    }),
   receive = (listener) => process.on('message', listener),
 }: {
   workerId: number
-  send?: (message: WorkerToPrimary) => void
+  /** Sends `message`; a write that fails later is given to `failed`. */
+  send?: (message: WorkerToPrimary, failed: (error: Error) => void) => void
   receive?: (listener: (message: unknown) => void) => void
 }) {
   const waiting = new Map<number, { resolve(result: unknown): void; reject(error: Error): void; timer: NodeJS.Timeout }>()
@@ -69,19 +74,22 @@ export function createClusterLink({
         }, timeoutMs)
         timer.unref()
         waiting.set(id, { resolve: resolve as (result: unknown) => void, reject, timer })
-        try {
-          send({ fg: 'request', id, operation, args })
-        } catch (error) {
+        const failed = (error: unknown) => {
           waiting.delete(id)
           clearTimeout(timer)
           reject(error as Error)
+        }
+        try {
+          send({ fg: 'request', id, operation, args }, failed)
+        } catch (error) {
+          failed(error)
         }
       })
     },
     /** Sends without waiting for an answer (replies to the primary's own requests, announcements). */
     post(message: WorkerToPrimary) {
       try {
-        send(message)
+        send(message, () => {})
       } catch {
         // The primary is gone: this worker is being shut down anyway.
       }
