@@ -116,13 +116,13 @@ function hasOnePlan(filter: LogFilter): boolean {
 
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
 
+/** The block numbers a log filter spans, checked against the index and the endpoint's limits. */
+export type LogRange = { fromNumber: number; toNumber: number }
+
 /**
  * `eth_getLogs` and its paged form. Limits come with each call (an endpoint policy's, or the event stream's),
  * so that one set of resolvers, with one cache and one chain state, serves every endpoint.
  */
-/** The block numbers a log filter spans, checked against the index and the endpoint's limits. */
-export type LogRange = { fromNumber: number; toNumber: number }
-
 export function createLogResolvers({ db, chain, cache, pendingView, history }: ReadContext) {
   /**
    * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
