@@ -183,6 +183,9 @@ export function createPendingState(config: PendingStateConfig) {
     onAccepted?: (offset: number) => void,
   ) {
     const produced = Promise.resolve().then(produce)
+    // Its failure (logged by `produce`) is taken below, in turn; it may come while an earlier publication is
+    // still waiting for its own answer, and must not count as unhandled meanwhile.
+    produced.catch(() => {})
     // The answer is awaited in order, but fetched at once: the round trips overlap.
     published = published.then(async () => {
       let receipts: (PendingReceipt | null)[]
@@ -206,6 +209,8 @@ export function createPendingState(config: PendingStateConfig) {
       events.emit('receipts', block, announced)
       onVisible?.()
     })
+    // A publication that throws (a listener) is logged; the ones after it still run.
+    published = published.catch((error: unknown) => logger.error({ err: error, block: block.number }, 'could not publish pre-confirmed receipts'))
   }
 
   function hydrateReceipts(block: PendingBlock, transactions: PendingTransaction[], positions: number[]) {
