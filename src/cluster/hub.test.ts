@@ -27,3 +27,22 @@ test('a message to a worker whose channel has just closed is logged, never an un
   hub.close()
   expect(lines.some((line) => line.msg === 'could not reach a worker' && line.worker === worker.id)).toBe(true)
 })
+
+test('before any worker listens, the status is not asked for: the gateway it comes from may still be starting', async () => {
+  let asked = 0
+  const hub = createClusterHub({
+    logger: pino({ level: 'silent' }),
+    status: () => {
+      asked++
+      // As the primary's gateway before startGateway resolves (a slow migration, a Redis that does not answer).
+      throw new TypeError("Cannot read properties of null (reading 'primaryStatus')")
+    },
+    ownMetrics: async () => [],
+  })
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    expect(asked).toBe(0)
+  } finally {
+    hub.close()
+  }
+})

@@ -59,7 +59,11 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
     for (const worker of attached) send(worker, message)
   }
 
-  const statusTimer = setInterval(() => broadcast({ fg: 'status', status: status() }), STATUS_INTERVAL_MS)
+  // Only once a worker listens: until then the gateway whose status this is may still be starting (its
+  // migrations, a Redis that does not answer), and `status()` cannot be asked.
+  const statusTimer = setInterval(() => {
+    if (attached.size > 0) broadcast({ fg: 'status', status: status() })
+  }, STATUS_INTERVAL_MS)
   statusTimer.unref()
 
   async function answer(worker: Worker, id: number, operation: ClusterOperation, args: unknown[]) {
@@ -114,6 +118,8 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
     /** A forked worker: its requests are answered now; it hears announcements once it listens. */
     add(worker: Worker) {
       worker.on('message', (message: unknown) => onMessage(worker, message))
+      // node:cluster's own messages to a worker (a connection handed over) may fail as it exits.
+      worker.on('error', (error: Error) => logger.warn({ err: loggableError(error), worker: worker.id }, "a worker's channel failed"))
       worker.on('exit', () => attached.delete(worker))
     },
     handle<operation extends Exclude<ClusterOperation, 'metrics'>>(operation: operation, handler: Handler<operation>) {
