@@ -1,3 +1,4 @@
+import { connect } from 'node:net'
 import { type Address, createPublicClient, encodeFunctionData, type Log, webSocket } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
@@ -134,5 +135,34 @@ describe('eth_subscribe over WebSocket, through viem', () => {
   test('a bad subscription is a -32602 error and plain calls work on the socket', async () => {
     await expect(client.transport.request({ method: 'eth_subscribe', params: ['nonsense'] })).rejects.toThrow()
     expect(await client.getBlockNumber()).toBe(BigInt((await rpc(anvil.rpcUrl, 'eth_blockNumber')).result as string))
+  })
+})
+
+describe('a WebSocket upgrade the client resets', () => {
+  /** Opens a raw connection, asks for a WebSocket on `path`, waits for the first bytes of the answer (or `waitMs`), then resets it. */
+  async function upgradeAndReset(path: string, waitMs: number): Promise<string> {
+    const { port } = new URL(gateway.url)
+    const socket = connect(Number(port), '127.0.0.1')
+    let answer = ''
+    socket.on('data', (chunk) => (answer += chunk.toString('latin1')))
+    socket.on('error', () => {})
+    await new Promise((resolve) => socket.once('connect', resolve))
+    socket.write(
+      `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    )
+    const deadline = Date.now() + waitMs
+    while (answer === '' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+    socket.resetAndDestroy()
+    return answer.split('\r\n')[0]!
+  }
+
+  test('an unknown key refused, then the connection reset: the server goes on answering', async () => {
+    for (let round = 0; round < 5; round++) {
+      expect(await upgradeAndReset(`/rpc/fg_unknown_${round}`, 2_000)).toBe('HTTP/1.1 401 Unauthorized')
+      // Reset at once, before the key is even looked up.
+      await upgradeAndReset(`/rpc/fg_unknown_again_${round}`, 0)
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(await rpc(gateway.url, 'eth_chainId')).toMatchObject({ result: '0x7a69' })
   })
 })

@@ -342,6 +342,9 @@ export function createServer(config: ServerConfig) {
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE_BYTES })
   server.on('upgrade', (request, socket, head) => {
+    // Node took its own error listener off the socket when it handed it over; until ws adds one (and on the
+    // refusal below, which has none), a client's reset would be an uncaught 'error' that ends the process.
+    socket.on('error', () => socket.destroy())
     const path = pathOf(request.url)
     Promise.resolve(path)
       .then((path) => endpointOf(request, path))
@@ -352,6 +355,10 @@ export function createServer(config: ServerConfig) {
           socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Internal Server Error'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`)
         },
       )
+      .catch((error: unknown) => {
+        logger.error({ err: loggableError(error) }, 'could not open a WebSocket')
+        socket.destroy()
+      })
   })
 
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
@@ -378,11 +385,9 @@ export function createServer(config: ServerConfig) {
       ws.on('message', (data) => {
         Promise.resolve(data.toString())
           .then((text) => endpoint.jsonRpc.handle(text, { local, admit }))
-          .then(
-            // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
-            (reply) => reply.body !== null && send(serializeJsonRpc(reply.body)),
-            (error: unknown) => logger.error({ err: loggableError(error) }, 'unhandled error on a WebSocket'),
-          )
+          // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
+          .then((reply) => reply.body !== null && send(serializeJsonRpc(reply.body)))
+          .catch((error: unknown) => logger.error({ err: loggableError(error) }, 'unhandled error on a WebSocket'))
       })
       ws.on('close', () => subscriptions.close())
       ws.on('error', () => ws.terminate())
