@@ -313,7 +313,14 @@ export async function startGateway({
           },
           cluster: link,
         })
-  if (link !== null) link.events.on('metrics-request', async ({ id }) => link.post({ fg: 'metrics-reply', id, metrics: await server!.metrics.json() }))
+  if (link !== null)
+    link.events.on('metrics-request', ({ id }) => {
+      // Unanswered, the primary leaves this worker out of that scrape after a wait.
+      server!.metrics.json().then(
+        (metrics) => link.post({ fg: 'metrics-reply', id, metrics }),
+        (error: unknown) => logger.warn({ err: error }, "could not collect this worker's metrics"),
+      )
+    })
   const { url, port } = server === null ? { url: `http://${config.host}:${config.port}`, port: config.port } : await server.listen()
   // `null` on PGlite: one process, whose ingester tells it directly.
   const chainChanges = listenForChainChanges({
