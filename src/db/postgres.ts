@@ -15,6 +15,7 @@ import {
   INGEST_LOCK_LOST_SQLSTATE,
   MIGRATIONS_FOLDER,
   PLAN_FOR_VALUES_COMMENT,
+  sqlState,
 } from './session.js'
 import { noDelayConnections } from './socket.js'
 
@@ -46,34 +47,37 @@ const POOL_RETIRE_TIMEOUT_S = 10
 const CLIENT_OPTIONS = { fetch_types: false, onnotice: () => {} } as const
 
 /** A postgres.js client of one connection whose closes are counted: the ingest lock's session. */
-type WatchedSession = { closes(): number; nextClose(): Promise<void> }
+type WatchedSession = { closes(): number; nextClose(): Promise<void> /** Closes of several connections are counted. */; pool: boolean }
 
 /** SQLSTATE classes and postgres.js codes of errors after which the connection goes away. */
 const CONNECTION_LOST_CODES = new Set(['57P01', '57P02', '57P03', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET', 'EPIPE'])
 /** How long a transaction body waits for its connection to close after an error that announces it. */
 const CLOSE_AFTER_FATAL_ERROR_MS = 5_000
 
+/** Whether `error` (the driver's, or drizzle's wrapping it) says that the connection is going away. */
 function announcesConnectionLoss(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code
-  return typeof code === 'string' && (CONNECTION_LOST_CODES.has(code) || code.startsWith('08'))
+  const code = sqlState(error)
+  return code !== undefined && (CONNECTION_LOST_CODES.has(code) || code.startsWith('08'))
 }
 
 /**
  * Runs a postgres.js transaction body. postgres.js 3.4.9 answers a failed body with a ROLLBACK on the same
  * connection; when that connection has just closed, the ROLLBACK is written to a null socket from a
- * setImmediate and the process dies (porsager/postgres#1208, #1154). `begin()` rejects by itself when its
- * connection closes, so on the watched session a body that failed because the connection went away is
- * left unsettled, and postgres.js never writes that ROLLBACK.
+ * setImmediate and the process dies (porsager/postgres#1208, #1154): a restart, a failover or a terminated
+ * backend would end the process. `begin()` rejects by itself when its connection closes, so a body that
+ * failed because the connection went away is left unsettled, and postgres.js never writes that ROLLBACK.
  */
-async function transactionBody<result>(work: () => Promise<result>, session: WatchedSession | null): Promise<result> {
+async function transactionBody<result>(work: () => Promise<result>, session: WatchedSession): Promise<result> {
   // A close before the body started was of an earlier connection: this transaction runs on a new one.
-  const closesBefore = session?.closes() ?? 0
+  const closesBefore = session.closes()
   try {
     return await work()
   } catch (error) {
-    if (session === null) throw error
+    const announced = announcesConnectionLoss(error)
+    // On a pool, the close counted may be another connection's: only an error that says this one is lost counts.
+    if (session.pool && !announced) throw error
     let closed = session.closes() > closesBefore
-    if (!closed && announcesConnectionLoss(error)) {
+    if (!closed && announced) {
       let timer: NodeJS.Timeout | undefined
       closed = await Promise.race([
         session.nextClose().then(() => true),
@@ -85,6 +89,27 @@ async function transactionBody<result>(work: () => Promise<result>, session: Wat
     }
     if (closed) return new Promise<never>(() => {})
     throw error
+  }
+}
+
+/** A count of a client's connection closes, and the next one to come. */
+function watchCloses({ pool }: { pool: boolean }): WatchedSession & { closed(): void } {
+  let closes = 0
+  let signalClose = () => {}
+  let nextClose = new Promise<void>((resolve) => {
+    signalClose = resolve
+  })
+  return {
+    pool,
+    closes: () => closes,
+    nextClose: () => nextClose,
+    closed() {
+      closes++
+      signalClose()
+      nextClose = new Promise<void>((resolve) => {
+        signalClose = resolve
+      })
+    },
   }
 }
 
@@ -117,9 +142,13 @@ function preparingStatements(client: postgres.Sql): postgres.Sql {
   return new Proxy(client, { get: (target, key) => (key === 'unsafe' ? unsafe : Reflect.get(target, key)) })
 }
 
-function postgresSession(client: postgres.Sql, lockSession: WatchedSession | null): DbSession {
+/**
+ * `watched` counts the closes of the client's connections (see transactionBody); `lockSession` says the
+ * client is the ingest lock's session, whose transactions first check that it still holds the lock.
+ */
+function postgresSession(client: postgres.Sql, watched: WatchedSession, { lockSession }: { lockSession: boolean }): DbSession {
   const drizzle = drizzlePostgres(preparingStatements(client), { schema })
-  const guard = lockSession === null ? null : dialect.sqlToQuery(INGEST_LOCK_GUARD)
+  const guard = lockSession ? dialect.sqlToQuery(INGEST_LOCK_GUARD) : null
   return {
     drizzle: drizzle as unknown as Drizzle,
     async query(statement) {
@@ -128,9 +157,9 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
     transaction(work) {
       return drizzle.transaction((tx) =>
         transactionBody(async () => {
-          if (lockSession !== null) await tx.execute(INGEST_LOCK_GUARD)
+          if (lockSession) await tx.execute(INGEST_LOCK_GUARD)
           return work(tx as unknown as Drizzle)
-        }, lockSession),
+        }, watched),
       )
     },
     async copyInTransaction(batches, statements = []) {
@@ -157,7 +186,7 @@ function postgresSession(client: postgres.Sql, lockSession: WatchedSession | nul
             const query = dialect.sqlToQuery(statement)
             await tx.unsafe(query.sql, query.params as never[])
           }
-        }, lockSession),
+        }, watched),
       )
     },
   }
@@ -201,6 +230,9 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
   // Its connections are not retired by age (no max_lifetime), so only closes nobody asked for count.
   let closing = false
   let renewal: NodeJS.Timeout | null = null
+  // Every close of a pool connection nobody asked for, for transactionBody. A body left unsettled after one
+  // is ended with its pool: the renewal that close brings retires the old pool, closing what it still holds.
+  const poolCloses = watchCloses({ pool: true })
   function openPool(): postgres.Sql {
     const created: postgres.Sql = postgres(config.databaseUrl, {
       max: config.poolSize ?? DEFAULT_POOL_SIZE,
@@ -210,6 +242,8 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
       backoff: reconnectBackoff,
       ...CLIENT_OPTIONS,
       onclose: () => {
+        if (closing) return
+        poolCloses.closed()
         if (created === client) scheduleRenewal()
       },
       connection: { statement_timeout: statementTimeout, application_name: 'flashgate' },
@@ -223,14 +257,14 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
       if (closing) return
       const retired = client
       client = openPool()
-      pool = postgresSession(client, null)
+      pool = postgresSession(client, poolCloses, { lockSession: false })
       // Queries under way finish on the old pool (or fail with it, when the database is away).
       void retired.end({ timeout: POOL_RETIRE_TIMEOUT_S }).catch(() => {})
     }, POOL_RENEWAL_DELAY_MS)
     renewal.unref()
   }
   let client = openPool()
-  let pool = postgresSession(client, null)
+  let pool = postgresSession(client, poolCloses, { lockSession: false })
   return {
     get drizzle() {
       return pool.drizzle
@@ -242,11 +276,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
       // A client of its own with one connection, not `client.reserve()`: postgres.js reuses a reserved
       // connection that closed (and crashes writing to it), and retires connections after 30-60 minutes,
       // which would drop a session lock unnoticed. Here nothing retires the session, and its close is seen.
-      let closes = 0
-      let signalClose = () => {}
-      let nextClose = new Promise<void>((resolve) => {
-        signalClose = resolve
-      })
+      const closes = watchCloses({ pool: false })
       const session = postgres(config.databaseUrl, {
         max: 1,
         ...noDelayConnections(),
@@ -255,13 +285,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
         connect_timeout: CONNECT_TIMEOUT_S,
         backoff: reconnectBackoff,
         ...CLIENT_OPTIONS,
-        onclose: () => {
-          closes++
-          signalClose()
-          nextClose = new Promise<void>((resolve) => {
-            signalClose = resolve
-          })
-        },
+        onclose: () => closes.closed(),
         connection: { statement_timeout: statementTimeout, application_name: 'flashgate-ingest' },
       })
       try {
@@ -275,8 +299,8 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
         throw error
       }
       return {
-        db: postgresSession(session, { closes: () => closes, nextClose: () => nextClose }),
-        held: () => closes === 0,
+        db: postgresSession(session, closes, { lockSession: true }),
+        held: () => closes.closes() === 0,
         async release() {
           // Ending the session releases its advisory locks; an explicit unlock would only add a round trip
           // (or a wait for a reconnect when the database is gone).
