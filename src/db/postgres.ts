@@ -46,8 +46,13 @@ const POOL_RETIRE_TIMEOUT_S = 10
  */
 const CLIENT_OPTIONS = { fetch_types: false, onnotice: () => {} } as const
 
-/** A postgres.js client of one connection whose closes are counted: the ingest lock's session. */
-type WatchedSession = { closes(): number; nextClose(): Promise<void> /** Closes of several connections are counted. */; pool: boolean }
+/** The closes of a postgres.js client's connections, counted: the ingest lock's session, or the pool. */
+type WatchedSession = {
+  closes(): number
+  nextClose(): Promise<void>
+  /** Closes of several connections are counted: one may be another connection's than a transaction's. */
+  pool: boolean
+}
 
 /** SQLSTATE classes and postgres.js codes of errors after which the connection goes away. */
 const CONNECTION_LOST_CODES = new Set(['57P01', '57P02', '57P03', 'CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET', 'EPIPE'])
@@ -113,7 +118,6 @@ function watchCloses({ pool }: { pool: boolean }): WatchedSession & { closed(): 
   }
 }
 
-/** Statements, COPY and transactions over one postgres.js client (the pool, or the ingest lock's session). */
 /**
  * Distinct statement texts a client prepares; statements past them are sent unprepared. Every query flashgate
  * builds takes its values as parameters, so the texts are few (tens); this bounds what each connection holds
@@ -143,6 +147,7 @@ function preparingStatements(client: postgres.Sql): postgres.Sql {
 }
 
 /**
+ * Statements, COPY and transactions over one postgres.js client (the pool, or the ingest lock's session).
  * `watched` counts the closes of the client's connections (see transactionBody); `lockSession` says the
  * client is the ingest lock's session, whose transactions first check that it still holds the lock.
  */
