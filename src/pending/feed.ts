@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import WebSocket from 'ws'
-import { decodeFrame, flashblockMessage } from './message.js'
+import { decodeFrame, flashblockMessage, MAX_FRAME_BYTES } from './message.js'
 import type { PendingState } from './state.js'
 
 const RECONNECT_BASE_MS = 100
@@ -40,7 +40,7 @@ export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedCon
 
   function connect() {
     if (stopped) return
-    const current = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: HANDSHAKE_TIMEOUT_MS })
+    const current = new WebSocket(url, { perMessageDeflate: false, handshakeTimeout: HANDSHAKE_TIMEOUT_MS, maxPayload: MAX_FRAME_BYTES })
     socket = current
     let heard = true
     let heartbeat: NodeJS.Timeout | null = null

@@ -3,7 +3,7 @@ import { pino } from 'pino'
 import type { Hash } from 'viem'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { DEV_ACCOUNTS, flashblock, type ScriptedTransaction, signedTransfer } from '../../test/fixtures/flashblocks.js'
-import { decodeFrame, flashblockMessage } from './message.js'
+import { decodeFrame, flashblockMessage, MAX_FRAME_BYTES } from './message.js'
 import { createPendingState, type Hydrate } from './state.js'
 
 // Frames as Base sends them since Azul, as older streams and other OP-Stack builders send them, and the
@@ -218,4 +218,12 @@ describe('reconciliation by content', () => {
     expect(state.status().divergences.transactions).toBe(1)
     expect(state.blocks(0)).toEqual([])
   })
+})
+
+test('a Brotli frame that would expand past MAX_FRAME_BYTES is refused, not inflated (a few KiB could become hundreds of MB)', () => {
+  const bomb = brotliCompressSync(Buffer.concat([Buffer.from('{"index":0,"x":"'), Buffer.alloc(MAX_FRAME_BYTES + 1024, 0x61), Buffer.from('"}')]))
+  expect(bomb.length).toBeLessThan(64 * 1024)
+  expect(() => decodeFrame(bomb)).toThrow(RangeError)
+  // A frame under the limit still decodes.
+  expect(decodeFrame(brotliCompressSync(Buffer.from('{"index":0}')))).toEqual({ index: 0 })
 })

@@ -201,11 +201,17 @@ type _ReadsTheWire = [
   ReadBy<typeof receiptFields, Omit<FlashblockReceipt, 'type'>>,
 ]
 
+/**
+ * The most a frame may take, as received and once decompressed: a busy Base flashblock is well under 1 MiB.
+ * A few KiB of Brotli can expand to hundreds of MB; past this the frame is refused instead.
+ */
+export const MAX_FRAME_BYTES = 32 * 1024 * 1024
+
 /** Decodes one WebSocket frame: text, raw-JSON binary, or Brotli-compressed binary JSON. */
 export function decodeFrame(data: Buffer | string): unknown {
   if (typeof data === 'string') return JSON.parse(data)
   // An uncompressed JSON object starts with `{` (possibly after whitespace); Brotli output never parses.
   const first = data.find((byte) => byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09)
   if (first === 0x7b) return JSON.parse(data.toString('utf8'))
-  return JSON.parse(brotliDecompressSync(data).toString('utf8'))
+  return JSON.parse(brotliDecompressSync(data, { maxOutputLength: MAX_FRAME_BYTES }).toString('utf8'))
 }
