@@ -25,6 +25,12 @@ const DEFAULT_FETCH_CONCURRENCY = 8
 const RETRY_BASE_MS = 250
 const RETRY_MAX_MS = 10_000
 const LOCK_RETRY_MS = 1_000
+/**
+ * How long an upstream may stay below our head, agreeing with the block we hold at its own head, before the
+ * blocks above are taken as dropped (as a devnet's `evm_revert` drops them) rather than not yet seen by a node
+ * lagging behind its peers (an upstream behind a load balancer).
+ */
+const UPSTREAM_BEHIND_GRACE_MS = 30_000
 
 export type StartBlock = number | { latestMinus: number }
 
@@ -46,6 +52,8 @@ export type IngesterConfig = {
    * keeps its parent-state cache current with them); older blocks, a backfill's, never keep them.
    */
   keepRecentStateDiffs?: boolean
+  /** Default `UPSTREAM_BEHIND_GRACE_MS`. */
+  upstreamBehindGraceMs?: number
 }
 
 export type IngesterEvents = {
@@ -137,6 +145,29 @@ export function createIngester(config: IngesterConfig) {
     return ancestor + 1
   }
 
+  /** Since when the upstream has been below our head while agreeing with what we hold at its head. */
+  let behindSince: number | null = null
+
+  /**
+   * Whether the upstream no longer has our head: it holds another block at that height, or it is below it and
+   * its own head is not the block we hold there. Below it and agreeing (or with nothing to compare), it is taken
+   * as behind for `UPSTREAM_BEHIND_GRACE_MS`: a rewind would take back blocks that are still canonical.
+   */
+  async function headReplaced(head: StoredHead, upstreamHead: number): Promise<boolean> {
+    const upstreamHeader = await fetcher.fetchHeader(head.number)
+    if (upstreamHeader !== null || upstreamHead >= head.number) {
+      behindSince = null
+      return upstreamHeader?.hash !== head.hash
+    }
+    const [theirs, ours] = await Promise.all([fetcher.fetchHeader(upstreamHead), store.hashesFrom(upstreamHead, upstreamHead)])
+    const held = ours.get(upstreamHead)
+    if (theirs !== null && held !== undefined && theirs.hash !== held) return true
+    behindSince ??= Date.now()
+    if (Date.now() - behindSince < (config.upstreamBehindGraceMs ?? UPSTREAM_BEHIND_GRACE_MS)) return false
+    behindSince = null
+    return true
+  }
+
   /** Waits for the ingest lock (another process may hold it: stand by); returns false when stopping. */
   async function acquireLock(): Promise<boolean> {
     while (!stopping) {
@@ -175,9 +206,7 @@ export function createIngester(config: IngesterConfig) {
         if (next <= target) next = await sync.syncTo(store, next, target)
         else {
           const head = await store.head()
-          const upstreamHeader = head === null ? null : await fetcher.fetchHeader(head.number)
-          // The upstream may have replaced our head with a block at the same height (or dropped it).
-          if (head !== null && upstreamHeader?.hash !== head.hash) next = await handleReorg(head)
+          if (head !== null && (await headReplaced(head, target))) next = await handleReorg(head)
           else {
             await follower.refreshSafeHeads(store)
             // Caught up: a turn of reading the registry below the index, if that is unfinished.
