@@ -47,10 +47,14 @@ export function createHeadFollower({ upstream, logger, status, pollIntervalMs = 
     })
   }
 
+  /**
+   * `newHeads`, resubscribed after reconnections for as long as the process runs (viem's default gives up after
+   * five failed attempts); while it is down, the safety poll (`WS_SAFETY_POLL_MS`) follows the head.
+   */
   function subscribeToHeads() {
     if (upstream.wsUrl === null) return
     try {
-      const transport = webSocket(upstream.wsUrl, { reconnect: true })({})
+      const transport = webSocket(upstream.wsUrl, { reconnect: { attempts: Number.POSITIVE_INFINITY } })({})
       let active = true
       transport.value
         ?.subscribe({

@@ -25,12 +25,25 @@ export function createUpstream({ rpcUrl, wsUrl }: UpstreamConfig): Upstream {
   const isWs = rpcUrl.startsWith('ws://') || rpcUrl.startsWith('wss://')
   // viem's transports give us retries with backoff, timeouts and request ids; we only use `request`.
   const options = { retryCount: UPSTREAM_RETRY_COUNT, retryDelay: UPSTREAM_RETRY_DELAY_MS, timeout: UPSTREAM_TIMEOUT_MS }
-  const transport = (isWs ? webSocket(rpcUrl, options) : http(rpcUrl, options))({})
+  if (isWs) {
+    const transport = webSocket(rpcUrl, { ...options, reconnect: false })({})
+    const request = async (method: string, params: unknown[]) => {
+      await dropClosedSocket(transport)
+      return transport.request({ method, params } as EIP1193Parameters<PublicRpcSchema>) as never
+    }
+    return {
+      rpcUrl,
+      wsUrl: wsUrl ?? rpcUrl,
+      request: (method, params = []) => request(method, params),
+      batchedRequest: (method, params = []) => request(method, params),
+    }
+  }
+  const transport = http(rpcUrl, options)({})
   // For reads on a deadline (a flashblock's state): one retry, not five with backoff over six seconds.
-  const batching = isWs ? transport : http(rpcUrl, { ...options, retryCount: 1, batch: { wait: 0 } })({})
+  const batching = http(rpcUrl, { ...options, retryCount: 1, batch: { wait: 0 } })({})
   return {
     rpcUrl,
-    wsUrl: wsUrl ?? (isWs ? rpcUrl : null),
+    wsUrl: wsUrl ?? null,
     request(method, params = []) {
       return transport.request({ method, params } as EIP1193Parameters<PublicRpcSchema>) as never
     },
@@ -39,3 +52,21 @@ export function createUpstream({ rpcUrl, wsUrl }: UpstreamConfig): Upstream {
     },
   }
 }
+
+/**
+ * Lets the next call on a WebSocket upstream connect again when its socket has closed (the node restarted, or
+ * was away). viem's own reconnection runs only from its keep-alive pings, every 30 s, and gives up for good
+ * after five failed attempts: two and a half minutes of outage stopped ingest until flashgate restarted.
+ */
+async function dropClosedSocket(transport: ReturnType<ReturnType<typeof webSocket>>) {
+  // The socket viem keeps for the URL; a call that finds none connects (and fails on its own, when down).
+  const client = await transport.value?.getRpcClient().catch(() => null)
+  if (!client || dropped.has(client)) return
+  const state = client.socket.readyState
+  if (state !== client.socket.CLOSING && state !== client.socket.CLOSED) return
+  // Once: a second `close` from a call that found the same client would take its successor out of viem's cache.
+  dropped.add(client)
+  client.close()
+}
+
+const dropped = new WeakSet<object>()
