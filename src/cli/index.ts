@@ -88,17 +88,42 @@ function readFlags(argv: string[]) {
   return { flags: flags as unknown as Record<string, string | undefined> & { help?: boolean; version?: boolean }, positionals }
 }
 
-function onShutdown(stop: () => Promise<void>) {
-  let stopping = false
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+/** A signal during start-up waits this long for it to finish (a database that never answers), then exits 1. */
+const STOP_WHILE_STARTING_MS = 10_000
+
+/**
+ * Drains and exits 0 on SIGINT, SIGTERM or SIGHUP (a closed terminal). Heard from the start: a signal while
+ * the process is starting stops it as soon as `stopWith` names how, so that start-up (a migration, a
+ * database's first write) is not cut short. Signals after the first are ignored: a cluster worker hears its
+ * terminal's SIGINT and then its primary's SIGTERM, and drains once.
+ */
+function listenForShutdown() {
+  let stop: (() => Promise<void>) | null = null
+  let asked = false
+  let giveUp: NodeJS.Timeout | undefined
+  const stopAndExit = () =>
+    stop!().then(
+      () => process.exit(0),
+      (error: unknown) => fail(error),
+    )
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.on(signal, () => {
-      if (stopping) return
-      stopping = true
-      stop().then(
-        () => process.exit(0),
-        (error: unknown) => fail(error),
-      )
+      if (asked) return
+      asked = true
+      if (stop !== null) void stopAndExit()
+      else
+        giveUp = setTimeout(() => {
+          console.error(`flashgate: ${signal} while starting, and start-up did not finish within ${STOP_WHILE_STARTING_MS / 1000} s; exiting`)
+          process.exit(1)
+        }, STOP_WHILE_STARTING_MS)
     })
+  }
+  return {
+    stopWith(stopping: () => Promise<void>) {
+      clearTimeout(giveUp)
+      stop = stopping
+      if (asked) void stopAndExit()
+    },
   }
 }
 
@@ -128,9 +153,10 @@ async function startAdmin(gateway: Gateway, databaseUrl: string, logger: Logger)
 async function serve(flags: Record<string, string | undefined>) {
   const config = parseConfig(serveConfigSchema, flags, process.env)
   const logger = createLogger(config.logLevel)
+  const shutdown = listenForShutdown()
   if (isClusterWorker()) {
     const gateway = await startClusterWorker({ config, logger })
-    onShutdown(() => gateway.stop())
+    shutdown.stopWith(() => gateway.stop())
     return
   }
   const workers = workerCount(config)
@@ -140,7 +166,7 @@ async function serve(flags: Record<string, string | undefined>) {
     })
     logger.info({ url: primary.url, workers }, 'flashgate serving')
     printServing(primary.url, config.databaseUrl, `${workers} workers`)
-    onShutdown(primary.stop)
+    shutdown.stopWith(primary.stop)
     return
   }
   const gateway = await startGateway({ config, logger }).catch((error: unknown) => {
@@ -152,7 +178,7 @@ async function serve(flags: Record<string, string | undefined>) {
   })
   logger.info({ url: gateway.url }, 'flashgate serving')
   printServing(gateway.url, config.databaseUrl, 'one process')
-  onShutdown(async () => {
+  shutdown.stopWith(async () => {
     await admin?.close()
     await gateway.stop()
   })
@@ -173,6 +199,7 @@ function printServing(url: string, databaseUrl: string, processes: string) {
 async function devnet(flags: Record<string, string | undefined>) {
   const config = parseConfig(devnetConfigSchema, flags, process.env)
   const logger = createLogger(config.logLevel)
+  const shutdown = listenForShutdown()
   const chain = await startDevnet(devnetOptions(config, config.port, logger)).catch((error: unknown) => {
     throw explainListenFailure(error, [
       { port: config.port, option: optionName('port') },
@@ -186,7 +213,7 @@ async function devnet(flags: Record<string, string | undefined>) {
       `  Flashblocks  ${chain.flashblocksUrl}${config.plain ? ' (text frames' : ' (Brotli frames'}, ${feedFormatLabel(config.feedFormat)})`,
     ].join('\n'),
   )
-  onShutdown(chain.stop)
+  shutdown.stopWith(chain.stop)
 }
 
 /** The devnet's options from `devnet`'s or `dev`'s configuration; the JSON-RPC port is named differently in each. */
@@ -252,7 +279,7 @@ async function dev(flags: Record<string, string | undefined>) {
     await gateway?.stop()
     await chain?.stop()
   }
-  onShutdown(stop)
+  const shutdown = listenForShutdown()
   try {
     chain = await startDevnet(devnetOptions(devConfig, devConfig.devnetPort, logger))
     const config = parseConfig(
@@ -299,6 +326,7 @@ async function dev(flags: Record<string, string | undefined>) {
         `         -d '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"pending","toBlock":"pending"}]}'`,
       ].join('\n'),
     )
+    shutdown.stopWith(stop)
   } catch (error) {
     await stop().catch(() => {})
     throw explainListenFailure(error, [
