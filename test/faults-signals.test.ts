@@ -3,29 +3,39 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer, type Server, type Socket, connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import type { TestDatabase } from './fixtures/db.js'
+import { rpc } from './fixtures/gateway.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
 const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
 
+/**
+ * The same runs in CI's PGlite and Postgres passes (a Postgres of its own either way, behind a relay): the
+ * PGlite pass only.
+ */
+const SAME_IN_EVERY_PASS = process.env.DATABASE_URL !== undefined
+
 let database: TestDatabase
+let anvil: Anvil
 const children: ChildProcess[] = []
 
 beforeAll(async () => {
-  if (SHARED_POSTGRES_AVAILABLE) database = await createSharedPostgresDatabase()
+  if (SHARED_POSTGRES_AVAILABLE && !SAME_IN_EVERY_PASS) [database, anvil] = await Promise.all([createSharedPostgresDatabase(), startAnvil()])
 }, 120_000)
 
 afterAll(async () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
   await database?.drop()
+  await anvil?.stop()
 })
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null }
 
-function serve(databaseUrl: string) {
+function serve(databaseUrl: string, logLevel = 'error') {
   const child = spawn(
     process.execPath,
-    [BIN, 'serve', '--upstream-rpc', 'http://127.0.0.1:1', '--database-url', databaseUrl, '--port', '0', '--workers', '1', '--log-level', 'error'],
+    [BIN, 'serve', '--upstream-rpc', anvil.rpcUrl, '--database-url', databaseUrl, '--port', '0', '--workers', '1', '--log-level', logLevel],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
@@ -43,8 +53,8 @@ function serve(databaseUrl: string) {
 }
 
 /**
- * A loopback TCP relay to the database that holds every connection unanswered until `open()`: a database
- * that is slow to answer while the process starts. `connected` resolves at the first connection, which the
+ * A loopback TCP relay to the database that holds every connection unanswered until `open()` (a database
+ * that is slow to answer while the process starts), and that `freeze()` makes half-open. `connected` resolves at the first connection, which the
  * process makes once it has started listening for signals.
  */
 async function startHeldRelay(target: URL) {
@@ -54,6 +64,7 @@ async function startHeldRelay(target: URL) {
   const connected = new Promise<void>((resolve) => {
     firstConnection = resolve
   })
+  const pairs: [Socket, Socket][] = []
   const relay = (client: Socket) => {
     const upstream = connect(Number(target.port || 5432), target.hostname)
     client.pipe(upstream).pipe(client)
@@ -63,6 +74,7 @@ async function startHeldRelay(target: URL) {
     }
     client.on('error', close)
     upstream.on('error', close)
+    pairs.push([client, upstream])
   }
   const server: Server = createServer((client) => {
     firstConnection()
@@ -81,14 +93,23 @@ async function startHeldRelay(target: URL) {
       opened = true
       for (const client of held.splice(0)) relay(client)
     },
+    /** Half-open: every connection stays up, and nothing more crosses it either way. */
+    freeze() {
+      opened = false
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream).pause()
+        upstream.unpipe(client).pause()
+      }
+    },
     close() {
       for (const client of held.splice(0)) client.destroy()
+      for (const pair of pairs.splice(0)) for (const socket of pair) socket.destroy()
       server.close()
     },
   }
 }
 
-describe.skipIf(!SHARED_POSTGRES_AVAILABLE)('signals outside the steady state', () => {
+describe.skipIf(!SHARED_POSTGRES_AVAILABLE || SAME_IN_EVERY_PASS)('signals outside the steady state', () => {
   test('SIGTERM while starting: start-up finishes, then the process drains and exits 0', { timeout: 60_000 }, async () => {
     const relay = await startHeldRelay(new URL(database.databaseUrl))
     try {
@@ -115,6 +136,27 @@ describe.skipIf(!SHARED_POSTGRES_AVAILABLE)('signals outside the steady state', 
       run.child.kill('SIGTERM')
       expect(await run.exited, run.output()).toEqual({ code: 1, signal: null })
       expect(run.output()).toMatch(/SIGTERM while starting, and start-up did not finish within 10 s; exiting/)
+    } finally {
+      relay.close()
+    }
+  })
+
+  test('SIGTERM with the database half-open: the process gives up stopping after 30 s and exits 1, saying why', { timeout: 90_000 }, async () => {
+    const relay = await startHeldRelay(new URL(database.databaseUrl))
+    try {
+      relay.open()
+      const run = serve(relay.url, 'info')
+      await expect.poll(run.output, { timeout: 30_000 }).toMatch(/flashgate .* \(one process\)/)
+      // Then a new block, which the ingester writes into the half-open connection, and waits.
+      await expect.poll(run.output, { timeout: 30_000 }).toMatch(/starting a new index/)
+      relay.freeze()
+      await rpc(anvil.rpcUrl, 'evm_mine')
+      await new Promise((resolve) => setTimeout(resolve, 3_000))
+      const signalledAt = Date.now()
+      run.child.kill('SIGTERM')
+      expect(await run.exited, run.output()).toEqual({ code: 1, signal: null })
+      expect(Date.now() - signalledAt).toBeGreaterThanOrEqual(29_000)
+      expect(run.output()).toMatch(/did not stop within 30 s \(a database or upstream that no longer answers\); exiting/)
     } finally {
       relay.close()
     }
