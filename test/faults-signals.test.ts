@@ -1,5 +1,6 @@
 // Signals a `flashgate serve` process can get outside its steady state: SIGTERM while it is still starting
-// (a process manager stopping a service that has just been started), and SIGHUP (its terminal closed).
+// (a process manager stopping a service that has just been started) or while its database is half-open, and
+// SIGHUP (its terminal closed).
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer, type Server, type Socket, connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
