@@ -27,7 +27,11 @@ function nodeHeaders(answer: Response): OutgoingHttpHeaders {
   return headers
 }
 
-async function stream(response: ServerResponse, answer: Response, headers: OutgoingHttpHeaders) {
+/** An event stream whose client has left this much unread is closed (as a WebSocket is, src/server/index.ts). */
+const MAX_STREAM_BUFFERED_BYTES = 16 * 1024 * 1024
+
+/** Writes an event stream as it comes; a client that stops reading is cut off rather than buffered for. */
+export async function streamAnswer(response: ServerResponse, answer: Response, headers: OutgoingHttpHeaders, logger: Logger) {
   response.writeHead(answer.status, headers)
   if (answer.body === null) return void response.end()
   const reader = answer.body.getReader()
@@ -36,6 +40,10 @@ async function stream(response: ServerResponse, answer: Response, headers: Outgo
     const { done, value } = await reader.read()
     if (done || response.destroyed) break
     response.write(value)
+    if (response.writableLength > MAX_STREAM_BUFFERED_BYTES) {
+      logger.warn({ bufferedBytes: response.writableLength }, 'closing an event stream that does not read its events')
+      return void response.destroy()
+    }
   }
   response.end()
 }
@@ -56,7 +64,7 @@ export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
     }
     const headers = nodeHeaders(answer)
     const contentType = String(headers['content-type'] ?? '')
-    if (STREAMING_TYPES.some((type) => contentType.startsWith(type))) return stream(response, answer, headers)
+    if (STREAMING_TYPES.some((type) => contentType.startsWith(type))) return streamAnswer(response, answer, headers, logger)
     let body = Buffer.from(await answer.arrayBuffer())
     const refusal = EMPTY_REFUSALS[answer.status]
     if (body.length === 0 && refusal !== undefined) {
