@@ -75,6 +75,9 @@ export function createStore({ db }: { db: DbSession }) {
    */
   async function rewindTo(ancestor: number): Promise<number> {
     return db.transaction(async (tx) => {
+      // A deep rewind deletes millions of rows, for longer than the statement timeout set for reads: cancelled
+      // by it, the same rewind would be retried forever. `local`: it ends with the transaction.
+      await tx.execute(sql`set local statement_timeout = 0`)
       // Logs first, counted; the block headers last (COPY order reversed).
       let removed = 0
       for (const [key, { table, blockNumber }] of [...blockTables].reverse()) {
