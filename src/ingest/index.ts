@@ -155,9 +155,9 @@ export function createIngester(config: IngesterConfig) {
    */
   async function headReplaced(head: StoredHead, upstreamHead: number): Promise<boolean> {
     const upstreamHeader = await fetcher.fetchHeader(head.number)
-    if (upstreamHeader !== null || upstreamHead >= head.number) {
+    if (upstreamHeader !== null) {
       behindSince = null
-      return upstreamHeader?.hash !== head.hash
+      return upstreamHeader.hash !== head.hash
     }
     const [theirs, ours] = await Promise.all([fetcher.fetchHeader(upstreamHead), store.hashesFrom(upstreamHead, upstreamHead)])
     const held = ours.get(upstreamHead)
