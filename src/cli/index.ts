@@ -290,7 +290,8 @@ async function dev(flags: Record<string, string | undefined>) {
     await gateway?.stop()
     await chain?.stop()
   }
-  const shutdown = listenForShutdown()
+  // `stop` stops whatever has started (the dev database is wiped at every start): at once, even while starting.
+  listenForShutdown().stopWith(stop)
   try {
     chain = await startDevnet(devnetOptions(devConfig, devConfig.devnetPort, logger))
     const config = parseConfig(
@@ -337,7 +338,6 @@ async function dev(flags: Record<string, string | undefined>) {
         `         -d '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"pending","toBlock":"pending"}]}'`,
       ].join('\n'),
     )
-    shutdown.stopWith(stop)
   } catch (error) {
     await stop().catch(() => {})
     throw explainListenFailure(error, [
