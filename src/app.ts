@@ -202,7 +202,6 @@ export async function startGateway({
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres
   // NOTIFY (below), and subscribers everywhere through `resolvers.events`.
   ingester.events.on('head', (head) => resolvers.notify({ reorg: false, head: head.number }))
-  ingester.events.on('reorg', () => resolvers.notify({ reorg: true }))
   // The first flashblock of a block means its parent has sealed: the ingester asks for it now, not at its next
   // poll (an upstream without WebSocket is polled every 250 ms).
   let newestPending = -1
@@ -210,6 +209,14 @@ export async function startGateway({
     if (block.number <= newestPending) return
     newestPending = block.number
     ingester.pollNow()
+  })
+  ingester.events.on('reorg', ({ ancestor }) => {
+    resolvers.notify({ reorg: true })
+    // The blocks above the ancestor are gone (a reorg, or a chain reset to a lower height): the pending view
+    // forgets them and what was pre-confirmed on them, and takes the new branch's blocks, whatever their numbers.
+    newestPending = Math.min(newestPending, ancestor)
+    pending?.rewind(ancestor)
+    hub?.rewound(ancestor)
   })
   ingester.events.on('blocks', (blocks) => {
     for (const block of blocks) {
@@ -225,6 +232,7 @@ export async function startGateway({
     link.events.on('flashblock', ({ message }) => void pending?.apply(message))
     link.events.on('pending-reset', ({ reason }) => pending?.reset(reason))
     link.events.on('pending-withdraw', ({ number }) => pending?.withdraw(number))
+    link.events.on('pending-rewind', ({ ancestor }) => pending?.rewind(ancestor))
     link.events.on('hydrating', ({ on, balances }) => pending?.setHydrate(on ? Object.assign(hydrate, { providesBalances: balances === true }) : null))
     link.events.on('sealed', ({ blocks }) => {
       for (const block of blocks) {

@@ -194,6 +194,12 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
       replay = replay.filter((entry) => entry.block === null || entry.block > newest)
       broadcast({ fg: 'sealed', blocks })
     },
+    /** The ingester rewound to `ancestor`: each worker's pending state drops what was built above it, as the primary's does. */
+    rewound(ancestor: number) {
+      // The flashblocks kept for a late worker are of blocks above the ancestor: abandoned.
+      replay = []
+      broadcast({ fg: 'pending-rewind', ancestor })
+    },
     close() {
       clearInterval(statusTimer)
     },

@@ -64,6 +64,8 @@ export type PrimaryToWorker =
   /** The primary's executor took back a pending block's receipts (built on a pre-confirmation that proved wrong). */
   | { fg: 'pending-withdraw'; number: number }
   | { fg: 'sealed'; blocks: SealedBlock[] }
+  /** The ingester rewound to `ancestor` (a reorg, a chain reset to a lower height): the worker's pending state follows. */
+  | { fg: 'pending-rewind'; ancestor: number }
   /** Whether pre-confirmed receipts are hydrated now (`auto` may turn it off for an unaware upstream). */
   | { fg: 'hydrating'; on: boolean; balances?: boolean }
   | { fg: 'status'; status: PrimaryStatus }

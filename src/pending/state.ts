@@ -458,6 +458,16 @@ export function createPendingState(config: PendingStateConfig) {
       blocks = blocks.filter((block) => block.number > number)
       if (blocks.length !== before) events.emit('update')
     },
+    /**
+     * The index was rewound to `ancestor` (a reorg, or a chain reset to a lower height): the blocks above it
+     * are no longer canonical, nor is anything pre-confirmed since (built on them, or not yet known to be
+     * built on the new branch), so it all goes until the next index 0; that and every block after it are new
+     * again, though their numbers may not be above the old head.
+     */
+    rewind(ancestor: number) {
+      confirmedHead = Math.min(confirmedHead, ancestor)
+      if (blocks.some((block) => block.number > ancestor)) drop(`the chain was rewound to block ${ancestor}`)
+    },
     /** The pending blocks above the indexed head, oldest first; empty when the feed is stale. */
     blocks(headNumber: number): PendingBlock[] {
       // Blocks the index already holds are not pending. They are forgotten a little later (a process without
