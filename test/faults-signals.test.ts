@@ -3,7 +3,7 @@
 // SIGHUP (its terminal closed).
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer, type Server, type Socket, connect } from 'node:net'
-import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import type { TestDatabase } from './fixtures/db.js'
 import { rpc } from './fixtures/gateway.js'
@@ -111,56 +111,47 @@ async function startHeldRelay(target: URL) {
 }
 
 describe.skipIf(!SHARED_POSTGRES_AVAILABLE || SAME_IN_EVERY_PASS)('signals outside the steady state', () => {
+  let relay: Awaited<ReturnType<typeof startHeldRelay>>
+  beforeEach(async () => {
+    relay = await startHeldRelay(new URL(database.databaseUrl))
+  })
+  afterEach(() => relay.close())
+
   test('SIGTERM while starting: start-up finishes, then the process drains and exits 0', { timeout: 60_000 }, async () => {
-    const relay = await startHeldRelay(new URL(database.databaseUrl))
-    try {
-      const run = serve(relay.url)
-      await relay.connected
-      run.child.kill('SIGTERM')
-      // Still there: it waits for start-up rather than dying of the signal half-way through it.
-      await new Promise((resolve) => setTimeout(resolve, 500))
-      expect(run.child.exitCode, run.output()).toBeNull()
-      expect(run.child.signalCode).toBeNull()
-      relay.open()
-      expect(await run.exited, run.output()).toEqual({ code: 0, signal: null })
-      expect(run.output()).toMatch(/flashgate .* \(one process\)/)
-    } finally {
-      relay.close()
-    }
+    const run = serve(relay.url)
+    await relay.connected
+    run.child.kill('SIGTERM')
+    // Still there: it waits for start-up rather than dying of the signal half-way through it.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(run.child.exitCode, run.output()).toBeNull()
+    expect(run.child.signalCode).toBeNull()
+    relay.open()
+    expect(await run.exited, run.output()).toEqual({ code: 0, signal: null })
+    expect(run.output()).toMatch(/flashgate .* \(one process\)/)
   })
 
   test('SIGTERM while a start-up never finishes: exits 1 after ten seconds, saying why', { timeout: 60_000 }, async () => {
-    const relay = await startHeldRelay(new URL(database.databaseUrl))
-    try {
-      const run = serve(relay.url)
-      await relay.connected
-      run.child.kill('SIGTERM')
-      expect(await run.exited, run.output()).toEqual({ code: 1, signal: null })
-      expect(run.output()).toMatch(/SIGTERM while starting, and start-up did not finish within 10 s; exiting/)
-    } finally {
-      relay.close()
-    }
+    const run = serve(relay.url)
+    await relay.connected
+    run.child.kill('SIGTERM')
+    expect(await run.exited, run.output()).toEqual({ code: 1, signal: null })
+    expect(run.output()).toMatch(/SIGTERM while starting, and start-up did not finish within 10 s; exiting/)
   })
 
   test('SIGTERM with the database half-open: the process gives up stopping after 30 s and exits 1, saying why', { timeout: 90_000 }, async () => {
-    const relay = await startHeldRelay(new URL(database.databaseUrl))
-    try {
-      relay.open()
-      const run = serve(relay.url, 'info')
-      await expect.poll(run.output, { timeout: 30_000 }).toMatch(/flashgate .* \(one process\)/)
-      // Then a new block, which the ingester writes into the half-open connection, and waits.
-      await expect.poll(run.output, { timeout: 30_000 }).toMatch(/starting a new index/)
-      relay.freeze()
-      await rpc(anvil.rpcUrl, 'evm_mine')
-      await new Promise((resolve) => setTimeout(resolve, 3_000))
-      const signalledAt = Date.now()
-      run.child.kill('SIGTERM')
-      expect(await run.exited, run.output()).toEqual({ code: 1, signal: null })
-      expect(Date.now() - signalledAt).toBeGreaterThanOrEqual(29_000)
-      expect(run.output()).toMatch(/did not stop within 30 s \(a database or upstream that no longer answers\); exiting/)
-    } finally {
-      relay.close()
-    }
+    relay.open()
+    const run = serve(relay.url, 'info')
+    await expect.poll(run.output, { timeout: 30_000 }).toMatch(/flashgate .* \(one process\)/)
+    await expect.poll(run.output, { timeout: 30_000 }).toMatch(/starting a new index/)
+    // Then a new block, which the ingester writes into the half-open connection, and waits.
+    relay.freeze()
+    await rpc(anvil.rpcUrl, 'evm_mine')
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    const signalledAt = Date.now()
+    run.child.kill('SIGTERM')
+    expect(await run.exited, run.output()).toEqual({ code: 1, signal: null })
+    expect(Date.now() - signalledAt).toBeGreaterThanOrEqual(29_000)
+    expect(run.output()).toMatch(/did not stop within 30 s \(a database or upstream that no longer answers\); exiting/)
   })
 
   test('SIGHUP (a closed terminal) drains and exits 0 like SIGTERM', { timeout: 60_000 }, async () => {

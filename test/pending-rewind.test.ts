@@ -16,6 +16,7 @@ import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { result, startTestGateway, withoutBlockHash } from './fixtures/gateway.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
+import { until as waitUntil } from './fixtures/sync.js'
 
 const BLOCK_TIME_MS = 500
 const FLASHBLOCK_INTERVAL_MS = 100
@@ -36,14 +37,11 @@ const RECIPIENT = `0x${'5e'.repeat(20)}`
 type Json = Record<string, unknown>
 
 const quantity = (number: number) => `0x${number.toString(16)}`
-const pause = () => new Promise((resolve) => setTimeout(resolve, 10))
-
-async function until(condition: () => Promise<boolean>, timeoutMs: number, what: () => string | Promise<string>) {
-  for (const deadline = Date.now() + timeoutMs; !(await condition()); ) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${await what()}`)
-    await pause()
-  }
-}
+/** Polled often: flashblocks come every 100 ms. */
+const POLL_MS = 10
+const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS))
+const until = (condition: () => Promise<boolean>, timeoutMs: number, what: () => string | Promise<string>) =>
+  waitUntil(condition, timeoutMs, async () => `not within ${timeoutMs} ms: ${await what()}`, POLL_MS)
 
 /**
  * Grows a branch of `ABANDONED_BLOCKS` blocks above a snapshot until `url` serves a pending block above it,

@@ -13,6 +13,7 @@ import { deployDevnetToken, result, rpc } from './fixtures/gateway.js'
 import { freePort } from './fixtures/ports.js'
 import { fromEachWorker as eachWorker, postToWorkers } from './fixtures/workers.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
+import { until as waitUntil } from './fixtures/sync.js'
 
 const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
 /** Long blocks: a mint sent early in one is pre-confirmed for seconds before it seals. */
@@ -34,12 +35,8 @@ const call = (method: string, params: unknown[] = []) => ({ jsonrpc: '2.0', id: 
 /** Asks until each of the two workers has answered once. */
 const fromEachWorker = async (body: unknown) => [...(await eachWorker(() => post(body))).values()]
 
-async function until(check: () => Promise<boolean>, timeoutMs: number, message: () => string) {
-  for (const deadline = Date.now() + timeoutMs; !(await check().catch(() => false)); ) {
-    if (Date.now() > deadline) throw new Error(message())
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
+/** A check that fails (a worker not listening yet) counts as not yet. */
+const until = (check: () => Promise<boolean>, timeoutMs: number, message: () => string) => waitUntil(() => check().catch(() => false), timeoutMs, message, 100)
 
 describe.skipIf(!SHARED_POSTGRES_AVAILABLE)('serve --workers 2 --pending-source execute', () => {
   beforeAll(async () => {

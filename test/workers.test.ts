@@ -14,6 +14,7 @@ import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
 import { freePort } from './fixtures/ports.js'
 import { fromEachWorker as eachWorker, postToWorkers, type WorkerAnswer, workerAnswer } from './fixtures/workers.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
+import { until as waitUntil } from './fixtures/sync.js'
 
 const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
 const RATE = 10
@@ -132,12 +133,7 @@ const alive = (pid: number) => {
   }
 }
 
-async function until(condition: () => Promise<boolean>, timeoutMs: number, explain: () => string) {
-  for (const deadline = Date.now() + timeoutMs; !(await condition()); ) {
-    if (Date.now() > deadline) throw new Error(explain())
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-}
+const until = (condition: () => Promise<boolean>, timeoutMs: number, explain: () => string) => waitUntil(condition, timeoutMs, explain, 200)
 
 afterAll(async () => {
   if (child !== undefined && child.exitCode === null) child.kill('SIGKILL')

@@ -2,6 +2,8 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import pino from 'pino'
 import { afterAll, beforeAll, expect, test } from 'vitest'
+import { mineEmptyBlocks } from '../../test/fixtures/chain.js'
+import { anvilCall } from '../../test/fixtures/sync.js'
 import { createDb, type Db } from '../db/index.js'
 import { type Anvil, startAnvil } from '../devnet/anvil.js'
 import { createUpstream } from '../upstream/index.js'
@@ -45,17 +47,7 @@ afterAll(async () => {
 })
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-async function anvilCall<result>(method: string, params: unknown[] = []): Promise<result> {
-  const response = await fetch(anvil.rpcUrl, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  })
-  return ((await response.json()) as { result: result }).result
-}
-async function mine(blocks: number) {
-  for (let index = 0; index < blocks; index++) await anvilCall('evm_mine')
-}
+const mine = (blocks: number) => mineEmptyBlocks(anvil.rpcUrl, blocks)
 
 test('an upstream that falls a few blocks behind is waited for, not taken for a reorg', async () => {
   await mine(6)
@@ -77,10 +69,10 @@ test('an upstream that falls a few blocks behind is waited for, not taken for a 
 }, 30_000)
 
 test('blocks the upstream drops without replacing them are taken back once it has stayed below them for the grace period', async () => {
-  const snapshot = await anvilCall<string>('evm_snapshot')
+  const snapshot = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
   await mine(3)
   await ingester.waitForBlock(11, 10_000)
-  await anvilCall('evm_revert', [snapshot])
+  await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])
 
   await sleep(BEHIND_GRACE_MS / 2)
   expect(reorgs).toEqual([])
