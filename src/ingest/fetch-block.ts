@@ -11,13 +11,28 @@ export type UpstreamCapabilities = { blockReceipts: boolean; tracing: boolean }
 
 type TraceResult = { txHash?: Hash; result?: PrestateDiff; error?: string }
 
-/** Errors that mean "this node does not offer the method", as opposed to a transient failure. */
-function isUnsupported(error: unknown): boolean {
+/** What a node or provider says when it does not offer a method at all (with the method named, or the word "method"). */
+const NOT_OFFERED = /does not exist|is not available|not available on|not supported|unsupported|not enabled|is disabled|not allowed|not whitelisted/
+/** What it says when the method runs but not with the tracer asked for. */
+const TRACER_NOT_OFFERED = /tracer.*(not found|not supported|unsupported|not (?:exist|available))|(unknown|unsupported|invalid) tracer/
+
+/**
+ * Errors that mean "this node does not offer `method`", as opposed to a failure worth retrying. What is
+ * learnt from them is kept for the process's life, and a node without tracing turns the index's account
+ * reads to the node for good (sync.ts), so a message only counts when it is about the method: "historical
+ * state not available", "block does not exist" or "backend not available" come from a node behind or busy,
+ * and are retried like any other failure.
+ */
+export function isUnsupported(error: unknown, method: string): boolean {
   const details = error as { code?: number; cause?: { code?: number }; message?: string; details?: string }
   const code = details.code ?? details.cause?.code
   if (code === -32601 || code === -32004) return true
-  const text = `${details.message ?? ''} ${details.details ?? ''}`.toLowerCase()
-  return /method not found|not supported|does not exist|not available|unsupported/.test(text)
+  // The node's own words: viem's message also quotes the request, which names the method whatever the node said.
+  const text = (typeof details.details === 'string' ? details.details : (details.message ?? '')).toLowerCase()
+  if (text.includes('method not found')) return true
+  if (TRACER_NOT_OFFERED.test(text)) return true
+  const aboutMethod = text.includes(method.toLowerCase()) || /\bmethods?\b/.test(text)
+  return aboutMethod && NOT_OFFERED.test(text)
 }
 
 export function createBlockFetcher({
@@ -37,7 +52,7 @@ export function createBlockFetcher({
         const receipts = await upstream.request<RawReceipt[] | null>('eth_getBlockReceipts', [{ blockHash: block.hash }])
         if (receipts !== null) return receipts
       } catch (error) {
-        if (!isUnsupported(error)) throw error
+        if (!isUnsupported(error, 'eth_getBlockReceipts')) throw error
         capabilities.blockReceipts = false
       }
     }
@@ -63,7 +78,7 @@ export function createBlockFetcher({
         return trace.result
       })
     } catch (error) {
-      if (!isUnsupported(error)) throw error
+      if (!isUnsupported(error, 'debug_traceBlockByHash')) throw error
       capabilities.tracing = false
       return null
     }
