@@ -110,23 +110,33 @@ export async function startGateway({
   config,
   logger,
   cluster = null,
+  unansweredAfterMs,
 }: {
   config: ServeConfig
   logger: Logger
   cluster?: GatewayCluster | null
+  /** How long a database statement may go unanswered before its connections are replaced (tests shorten it). */
+  unansweredAfterMs?: number
 }): Promise<Gateway> {
   checkDeployment(config)
   const hub = cluster?.kind === 'primary' ? cluster.hub : null
   const link = cluster?.kind === 'worker' ? cluster.link : null
+  const onUnanswered = ({ session, waitedMs }: { session: string; waitedMs: number }) =>
+    logger.warn(
+      { module: 'db', session, waitedMs: Math.round(waitedMs) },
+      'the database left a statement unanswered: its connections are taken for dead and replaced',
+    )
   const db = await createDb({
     databaseUrl: config.databaseUrl,
+    unansweredAfterMs,
+    onUnanswered,
     upgradeProgress: ({ toBlock, lastBlock }) => logger.info({ module: 'db', toBlock, lastBlock }, 'upgrading the stored bodies of an older index'),
   })
   // Reads from a streaming replica when one is named; its head is the one this process serves.
   const readDb =
     config.databaseReadUrl === undefined
       ? db
-      : await createDb({ databaseUrl: config.databaseReadUrl, migrate: false }).catch(async (error: unknown) => {
+      : await createDb({ databaseUrl: config.databaseReadUrl, migrate: false, unansweredAfterMs, onUnanswered }).catch(async (error: unknown) => {
           await db.close()
           throw error
         })

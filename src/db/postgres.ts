@@ -38,6 +38,58 @@ const reconnectBackoff = (failures: number) => Math.min(0.05 * 2 ** failures, 1)
 const POOL_RENEWAL_DELAY_MS = 250
 /** How long queries under way on a replaced pool get to finish, in seconds. */
 const POOL_RETIRE_TIMEOUT_S = 10
+/** Beyond the statement timeout, how long a statement may go unanswered before its connection is taken for dead. */
+const UNANSWERED_GRACE_MS = 10_000
+/** How often statements under way are looked at for one gone unanswered. */
+const UNANSWERED_CHECK_MS = 1_000
+/** How long the other queries of a pool replaced for an unanswered statement get to finish, in seconds. */
+const UNANSWERED_RETIRE_TIMEOUT_S = 2
+
+/**
+ * Statements under way on one client, watched for one that goes unanswered. Postgres answers every statement
+ * flashgate runs within the statement timeout, if only to cancel it, so silence past it means the connection
+ * is dead without either end having said so: the database host gone, a failover behind the same name, a
+ * network or proxy that drops packets. The kernel would wait ~15 minutes of retransmissions (forever behind a
+ * proxy that keeps its side open) before failing the socket; meanwhile reads and ingest would hang.
+ * Transactions whose statements may run without a timeout (a rewind, sealing) are not watched.
+ */
+function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => void) {
+  const started = new Set<{ at: number }>()
+  let timer: NodeJS.Timeout | null = null
+  function check() {
+    const now = performance.now()
+    let oldest = now
+    for (const statement of started) oldest = Math.min(oldest, statement.at)
+    if (now - oldest <= limitMs) return
+    // Once per silence: those statements fail when their connections close.
+    started.clear()
+    onUnanswered(now - oldest)
+  }
+  return {
+    /** `work` (one statement, or one step of a COPY), watched until it settles; returned as it is. */
+    watch<work extends PromiseLike<unknown>>(work: work): work {
+      if (!Number.isFinite(limitMs)) return work
+      const statement = { at: performance.now() }
+      started.add(statement)
+      if (timer === null) {
+        timer = setInterval(check, Math.min(UNANSWERED_CHECK_MS, limitMs))
+        timer.unref()
+      }
+      const settled = () => {
+        started.delete(statement)
+      }
+      work.then(settled, settled)
+      return work
+    },
+    stop() {
+      if (timer !== null) clearInterval(timer)
+      timer = null
+      started.clear()
+    },
+  }
+}
+type Unanswered = ReturnType<typeof watchUnanswered>
+
 /**
  * Options of every postgres.js client. `fetch_types` off: postgres.js runs its array-types query on each
  * new connection and drops the promise, so when that query fails (a connection cut while it starts, as
@@ -131,9 +183,9 @@ const MAX_PREPARED_TEXTS = 1_000
  * on every call. drizzle sends statements unnamed unless a query is built with `.prepare(name)`, and for a
  * small log query parsing and planning cost more than running it (0.6-2 ms against ~0.1 ms, measured on the
  * scale bench's logs). Statements marked `PLAN_FOR_VALUES` stay unnamed. Transactions run on postgres.js's
- * own transaction client, unwrapped.
+ * own transaction client, unwrapped. Every statement is watched for one that goes unanswered.
  */
-function preparingStatements(client: postgres.Sql): postgres.Sql {
+function preparingStatements(client: postgres.Sql, unanswered: Unanswered): postgres.Sql {
   const prepared = new Set<string>()
   const unsafe: postgres.Sql['unsafe'] = (query, parameters, options) => {
     let prepare = prepared.has(query)
@@ -141,7 +193,10 @@ function preparingStatements(client: postgres.Sql): postgres.Sql {
       prepared.add(query)
       prepare = true
     }
-    return client.unsafe(query, parameters, { ...options, prepare })
+    const statement = client.unsafe(query, parameters, { ...options, prepare })
+    // Watching it runs it (a postgres.js query runs once awaited), a turn later: the caller still sets `.values()` first.
+    unanswered.watch(statement)
+    return statement as never
   }
   return new Proxy(client, { get: (target, key) => (key === 'unsafe' ? unsafe : Reflect.get(target, key)) })
 }
@@ -151,8 +206,12 @@ function preparingStatements(client: postgres.Sql): postgres.Sql {
  * `watched` counts the closes of the client's connections (see transactionBody); `lockSession` says the
  * client is the ingest lock's session, whose transactions first check that it still holds the lock.
  */
-function postgresSession(client: postgres.Sql, watched: WatchedSession, { lockSession }: { lockSession: boolean }): DbSession {
-  const drizzle = drizzlePostgres(preparingStatements(client), { schema })
+function postgresSession(
+  client: postgres.Sql,
+  watched: WatchedSession,
+  { lockSession, unanswered }: { lockSession: boolean; unanswered: Unanswered },
+): DbSession {
+  const drizzle = drizzlePostgres(preparingStatements(client, unanswered), { schema })
   const guard = lockSession ? dialect.sqlToQuery(INGEST_LOCK_GUARD) : null
   return {
     drizzle: drizzle as unknown as Drizzle,
@@ -170,7 +229,7 @@ function postgresSession(client: postgres.Sql, watched: WatchedSession, { lockSe
     async copyInTransaction(batches, statements = []) {
       await client.begin((tx) =>
         transactionBody(async () => {
-          if (guard !== null) await tx.unsafe(guard.sql, guard.params as never[])
+          if (guard !== null) await unanswered.watch(tx.unsafe(guard.sql, guard.params as never[]))
           // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
           const tables = batches.filter((batch) => batch.rows.length > 0)
           let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
@@ -185,11 +244,11 @@ function postgresSession(client: postgres.Sql, watched: WatchedSession, { lockSe
             // Let the payload reach the socket before encoding the next table on this thread.
             await new Promise<void>((resolve) => setImmediate(resolve))
             next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
-            await copied
+            await unanswered.watch(copied)
           }
           for (const statement of statements) {
             const query = dialect.sqlToQuery(statement)
-            await tx.unsafe(query.sql, query.params as never[])
+            await unanswered.watch(tx.unsafe(query.sql, query.params as never[]))
           }
         }, watched),
       )
@@ -235,6 +294,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
   // Its connections are not retired by age (no max_lifetime), so only closes nobody asked for count.
   let closing = false
   let renewal: NodeJS.Timeout | null = null
+  const unansweredAfterMs = config.unansweredAfterMs ?? (statementTimeout > 0 ? statementTimeout + UNANSWERED_GRACE_MS : Number.POSITIVE_INFINITY)
   // Every close of a pool connection nobody asked for, for transactionBody. A body left unsettled after one
   // is ended with its pool: the renewal that close brings retires the old pool, closing what it still holds.
   const poolCloses = watchCloses({ pool: true })
@@ -259,17 +319,33 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
     if (renewal !== null || closing) return
     renewal = setTimeout(() => {
       renewal = null
-      if (closing) return
-      const retired = client
-      client = openPool()
-      pool = postgresSession(client, poolCloses, { lockSession: false })
       // Queries under way finish on the old pool (or fail with it, when the database is away).
-      void retired.end({ timeout: POOL_RETIRE_TIMEOUT_S }).catch(() => {})
+      renew(POOL_RETIRE_TIMEOUT_S)
     }, POOL_RENEWAL_DELAY_MS)
     renewal.unref()
   }
+  function renew(retireTimeoutS: number) {
+    if (closing) return
+    const retired = client
+    poolWatch.stop()
+    client = openPool()
+    pool = openSession()
+    void retired.end({ timeout: retireTimeoutS }).catch(() => {})
+  }
+  /** The server process of the ingest lock's last session, while it is given up for silence and not yet replaced. */
+  let abandonedLockPid: number | null = null
+  let poolWatch = watchUnanswered(Number.POSITIVE_INFINITY, () => {})
+  function openSession(): DbSession {
+    const unanswered = watchUnanswered(unansweredAfterMs, (waitedMs) => {
+      config.onUnanswered?.({ session: 'pool', waitedMs })
+      // New connections at once; the old pool's statements that do get answers have a moment to.
+      renew(UNANSWERED_RETIRE_TIMEOUT_S)
+    })
+    poolWatch = unanswered
+    return postgresSession(client, poolCloses, { lockSession: false, unanswered })
+  }
   let client = openPool()
-  let pool = postgresSession(client, poolCloses, { lockSession: false })
+  let pool = openSession()
   return {
     get drizzle() {
       return pool.drizzle
@@ -293,20 +369,38 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
         onclose: () => closes.closed(),
         connection: { statement_timeout: statementTimeout, application_name: 'flashgate-ingest' },
       })
+      let pid: number
       try {
-        const [row] = await session`select pg_try_advisory_lock(${INGEST_LOCK_ID}) as locked`
+        // A session given up for silence may still hold the lock on the server, which has not heard of the
+        // silence (a network that drops packets, a proxy keeping its side open): that backend is ours, and
+        // would keep the lock for hours, until the server's keepalive notices. It is ended first.
+        if (abandonedLockPid !== null)
+          await session`select pg_terminate_backend(pid) from pg_locks
+                        where locktype = 'advisory' and classid = 0 and objid = ${INGEST_LOCK_ID} and objsubid = 1 and granted and pid = ${abandonedLockPid}`
+        const [row] = await session`select pg_try_advisory_lock(${INGEST_LOCK_ID}) as locked, pg_backend_pid() as pid`
         if (row?.locked !== true) {
           await session.end({ timeout: 5 })
           return null
         }
+        pid = Number(row.pid)
+        abandonedLockPid = null
       } catch (error) {
         await session.end({ timeout: 1 }).catch(() => {})
         throw error
       }
+      // Unanswered, the session is ended: its lock goes with it, and the ingester takes it again on new connections.
+      const unanswered = watchUnanswered(unansweredAfterMs, (waitedMs) => {
+        config.onUnanswered?.({ session: 'ingest lock', waitedMs })
+        // Counted as the close it is: the session that ends is not seen to close (postgres.js tells only of closes nobody asked for).
+        closes.closed()
+        abandonedLockPid = pid
+        void session.end({ timeout: 0 }).catch(() => {})
+      })
       return {
-        db: postgresSession(session, closes, { lockSession: true }),
+        db: postgresSession(session, closes, { lockSession: true, unanswered }),
         held: () => closes.closes() === 0,
         async release() {
+          unanswered.stop()
           // Ending the session releases its advisory locks; an explicit unlock would only add a round trip
           // (or a wait for a reconnect when the database is gone).
           await session.end({ timeout: 5 }).catch(() => {})
@@ -315,6 +409,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
     },
     async close() {
       closing = true
+      poolWatch.stop()
       if (renewal !== null) clearTimeout(renewal)
       await client.end({ timeout: 5 })
     },

@@ -29,6 +29,13 @@ export type DbConfig = {
   databaseUrl: string
   poolSize?: number
   statementTimeoutMs?: number
+  /**
+   * Postgres: how long a statement may go unanswered before its connections are taken for dead and replaced
+   * (the ingest lock's session is ended, and its lock with it). Default: the statement timeout and 10 s more.
+   */
+  unansweredAfterMs?: number
+  /** Told each time connections are replaced because a statement went unanswered. */
+  onUnanswered?: (event: { session: 'pool' | 'ingest lock'; waitedMs: number }) => void
   /** `false` for a read replica: a standby cannot be migrated (its primary's migrations reach it by replication). */
   migrate?: boolean
   /** Told after each batch of blocks an upgrade of an older index converts (upgrade.ts). */
