@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import { type Hex, RpcError, RpcRequestError, webSocket } from 'viem'
 import { SYNC_KEYS } from '../db/index.js'
-import type { Upstream } from '../upstream/index.js'
+import { dropClosedSocket, type Upstream } from '../upstream/index.js'
 import type { IngesterStatus } from './status.js'
 import type { Store } from './store.js'
 
@@ -9,6 +9,9 @@ import type { Store } from './store.js'
 const POLL_INTERVAL_MS = 250
 const WS_SAFETY_POLL_MS = 2_000
 const SAFE_HEAD_REFRESH_MS = 1_000
+/** Waits before subscribing to `newHeads` again after its socket closed or a subscription failed: doubling from the first, up to the last. */
+const RESUBSCRIBE_FIRST_MS = 1_000
+const RESUBSCRIBE_MAX_MS = 30_000
 
 export type HeadFollowerConfig = {
   upstream: Upstream
@@ -47,31 +50,53 @@ export function createHeadFollower({ upstream, logger, status, pollIntervalMs = 
     })
   }
 
+  let resubscribeTimer: NodeJS.Timeout | null = null
+  let resubscribeDelayMs = RESUBSCRIBE_FIRST_MS
+
   /**
-   * `newHeads`, resubscribed after reconnections for as long as the process runs (viem's default gives up after
-   * five failed attempts); while it is down, the safety poll (`WS_SAFETY_POLL_MS`) follows the head.
+   * `newHeads`, subscribed again after its socket closes or a subscription fails, for as long as the process
+   * runs (backing off from 1 s to 30 s); meanwhile the safety poll (`WS_SAFETY_POLL_MS`) follows the head.
+   * Ours rather than viem's reconnection: viem gives up after five attempts by default, and writes each failed
+   * one to the console as a raw stack trace, outside the log.
    */
   function subscribeToHeads() {
-    if (upstream.wsUrl === null) return
+    if (upstream.wsUrl === null || stopping) return
+    let active = true
+    let stopSubscription: (() => void) | null = null
+    unsubscribe = () => {
+      active = false
+      stopSubscription?.()
+    }
+    const again = (error: unknown, message: string) => {
+      if (!active || stopping) return
+      active = false
+      stopSubscription?.()
+      logger.warn({ err: error, retryInMs: resubscribeDelayMs }, message)
+      resubscribeTimer = setTimeout(() => {
+        resubscribeTimer = null
+        subscribeToHeads()
+      }, resubscribeDelayMs)
+      resubscribeDelayMs = Math.min(resubscribeDelayMs * 2, RESUBSCRIBE_MAX_MS)
+    }
     try {
-      const transport = webSocket(upstream.wsUrl, { reconnect: { attempts: Number.POSITIVE_INFINITY } })({})
-      let active = true
-      transport.value
-        ?.subscribe({
-          params: ['newHeads'],
-          onData: () => wake?.(),
-          onError: (error) => logger.warn({ err: error }, 'newHeads subscription error'),
-        })
+      const transport = webSocket(upstream.wsUrl, { reconnect: false })({})
+      // viem keeps one socket per URL: a closed one would fail this subscription at once.
+      void dropClosedSocket(transport)
+        .then(() =>
+          transport.value!.subscribe({
+            params: ['newHeads'],
+            onData: () => wake?.(),
+            onError: (error) => again(error, 'newHeads subscription lost; polling until it is back'),
+          }),
+        )
         .then(({ unsubscribe: stop }) => {
-          if (!active) void stop().catch(() => {})
-          else unsubscribe = () => void stop().catch(() => {})
+          resubscribeDelayMs = RESUBSCRIBE_FIRST_MS
+          stopSubscription = () => void stop().catch(() => {})
+          if (!active) stopSubscription()
         })
-        .catch((error: unknown) => logger.warn({ err: error }, 'newHeads subscription failed; polling'))
-      unsubscribe = () => {
-        active = false
-      }
+        .catch((error: unknown) => again(error, 'newHeads subscription failed; polling until it is back'))
     } catch (error) {
-      logger.warn({ err: error }, 'newHeads subscription failed; polling')
+      again(error, 'newHeads subscription failed; polling until it is back')
     }
   }
 
@@ -84,6 +109,8 @@ export function createHeadFollower({ upstream, logger, status, pollIntervalMs = 
     stop() {
       stopping = true
       wake?.()
+      if (resubscribeTimer !== null) clearTimeout(resubscribeTimer)
+      resubscribeTimer = null
       unsubscribe?.()
     },
     sleep,

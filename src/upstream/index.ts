@@ -58,7 +58,7 @@ export function createUpstream({ rpcUrl, wsUrl }: UpstreamConfig): Upstream {
  * was away). viem's own reconnection runs only from its keep-alive pings, every 30 s, and gives up for good
  * after five failed attempts: two and a half minutes of outage stopped ingest until flashgate restarted.
  */
-async function dropClosedSocket(transport: ReturnType<ReturnType<typeof webSocket>>) {
+export async function dropClosedSocket(transport: ReturnType<ReturnType<typeof webSocket>>) {
   // The socket viem keeps for the URL; a call that finds none connects (and fails on its own, when down).
   const client = await transport.value?.getRpcClient().catch(() => null)
   if (!client || dropped.has(client)) return
