@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { sql } from 'drizzle-orm'
+import { pino } from 'pino'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain } from './fixtures/chain.js'
@@ -82,8 +83,10 @@ test.skipIf(!serverInstalled)(
   async () => {
     const chain = await generateChain(anvil.rpcUrl, { seed: 41, blocks: 40 })
     const databaseUrl = await cluster.createDatabase('flashgate_faults')
+    const logLines: string[] = []
+    const logger = pino({ level: 'error' }, { write: (line: string) => logLines.push(line) })
     // Small batches: the kill lands in the middle of the backfill, between and during commits.
-    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3 })
+    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl, ingestBatchSize: 3, logger })
     await gateway.ingester.waitForBlock(12)
     // On the dedicated endpoint: the public one refuses eth_getBlockReceipts.
     const load = startLoad(gateway.dedicatedUrl)
@@ -104,6 +107,17 @@ test.skipIf(!serverInstalled)(
       const answer = await rpc(gateway.url, method, [...params])
       expect(answer, method).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32603, message: 'internal error' } })
     }
+    // GraphQL too: masked, and logged without the statement or its parameters (here 500 addresses).
+    const addresses = Array.from({ length: 500 }, (_, index) => `0x${(index + 1).toString(16).padStart(40, '0')}`)
+    const graphql = await fetch(`${gateway.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        query: `{ logs(filter: { fromBlock: { number: 0 }, toBlock: { number: 2 }, addresses: ${JSON.stringify(addresses)} }) { nodes { logIndex } } }`,
+      }),
+    })
+    const graphqlAnswer = JSON.stringify(await graphql.json())
+    expect(graphqlAnswer).not.toMatch(/select|params/i)
     await expect.poll(() => gateway!.ingester.status(), { timeout: 15_000 }).toMatchObject({ leader: false, lastErrorSource: 'database' })
     // Down for a few seconds: long enough for the pool's connections and the ingester's retries to fail.
     await sleep(Math.max(0, 3_000 - (Date.now() - down)))
@@ -133,6 +147,14 @@ test.skipIf(!serverInstalled)(
     expect(load.answers.filter((answer) => answer.sentAt >= readyAt && 'error' in (answer.body as object))).toEqual([])
     for (const answer of errors) expect(answer.body).toMatchObject({ jsonrpc: '2.0', error: { code: -32603, message: 'internal error' } })
     for (const answer of load.answers) expect(answer.status).toBe(200)
+    // Logged once a second per kind of failure, with how many went unlogged since; not once per failed request.
+    const logged = logLines.filter((line) => line.includes('unexpected error while serving a JSON-RPC call'))
+    expect(logged.length).toBeGreaterThan(0)
+    expect(logged.length).toBeLessThan(errors.length / 4)
+    expect(logged.some((line) => (JSON.parse(line) as { suppressed?: number }).suppressed! > 0)).toBe(true)
+    const graphqlLogged = logLines.filter((line) => line.includes('unexpected error while serving GraphQL'))
+    expect(graphqlLogged.length).toBeGreaterThan(0)
+    for (const line of graphqlLogged) expect(line.length).toBeLessThan(800)
 
     // Exactly one session holds the ingest lock: the gateway's new one.
     expect(await ingestLockHolders(gateway)).toBe(1)

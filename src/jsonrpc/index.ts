@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
 import { describeParamsError } from '../codecs/index.js'
 import {
   InvalidParamsError,
@@ -80,8 +81,14 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const passThrough = config.passThrough ?? null
   const memo = config.memo ?? null
 
+  const repeats = createRepeatLimiter()
   function failure(id: Id, error: unknown): JsonRpcResponse {
-    if (!isFlashgateError(error)) logger.error({ err: loggableError(error) }, 'unexpected error while serving a JSON-RPC call')
+    if (!isFlashgateError(error)) {
+      const err = loggableError(error)
+      repeats(unexpectedErrorKind(err), (suppressed) =>
+        logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unexpected error while serving a JSON-RPC call'),
+      )
+    }
     return { jsonrpc: '2.0', id, error: toJsonRpcError(error) }
   }
 

@@ -6,7 +6,8 @@ import { renderGraphiQL } from '@graphql-yoga/render-graphiql'
 import { GraphQLError } from 'graphql'
 import { createYoga, type GraphiQLOptions, maskError } from 'graphql-yoga'
 import type { Logger } from 'pino'
-import { toGraphQLError } from '../errors.js'
+import { loggableError, toGraphQLError } from '../errors.js'
+import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
 import type { ChainEvents } from '../jsonrpc/subscriptions.js'
 import type { LogLimits, Resolvers } from '../resolvers/index.js'
 import type { GraphqlContext } from './builder.js'
@@ -77,6 +78,7 @@ export type GraphqlServerConfig = {
  */
 export function createGraphqlServer(config: GraphqlServerConfig) {
   const { resolvers, logger } = config
+  const repeats = createRepeatLimiter()
   const log =
     (level: 'debug' | 'info' | 'warn' | 'error') =>
     (...args: unknown[]) =>
@@ -107,7 +109,13 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
             : new GraphQLError(original.message, { nodes: located.nodes, path: located.path, extensions: original.extensions })
         const expected = toGraphQLError(original)
         if (expected !== null) return new GraphQLError(expected.message, { nodes: located?.nodes, path: located?.path, extensions: expected.extensions })
-        if (!isGraphQLError(original)) logger.error({ err: original }, 'unexpected error while serving GraphQL')
+        if (!isGraphQLError(original)) {
+          // Never the error itself: a database error's message holds the statement and its parameters.
+          const err = loggableError(original)
+          repeats(unexpectedErrorKind(err), (suppressed) =>
+            logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unexpected error while serving GraphQL'),
+          )
+        }
         return maskError(error, message, isDev)
       },
     },

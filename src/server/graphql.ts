@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
 import { loggableError } from '../errors.js'
+import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
 import { sendCompressible } from '../http/compress.js'
 import { etagMatches } from '../http/etag.js'
 import type { GraphqlServer } from '../schema/server.js'
@@ -53,12 +54,14 @@ export async function streamAnswer(response: ServerResponse, answer: Response, h
  * accepts it, refusals given a body, the GraphiQL page an `ETag`; event streams written as they come.
  */
 export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
+  const repeats = createRepeatLimiter()
   return async function serveGraphql(request: IncomingMessage, response: ServerResponse): Promise<void> {
     let answer: Response
     try {
       answer = await graphql.handleNodeRequestAndResponse(request, response, { req: request, res: response })
     } catch (error) {
-      logger.error({ err: loggableError(error) }, 'unexpected error while serving GraphQL')
+      const err = loggableError(error)
+      repeats(unexpectedErrorKind(err), (suppressed) => logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unexpected error while serving GraphQL'))
       const body = JSON.stringify({ errors: [{ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] })
       return sendCompressible(request, response, 500, body, { 'content-type': 'application/json' })
     }
