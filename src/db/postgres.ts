@@ -52,18 +52,12 @@ const UNANSWERED_RETIRE_TIMEOUT_S = 2
  * network or proxy that drops packets. The kernel would wait ~15 minutes of retransmissions (forever behind a
  * proxy that keeps its side open) before failing the socket; meanwhile reads and ingest would hang.
  * Transactions whose statements may run without a timeout (a rewind, sealing) are not watched.
- *
- * A statement counts from when it is asked for, which may be before postgres.js sends it (all connections
- * busy): under a load that queues statements for longer than the limit, others keep settling, and silence
- * is only taken for death when no statement of the client has settled for as long.
  */
 function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => void) {
   const started = new Set<{ at: number }>()
   let timer: NodeJS.Timeout | null = null
-  let settledAt = performance.now()
   function check() {
     const now = performance.now()
-    if (now - settledAt <= limitMs) return
     let oldest = now
     for (const statement of started) oldest = Math.min(oldest, statement.at)
     if (now - oldest <= limitMs) return
@@ -83,7 +77,6 @@ function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => vo
       }
       const settled = () => {
         started.delete(statement)
-        settledAt = performance.now()
       }
       work.then(settled, settled)
       return work
