@@ -91,27 +91,6 @@ function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => vo
 type Unanswered = ReturnType<typeof watchUnanswered>
 
 /**
- * Runs a transaction (`run` starts it, tells `begun` when its body starts and `bodyDone` when the body has
- * settled) with its BEGIN and its COMMIT or ROLLBACK watched: they are statements too, and a connection that
- * went silent hangs there as well. The body's own statements are watched where they are bounded.
- */
-function watchedTransaction<result>(unanswered: Unanswered, run: (begun: () => void, bodyDone: () => void) => Promise<result>): Promise<result> {
-  let begun = () => {}
-  unanswered.watch(new Promise<void>((resolve) => (begun = resolve)))
-  let ended = () => {}
-  const bodyDone = () => {
-    unanswered.watch(new Promise<void>((resolve) => (ended = resolve)))
-  }
-  const whole = run(begun, bodyDone)
-  const settled = () => {
-    begun()
-    ended()
-  }
-  whole.then(settled, settled)
-  return whole
-}
-
-/**
  * Options of every postgres.js client. `fetch_types` off: postgres.js runs its array-types query on each
  * new connection and drops the promise, so when that query fails (a connection cut while it starts, as
  * around a database restart) the rejection is unhandled and Node exits (porsager/postgres#1192, #1223).
@@ -240,44 +219,38 @@ function postgresSession(
       return (await drizzle.execute(statement)) as never
     },
     transaction(work) {
-      return watchedTransaction(unanswered, (begun, bodyDone) =>
-        drizzle.transaction((tx) => {
-          begun()
-          return transactionBody(async () => {
-            if (lockSession) await tx.execute(INGEST_LOCK_GUARD)
-            return work(tx as unknown as Drizzle)
-          }, watched).finally(bodyDone)
-        }),
+      return drizzle.transaction((tx) =>
+        transactionBody(async () => {
+          if (lockSession) await tx.execute(INGEST_LOCK_GUARD)
+          return work(tx as unknown as Drizzle)
+        }, watched),
       )
     },
     async copyInTransaction(batches, statements = []) {
-      await watchedTransaction(unanswered, (begun, bodyDone) =>
-        client.begin((tx) => {
-          begun()
-          return transactionBody(async () => {
-            if (guard !== null) await unanswered.watch(tx.unsafe(guard.sql, guard.params as never[]))
-            // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
-            const tables = batches.filter((batch) => batch.rows.length > 0)
-            let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
-            for (let index = 0; next !== null; index++) {
-              const { tableName, columns, format, payload } = next
-              const copy = tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`)
-              const refused = refusalOf(copy)
-              const writable = await copy.writable()
-              const copied = Promise.race([pipeline(Readable.from([payload]), writable), refused])
-              // Awaited below, after a turn: a failure meanwhile (the connection lost) must not count as unhandled.
-              copied.catch(() => {})
-              // Let the payload reach the socket before encoding the next table on this thread.
-              await new Promise<void>((resolve) => setImmediate(resolve))
-              next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
-              await unanswered.watch(copied)
-            }
-            for (const statement of statements) {
-              const query = dialect.sqlToQuery(statement)
-              await unanswered.watch(tx.unsafe(query.sql, query.params as never[]))
-            }
-          }, watched).finally(bodyDone)
-        }),
+      await client.begin((tx) =>
+        transactionBody(async () => {
+          if (guard !== null) await unanswered.watch(tx.unsafe(guard.sql, guard.params as never[]))
+          // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
+          const tables = batches.filter((batch) => batch.rows.length > 0)
+          let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
+          for (let index = 0; next !== null; index++) {
+            const { tableName, columns, format, payload } = next
+            const copy = tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`)
+            const refused = refusalOf(copy)
+            const writable = await copy.writable()
+            const copied = Promise.race([pipeline(Readable.from([payload]), writable), refused])
+            // Awaited below, after a turn: a failure meanwhile (the connection lost) must not count as unhandled.
+            copied.catch(() => {})
+            // Let the payload reach the socket before encoding the next table on this thread.
+            await new Promise<void>((resolve) => setImmediate(resolve))
+            next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
+            await unanswered.watch(copied)
+          }
+          for (const statement of statements) {
+            const query = dialect.sqlToQuery(statement)
+            await unanswered.watch(tx.unsafe(query.sql, query.params as never[]))
+          }
+        }, watched),
       )
     },
   }
