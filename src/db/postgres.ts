@@ -51,7 +51,8 @@ const UNANSWERED_RETIRE_TIMEOUT_S = 2
  * is dead without either end having said so: the database host gone, a failover behind the same name, a
  * network or proxy that drops packets. The kernel would wait ~15 minutes of retransmissions (forever behind a
  * proxy that keeps its side open) before failing the socket; meanwhile reads and ingest would hang.
- * Transactions whose statements may run without a timeout (a rewind, sealing) are not watched.
+ * A transaction's BEGIN and COMMIT are watched too, and its statements until it lifts the timeout (a rewind,
+ * sealing).
  */
 function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => void) {
   const started = new Set<{ at: number }>()
@@ -91,6 +92,27 @@ function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => vo
 type Unanswered = ReturnType<typeof watchUnanswered>
 
 /**
+ * Runs a transaction (`run` starts it, tells `begun` when its body starts and `bodyDone` when the body has
+ * settled) with its BEGIN and its COMMIT or ROLLBACK watched: they are statements too, and a connection that
+ * went silent hangs there as well. The body's own statements are watched where they are bounded.
+ */
+function watchedTransaction<result>(unanswered: Unanswered, run: (begun: () => void, bodyDone: () => void) => Promise<result>): Promise<result> {
+  let begun = () => {}
+  unanswered.watch(new Promise<void>((resolve) => (begun = resolve)))
+  let ended = () => {}
+  const bodyDone = () => {
+    unanswered.watch(new Promise<void>((resolve) => (ended = resolve)))
+  }
+  const whole = run(begun, bodyDone)
+  const settled = () => {
+    begun()
+    ended()
+  }
+  whole.then(settled, settled)
+  return whole
+}
+
+/**
  * Options of every postgres.js client. `fetch_types` off: postgres.js runs its array-types query on each
  * new connection and drops the promise, so when that query fails (a connection cut while it starts, as
  * around a database restart) the rejection is unhandled and Node exits (porsager/postgres#1192, #1223).
@@ -104,6 +126,11 @@ type WatchedSession = {
   nextClose(): Promise<void>
   /** Closes of several connections are counted: one may be another connection's than a transaction's. */
   pool: boolean
+  /**
+   * Whether the client was given up for silence: its connections are terminated, so postgres.js refuses the
+   * ROLLBACK of a failed body without writing to the socket, but a half-open socket may never close either.
+   */
+  givenUp(): boolean
 }
 
 /** SQLSTATE classes and postgres.js codes of errors after which the connection goes away. */
@@ -144,14 +171,16 @@ async function transactionBody<result>(work: () => Promise<result>, session: Wat
       ])
       clearTimeout(timer)
     }
-    if (closed) return new Promise<never>(() => {})
+    // Left unsettled, `begin()` rejects when the socket closes; a session given up for silence may never see that.
+    if (closed && !session.givenUp()) return new Promise<never>(() => {})
     throw error
   }
 }
 
 /** A count of a client's connection closes, and the next one to come. */
-function watchCloses({ pool }: { pool: boolean }): WatchedSession & { closed(): void } {
+function watchCloses({ pool }: { pool: boolean }): WatchedSession & { closed(): void; giveUp(): void } {
   let closes = 0
+  let givenUp = false
   let signalClose = () => {}
   let nextClose = new Promise<void>((resolve) => {
     signalClose = resolve
@@ -160,6 +189,12 @@ function watchCloses({ pool }: { pool: boolean }): WatchedSession & { closed(): 
     pool,
     closes: () => closes,
     nextClose: () => nextClose,
+    givenUp: () => givenUp,
+    /** Counted as the close it is: a client that is ended is not seen to close (postgres.js tells only of closes nobody asked for). */
+    giveUp() {
+      givenUp = true
+      this.closed()
+    },
     closed() {
       closes++
       signalClose()
@@ -198,7 +233,51 @@ function preparingStatements(client: postgres.Sql, unanswered: Unanswered): post
     unanswered.watch(statement)
     return statement as never
   }
-  return new Proxy(client, { get: (target, key) => (key === 'unsafe' ? unsafe : Reflect.get(target, key)) })
+  // drizzle's transactions: BEGIN and COMMIT watched, and the body's statements (see watchingTransaction).
+  const begin = (...parameters: unknown[]) => {
+    const body = parameters.pop() as (tx: postgres.TransactionSql) => unknown
+    return watchedTransaction(unanswered, (begun, bodyDone) =>
+      (client.begin as (...all: unknown[]) => Promise<unknown>)(...parameters, async (tx: postgres.TransactionSql) => {
+        begun()
+        try {
+          return await body(watchingTransaction(tx, unanswered, { bounded: true }))
+        } finally {
+          bodyDone()
+        }
+      }),
+    )
+  }
+  return new Proxy(client, { get: (target, key) => (key === 'unsafe' ? unsafe : key === 'begin' ? begin : Reflect.get(target, key)) })
+}
+
+/** `set local statement_timeout = 0` (and the like): from it on, a transaction's statements may run for long. */
+const UNBOUNDED_STATEMENTS = /\bstatement_timeout\s*(=|to)\s*'?0'?\s*$/i
+
+/**
+ * A transaction's client whose statements are watched while the statement timeout bounds them: from a
+ * `set local statement_timeout = 0` on (a rewind, sealing), they are not, as a long one is no sign of silence.
+ * Savepoints (drizzle's nested transactions) share their transaction's state.
+ */
+function watchingTransaction(tx: postgres.TransactionSql, unanswered: Unanswered, state: { bounded: boolean }): postgres.TransactionSql {
+  return new Proxy(tx, {
+    get(target, key) {
+      if (key === 'unsafe')
+        return (query: string, parameters?: never[], options?: postgres.UnsafeQueryOptions) => {
+          if (UNBOUNDED_STATEMENTS.test(query)) state.bounded = false
+          const statement = target.unsafe(query, parameters, options)
+          if (state.bounded) unanswered.watch(statement)
+          return statement
+        }
+      if (key === 'savepoint')
+        return (...parameters: unknown[]) => {
+          const body = parameters.pop() as (inner: postgres.TransactionSql) => unknown
+          return (target.savepoint as (...all: unknown[]) => Promise<unknown>)(...parameters, (inner: postgres.TransactionSql) =>
+            body(watchingTransaction(inner, unanswered, state)),
+          )
+        }
+      return Reflect.get(target, key)
+    },
+  })
 }
 
 /**
@@ -227,30 +306,33 @@ function postgresSession(
       )
     },
     async copyInTransaction(batches, statements = []) {
-      await client.begin((tx) =>
-        transactionBody(async () => {
-          if (guard !== null) await unanswered.watch(tx.unsafe(guard.sql, guard.params as never[]))
-          // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
-          const tables = batches.filter((batch) => batch.rows.length > 0)
-          let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
-          for (let index = 0; next !== null; index++) {
-            const { tableName, columns, format, payload } = next
-            const copy = tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`)
-            const refused = refusalOf(copy)
-            const writable = await copy.writable()
-            const copied = Promise.race([pipeline(Readable.from([payload]), writable), refused])
-            // Awaited below, after a turn: a failure meanwhile (the connection lost) must not count as unhandled.
-            copied.catch(() => {})
-            // Let the payload reach the socket before encoding the next table on this thread.
-            await new Promise<void>((resolve) => setImmediate(resolve))
-            next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
-            await unanswered.watch(copied)
-          }
-          for (const statement of statements) {
-            const query = dialect.sqlToQuery(statement)
-            await unanswered.watch(tx.unsafe(query.sql, query.params as never[]))
-          }
-        }, watched),
+      await watchedTransaction(unanswered, (begun, bodyDone) =>
+        client.begin((tx) => {
+          begun()
+          return transactionBody(async () => {
+            if (guard !== null) await unanswered.watch(tx.unsafe(guard.sql, guard.params as never[]))
+            // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
+            const tables = batches.filter((batch) => batch.rows.length > 0)
+            let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
+            for (let index = 0; next !== null; index++) {
+              const { tableName, columns, format, payload } = next
+              const copy = tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`)
+              const refused = refusalOf(copy)
+              const writable = await copy.writable()
+              const copied = Promise.race([pipeline(Readable.from([payload]), writable), refused])
+              // Awaited below, after a turn: a failure meanwhile (the connection lost) must not count as unhandled.
+              copied.catch(() => {})
+              // Let the payload reach the socket before encoding the next table on this thread.
+              await new Promise<void>((resolve) => setImmediate(resolve))
+              next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
+              await unanswered.watch(copied)
+            }
+            for (const statement of statements) {
+              const query = dialect.sqlToQuery(statement)
+              await unanswered.watch(tx.unsafe(query.sql, query.params as never[]))
+            }
+          }, watched).finally(bodyDone)
+        }),
       )
     },
   }
@@ -336,13 +418,17 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
   let abandonedLockPid: number | null = null
   let poolWatch = watchUnanswered(Number.POSITIVE_INFINITY, () => {})
   function openSession(): DbSession {
+    // Given up is this client's state, not the next one's: the closes are counted across renewals.
+    let givenUp = false
+    const watched: WatchedSession = { pool: true, closes: poolCloses.closes, nextClose: poolCloses.nextClose, givenUp: () => givenUp }
     const unanswered = watchUnanswered(unansweredAfterMs, (waitedMs) => {
       config.onUnanswered?.({ session: 'pool', waitedMs })
+      givenUp = true
       // New connections at once; the old pool's statements that do get answers have a moment to.
       renew(UNANSWERED_RETIRE_TIMEOUT_S)
     })
     poolWatch = unanswered
-    return postgresSession(client, poolCloses, { lockSession: false, unanswered })
+    return postgresSession(client, watched, { lockSession: false, unanswered })
   }
   let client = openPool()
   let pool = openSession()
@@ -391,8 +477,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
       // Unanswered, the session is ended: its lock goes with it, and the ingester takes it again on new connections.
       const unanswered = watchUnanswered(unansweredAfterMs, (waitedMs) => {
         config.onUnanswered?.({ session: 'ingest lock', waitedMs })
-        // Counted as the close it is: the session that ends is not seen to close (postgres.js tells only of closes nobody asked for).
-        closes.closed()
+        closes.giveUp()
         abandonedLockPid = pid
         void session.end({ timeout: 0 }).catch(() => {})
       })
