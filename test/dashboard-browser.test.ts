@@ -277,6 +277,11 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
         await waitForFigures(page)
         await page.waitForFunction((wanted) => document.querySelectorAll('#chart rect.bar').length === wanted || wanted === 0, interval === 'minute' ? 60 : 0)
         await page.waitForFunction((wanted) => document.querySelector('#leaderboard')?.textContent?.includes(wanted), code)
+        // Measured once the figures are on screen with the chart laid out (not between a redraw and its layout).
+        await page.waitForFunction(() => {
+          const chart = document.querySelector('#chart svg')?.getBoundingClientRect()
+          return !(document.querySelector('#stats') as HTMLElement).hidden && chart !== undefined && chart.width > 0
+        })
         await keepScreenshot(page, `dashboard-${width}px-${interval}.png`)
         expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width)
         const xLabels = await chartLabels(page, '#chart text.x-label')
@@ -285,7 +290,13 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
         if (interval === 'minute') expect(xLabels.length).toBeGreaterThanOrEqual(2)
         expect(overlapping([...xLabels, ...yLabels])).toEqual([])
         // Drawn in the page's pixels: 11 px text stays about 11 px tall, however narrow the screen.
-        for (const label of [...xLabels, ...yLabels]) expect(label.height).toBeGreaterThanOrEqual(10)
+        // What the page showed, should a label come out flat: whether the figures were hidden, the chart's box, the error line.
+        const state = await page.evaluate(() => ({
+          statsHidden: (document.querySelector('#stats') as HTMLElement).hidden,
+          chart: document.querySelector('#chart svg')?.getBoundingClientRect().toJSON(),
+          error: document.querySelector('#error')?.textContent,
+        }))
+        for (const label of [...xLabels, ...yLabels]) expect(label.height, JSON.stringify({ label, state })).toBeGreaterThanOrEqual(10)
         const chart = await page.$eval('#chart svg', (element) => element.getBoundingClientRect().right)
         expect(chart).toBeLessThanOrEqual(width)
       }
