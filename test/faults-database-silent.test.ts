@@ -2,10 +2,12 @@
 // moved the database behind the same name while the old connections lead nowhere. The kernel would take ~15
 // minutes to give up on them (forever behind a proxy that keeps its side open); flashgate takes them for dead
 // once a statement goes unanswered past the statement timeout, and carries on over new connections.
+import { sql } from 'drizzle-orm'
 import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Gateway, startGateway } from '../src/app.js'
 import { serveConfigSchema } from '../src/config.js'
+import { openPostgres } from '../src/db/postgres.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import type { TestDatabase } from './fixtures/db.js'
 import { rpc } from './fixtures/gateway.js'
@@ -73,5 +75,23 @@ describe.skipIf(!SHARED_POSTGRES_AVAILABLE || SAME_IN_EVERY_PASS)('a database co
     const last = seen.at(-1)!
     expect(last, JSON.stringify(seen)).toMatchObject({ status: 503, ready: false, database: 'unreachable' })
     expect(seen.map((each) => each.upstream)).not.toContain('unresponsive')
+  })
+})
+
+describe.skipIf(!SHARED_POSTGRES_AVAILABLE || SAME_IN_EVERY_PASS)('statements that wait behind busy connections', () => {
+  test('are not taken for silence: only a connection that answers nothing for the limit is', { timeout: 60_000 }, async () => {
+    const given: unknown[] = []
+    const db = await openPostgres({ databaseUrl: database.databaseUrl, poolSize: 2, unansweredAfterMs: 1_500, onUnanswered: (event) => given.push(event) })
+    try {
+      // Twelve statements of 0.6 s on two connections: the last waits ~3 s for its turn, twice the limit, while
+      // each connection answers every 0.6 s. Counted from when they were asked for, they would be given up.
+      const startedAt = Date.now()
+      const answers = await Promise.all(Array.from({ length: 12 }, (_, index) => db.query<{ n: number }>(sql`select pg_sleep(0.6), ${index}::int as n`)))
+      expect(Date.now() - startedAt).toBeGreaterThan(3_000)
+      expect(answers.map((rows) => rows[0]!.n)).toEqual(Array.from({ length: 12 }, (_, index) => index))
+      expect(given).toEqual([])
+    } finally {
+      await db.close()
+    }
   })
 })

@@ -55,22 +55,41 @@ const UNANSWERED_RETIRE_TIMEOUT_S = 2
  * sealing).
  */
 function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => void) {
-  const started = new Set<{ at: number }>()
+  /** `query`: postgres.js's statement, whose `state` is its connection's (one object per connection) once sent. */
+  type Watched = { at: number; query: { state?: object | null } | null; sentSeenAt: number | null }
+  const started = new Set<Watched>()
   let timer: NodeJS.Timeout | null = null
+  // Silence is counted from the last answer of the connection a statement waits on, not from when it was asked
+  // for: under load, statements wait for a connection (queued) or behind others on one (pipelined), each of
+  // those answered within the statement timeout; only a connection that answers nothing for the limit is dead.
+  const lastAnswer = new WeakMap<object, number>()
+  let clientLastAnswer = Number.NEGATIVE_INFINITY
+  /** Since when the statement's connection has said nothing while it waits; `null` while it is not sent. */
+  function silentSince(statement: Watched, now: number): number | null {
+    // A transaction's BEGIN or COMMIT, a COPY's rows: on a connection of their own, but which is not known here.
+    if (statement.query === null) return Math.max(statement.at, clientLastAnswer)
+    const connection = statement.query.state
+    if (connection === null || connection === undefined) return null
+    statement.sentSeenAt ??= now
+    return Math.max(statement.sentSeenAt, lastAnswer.get(connection) ?? Number.NEGATIVE_INFINITY)
+  }
   function check() {
     const now = performance.now()
     let oldest = now
-    for (const statement of started) oldest = Math.min(oldest, statement.at)
+    for (const statement of started) oldest = Math.min(oldest, silentSince(statement, now) ?? now)
     if (now - oldest <= limitMs) return
     // Once per silence: those statements fail when their connections close.
     started.clear()
     onUnanswered(now - oldest)
   }
   return {
-    /** `work` (one statement, or one step of a COPY), watched until it settles; returned as it is. */
-    watch<work extends PromiseLike<unknown>>(work: work): work {
+    /**
+     * `work` (one statement, one step of a COPY, a BEGIN or COMMIT), watched until it settles; returned as it
+     * is. `query`: the postgres.js statement that `work` is, if it is one.
+     */
+    watch<work extends PromiseLike<unknown>>(work: work, query: object | null = null): work {
       if (!Number.isFinite(limitMs)) return work
-      const statement = { at: performance.now() }
+      const statement: Watched = { at: performance.now(), query, sentSeenAt: null }
       started.add(statement)
       if (timer === null) {
         timer = setInterval(check, Math.min(UNANSWERED_CHECK_MS, limitMs))
@@ -78,6 +97,10 @@ function watchUnanswered(limitMs: number, onUnanswered: (waitedMs: number) => vo
       }
       const settled = () => {
         started.delete(statement)
+        const now = performance.now()
+        clientLastAnswer = now
+        const connection = statement.query?.state
+        if (connection !== null && connection !== undefined) lastAnswer.set(connection, now)
       }
       work.then(settled, settled)
       return work
@@ -230,7 +253,7 @@ function preparingStatements(client: postgres.Sql, unanswered: Unanswered): post
     }
     const statement = client.unsafe(query, parameters, { ...options, prepare })
     // Watching it runs it (a postgres.js query runs once awaited), a turn later: the caller still sets `.values()` first.
-    unanswered.watch(statement)
+    unanswered.watch(statement, statement)
     return statement as never
   }
   // drizzle's transactions: BEGIN and COMMIT watched, and the body's statements (see watchingTransaction).
@@ -265,7 +288,7 @@ function watchingTransaction(tx: postgres.TransactionSql, unanswered: Unanswered
         return (query: string, parameters?: never[], options?: postgres.UnsafeQueryOptions) => {
           if (UNBOUNDED_STATEMENTS.test(query)) state.bounded = false
           const statement = target.unsafe(query, parameters, options)
-          if (state.bounded) unanswered.watch(statement)
+          if (state.bounded) unanswered.watch(statement, statement)
           return statement
         }
       if (key === 'savepoint')
@@ -292,6 +315,7 @@ function postgresSession(
 ): DbSession {
   const drizzle = drizzlePostgres(preparingStatements(client, unanswered), { schema })
   const guard = lockSession ? dialect.sqlToQuery(INGEST_LOCK_GUARD) : null
+  const watchedStatement = (statement: postgres.PendingQuery<postgres.Row[]>) => unanswered.watch(statement, statement)
   return {
     drizzle: drizzle as unknown as Drizzle,
     async query(statement) {
@@ -310,7 +334,7 @@ function postgresSession(
         client.begin((tx) => {
           begun()
           return transactionBody(async () => {
-            if (guard !== null) await unanswered.watch(tx.unsafe(guard.sql, guard.params as never[]))
+            if (guard !== null) await watchedStatement(tx.unsafe(guard.sql, guard.params as never[]))
             // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
             const tables = batches.filter((batch) => batch.rows.length > 0)
             let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
@@ -329,7 +353,7 @@ function postgresSession(
             }
             for (const statement of statements) {
               const query = dialect.sqlToQuery(statement)
-              await unanswered.watch(tx.unsafe(query.sql, query.params as never[]))
+              await watchedStatement(tx.unsafe(query.sql, query.params as never[]))
             }
           }, watched).finally(bodyDone)
         }),
