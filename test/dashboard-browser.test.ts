@@ -277,12 +277,20 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
         await waitForFigures(page)
         await page.waitForFunction((wanted) => document.querySelectorAll('#chart rect.bar').length === wanted || wanted === 0, interval === 'minute' ? 60 : 0)
         await page.waitForFunction((wanted) => document.querySelector('#leaderboard')?.textContent?.includes(wanted), code)
-        // Measured once the figures are on screen with the chart laid out (not between a redraw and its layout).
+        // Measured once the figures are on screen with the chart and every label laid out. Twice in CI (loaded
+        // machine, 1280 px, a full-page screenshot just before) a label came back with an all-zero box, as if not
+        // rendered, beside a laid-out chart.
         await page.waitForFunction(() => {
           const chart = document.querySelector('#chart svg')?.getBoundingClientRect()
-          return !(document.querySelector('#stats') as HTMLElement).hidden && chart !== undefined && chart.width > 0
+          const labels = [...document.querySelectorAll('#chart text')].map((label) => label.getBoundingClientRect())
+          return (
+            !(document.querySelector('#stats') as HTMLElement).hidden &&
+            chart !== undefined &&
+            chart.width > 0 &&
+            labels.length > 0 &&
+            labels.every((box) => box.right > 0 && box.bottom > 0)
+          )
         })
-        await keepScreenshot(page, `dashboard-${width}px-${interval}.png`)
         expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width)
         const xLabels = await chartLabels(page, '#chart text.x-label')
         const yLabels = await chartLabels(page, '#chart text.y-label')
@@ -299,6 +307,8 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
         for (const label of [...xLabels, ...yLabels]) expect(label.height, JSON.stringify({ label, state })).toBeGreaterThanOrEqual(10)
         const chart = await page.$eval('#chart svg', (element) => element.getBoundingClientRect().right)
         expect(chart).toBeLessThanOrEqual(width)
+        // After the measurements: a full-page screenshot resizes the viewport for a moment, and the page redraws.
+        await keepScreenshot(page, `dashboard-${width}px-${interval}.png`)
       }
       // Resizing redraws the chart for the new width, still without overlaps.
       await page.setViewportSize({ width: width === 390 ? 1280 : 390, height: 900 })
