@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import { entryPointsFor } from './attribution/user-operations.js'
 import type { ClusterHub } from './cluster/hub.js'
 import type { ClusterLink } from './cluster/link.js'
 import type { PrimaryStatus, RelayedCallAnswer, SealedBlock } from './cluster/protocol.js'
@@ -182,9 +183,10 @@ export async function startGateway({
     config.flashblocksWs === undefined || feedState === null || link !== null
       ? null
       : createFlashblocksFeed({ url: config.flashblocksWs, state: feedState, logger: logger.child({ module: 'flashblocks' }) })
+  const entryPoints = entryPointsFor(config.entryPoints)
   const resolvers = createResolvers({
     db: readDb,
-    entryPoints: config.entryPoints,
+    entryPoints,
     primary: db,
     upstream,
     pending,
@@ -206,7 +208,7 @@ export async function startGateway({
     startBlock: config.startBlock,
     batchSize: config.ingestBatchSize,
     registry: config.builderCodeRegistry,
-    entryPoints: config.entryPoints,
+    entryPoints,
     keepRecentStateDiffs: executor !== null,
   })
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres

@@ -2,7 +2,6 @@ import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { describe, expect, test } from 'vitest'
-import { ENTRY_POINTS } from './attribution/user-operations.js'
 import { ConfigError, DEFAULT_DATABASE_URL, devConfigSchema, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from './config.js'
 
 const run = promisify(execFile)
@@ -52,7 +51,7 @@ describe('parseConfig(serveConfigSchema)', () => {
       maxQueryCost: 250_000,
       answerCacheMb: 64,
       builderCodeRegistry: 'default',
-      entryPoints: [...ENTRY_POINTS],
+      entryPoints: 'canonical',
       ingestBatchSize: 100,
       registrationRateLimit: 20,
       logLevel: 'info',
@@ -299,8 +298,8 @@ describe('builder-code registry', () => {
     expect(serveConfig({}, { BUILDER_CODE_REGISTRY: '0x000000BC7E6457E610FE52DCC0CA5B3CE59C8E80' }).builderCodeRegistry).toBe(
       '0x000000bc7e6457e610fe52dcc0ca5b3ce59c8e80',
     )
-    expect(serveConfig({ 'entry-points': '0.7=0x0000000000000000000000000000000000e0e0e0' }).entryPoints.map((entryPoint) => entryPoint.address)).toEqual([
-      '0x0000000000000000000000000000000000e0e0e0',
+    expect(serveConfig({ 'entry-points': '0.7=0x0000000000000000000000000000000000e0e0e0' }).entryPoints).toEqual([
+      { version: '0.7', address: '0x0000000000000000000000000000000000e0e0e0' },
     ])
     expect(() => serveConfig({ 'entry-points': '0.5=0x0000000000000000000000000000000000e0e0e0' })).toThrow(
       /--entry-points \(ENTRY_POINTS\) must be canonical or version=address/,

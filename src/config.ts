@@ -1,12 +1,10 @@
-import { isAddress } from 'viem'
-import { parseEntryPoints } from './attribution/user-operations.js'
+// Read by every command, `--help` and a bad flag included: only light modules here (no viem, drivers or ABIs).
+import * as Address from 'ox/Address'
 import { z } from 'zod'
-import type { StartBlock } from './ingest/index.js'
-import { LOAD_PROFILES } from './devnet/profile.js'
+import { parseEntryPointSetting } from './attribution/entry-point-setting.js'
 import { FEED_FORMATS } from './devnet/flashblock-message.js'
+import type { StartBlock } from './ingest/index.js'
 import { PENDING_SOURCE_MODES } from './pending/hydrate.js'
-import { DEFAULT_REDIS_PREFIX } from './redis/index.js'
-import { HISTORY_MODES } from './resolvers/history.js'
 import { DEFAULT_ANSWER_CACHE_BYTES } from './resolvers/cache.js'
 
 export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
@@ -60,6 +58,17 @@ const databaseUrl = z.string().min(1, { error: 'must not be empty' })
 export const ROLES = ['all', 'ingest', 'serve'] as const
 export type Role = (typeof ROLES)[number]
 
+/** `--history`: a read below the index goes to the upstream, or is refused with a clear error (src/resolvers/history.ts). */
+export const HISTORY_MODES = ['upstream', 'refuse'] as const
+export type HistoryMode = (typeof HISTORY_MODES)[number]
+
+/** Keys and channels of one deployment start with this, unless `--redis-prefix` says otherwise (src/redis). */
+export const DEFAULT_REDIS_PREFIX = 'flashgate:'
+
+/** `flashgate devnet --profile` (src/devnet/profile.ts): none, or Base's shape. */
+export const LOAD_PROFILES = ['none', 'base'] as const
+export type LoadProfileName = (typeof LOAD_PROFILES)[number]
+
 export const serveConfigSchema = z.object({
   port: port.default(8545),
   host: z.string().min(1).default('127.0.0.1'),
@@ -84,9 +93,12 @@ export const serveConfigSchema = z.object({
   // The on-chain Builder Codes registry (src/attribution/registry.ts): an address, `default` (Base's, on Base
   // mainnet and Sepolia; none elsewhere) or `off`.
   builderCodeRegistry: z
-    .union([z.enum(['default', 'off']), z.string().refine((value) => isAddress(value, { strict: false }), { error: 'must be an address, default or off' })], {
-      error: 'must be an address, default or off',
-    })
+    .union(
+      [z.enum(['default', 'off']), z.string().refine((value) => Address.validate(value, { strict: false }), { error: 'must be an address, default or off' })],
+      {
+        error: 'must be an address, default or off',
+      },
+    )
     .default('default')
     .transform((value) => (value === 'off' ? null : value === 'default' ? ('default' as const) : (value.toLowerCase() as `0x${string}`))),
   // ERC-4337 EntryPoints whose user operations are attributed (src/attribution/user-operations.ts).
@@ -95,7 +107,7 @@ export const serveConfigSchema = z.object({
     .default('canonical')
     .transform((value, context) => {
       try {
-        return parseEntryPoints(value)
+        return parseEntryPointSetting(value)
       } catch (error) {
         context.addIssue({ code: 'custom', message: `must be canonical or version=address,… (${(error as Error).message})` })
         return z.NEVER

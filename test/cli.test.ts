@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -14,12 +14,20 @@ const DEV_START_TIMEOUT_MS = 60_000
 
 type Run = { code: number; stdout: string; stderr: string }
 
-/** Runs the flashgate binary in `cwd` with an environment that names no database, gateway or port. */
-function flashgate(args: string[], { cwd, env = {} }: { cwd: string; env?: Record<string, string> }): Promise<Run> {
+/** Registers test/fixtures/record-packages.mjs in the process it is given to (`node --import`). */
+const RECORD_PACKAGES_HOOK = `data:text/javascript,import{register}from'node:module';register(${JSON.stringify(new URL('./fixtures/record-packages.mjs', import.meta.url).href)})`
+
+/**
+ * Runs the flashgate binary in `cwd` with an environment that names no database, gateway or port; with
+ * `recordPackages`, every package it resolves is appended to that file.
+ */
+function flashgate(args: string[], { cwd, env = {}, recordPackages }: { cwd: string; env?: Record<string, string>; recordPackages?: string }): Promise<Run> {
   const base = { ...process.env }
   for (const name of ['DATABASE_URL', 'FLASHGATE_URL', 'PORT', 'DEVNET_PORT', 'FLASHBLOCKS_PORT', 'LOG_LEVEL']) delete base[name]
+  const hook = recordPackages === undefined ? [] : ['--import', RECORD_PACKAGES_HOOK]
+  const recorded = recordPackages === undefined ? {} : { RECORD_PACKAGES: recordPackages }
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd, env: { ...base, ...env } }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...hook, BIN, ...args], { cwd, env: { ...base, ...env, ...recorded } }, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr })
     })
   })
@@ -91,6 +99,35 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expectOneLineFailure(runs[8]!, 2, /--database-read-url needs Postgres/)
     // Nothing was created: the refusals come before any database is opened.
     expect(existsSync(join(cwd, '.flashgate'))).toBe(false)
+  })
+
+  test('help, a bad value or an unknown command loads none of the gateway: no viem, driver, GraphQL or logger', async () => {
+    const GATEWAY_PACKAGES = ['viem', 'graphql', 'graphql-yoga', 'postgres', '@electric-sql/pglite', 'drizzle-orm', 'ioredis', 'pino', 'ws']
+    const loaded = async (args: string[], index: number) => {
+      const file = join(cwd, `packages-${index}.txt`)
+      const run = await flashgate(args, { cwd, recordPackages: file })
+      return { run, packages: new Set(existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []) }
+    }
+    const [help, badPort, badDevnet, unknown, migrate] = await Promise.all(
+      [
+        ['--help'],
+        ['serve', '--port', 'abc'],
+        ['devnet', '--block-time', 'x'],
+        ['frobnicate'],
+        ['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/none'],
+      ].map(loaded),
+    )
+    expect(help.run.stdout).toMatch(/^usage: flashgate <command>/m)
+    expectOneLineFailure(badPort.run, 2, /--port \(PORT\) must be a port number/)
+    expectOneLineFailure(badDevnet.run, 2, /--block-time \(BLOCK_TIME\) must be a number of seconds/)
+    expectOneLineFailure(unknown.run, 2, /unknown command "frobnicate"/)
+    for (const { packages } of [help, badPort, badDevnet, unknown]) {
+      expect(packages.has('zod'), [...packages].join(' ')).toBe(true)
+      expect(GATEWAY_PACKAGES.filter((name) => packages.has(name))).toEqual([])
+    }
+    // The recording sees what a command does load: `migrate` opens the database with its driver.
+    expectOneLineFailure(migrate.run, 1, /ECONNREFUSED/)
+    expect(['postgres', 'drizzle-orm'].filter((name) => migrate.packages.has(name))).toEqual(['postgres', 'drizzle-orm'])
   })
 
   test('serve on a port in use: one line naming the port and the option that chooses it', async () => {

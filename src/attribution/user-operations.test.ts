@@ -3,7 +3,8 @@ import { entryPoint06Abi, entryPoint06Address, entryPoint07Abi, entryPoint07Addr
 import { describe, expect, test } from 'vitest'
 import { createMetrics } from '../server/metrics.js'
 import { attributionSuffix } from './decode.js'
-import { attributedActions, decodeUserOperations, ENTRY_POINTS, parseEntryPoints, userOperationDecodeFailures } from './user-operations.js'
+import { attributedActions, decodeUserOperations, ENTRY_POINTS, entryPointsFor, userOperationDecodeFailures } from './user-operations.js'
+import { ENTRY_POINT_VERSIONS, parseEntryPointSetting } from './entry-point-setting.js'
 
 const BUNDLER = '0x00000000000000000000000000000000000b0b00' as Address
 const ACCOUNT_A = '0x000000000000000000000000000000000000aaaa' as Address
@@ -171,16 +172,22 @@ describe('user operations (ERC-4337)', () => {
 
   test('--entry-points: EntryPoints elsewhere than the canonical addresses are read, and the canonical ones then are not', () => {
     const elsewhere = '0x0000000000000000000000000000000000e0e0e0' as Address
-    const entryPoints = parseEntryPoints(`0.7=${elsewhere}`)
+    const entryPoints = entryPointsFor(parseEntryPointSetting(`0.7=${elsewhere}`))
     expect(entryPoints.map(({ version, address }) => [version, address])).toEqual([['0.7', elsewhere]])
     const input = encodeFunctionData({ abi: entryPoint07Abi, functionName: 'handleOps', args: [[packed(ACCOUNT_A, 1n, withSuffix(['agent_a']))], BUNDLER] })
     const at = (to: Address) =>
       attributedActions({ from: BUNDLER, to, input }, { gasUsed: 100_000n, logs: [operationEvent(to, ACCOUNT_A, 1n, true, 80_000n)] }, entryPoints)
     expect(at(elsewhere).map(({ kind, sender, gasUsed }) => [kind, sender, gasUsed])).toEqual([['userOperation', ACCOUNT_A, 80_000n]])
     expect(at(entryPoint07Address)).toEqual([])
-    expect(parseEntryPoints('canonical')).toEqual([...ENTRY_POINTS])
-    expect(parseEntryPoints(` 0.6=${elsewhere} , 0.8=${entryPoint08Address}`).map(({ version }) => version)).toEqual(['0.6', '0.8'])
+    expect(entryPointsFor(parseEntryPointSetting('canonical'))).toEqual([...ENTRY_POINTS])
+    const listed = entryPointsFor(parseEntryPointSetting(` 0.6=${elsewhere} , 0.8=${entryPoint08Address}`))
+    expect(listed.map(({ version, address, abi }) => [version, address, abi])).toEqual([
+      ['0.6', elsewhere, ENTRY_POINTS[0].abi],
+      ['0.8', entryPoint08Address, ENTRY_POINTS[2].abi],
+    ])
     for (const bad of ['0.9=0x0000000000000000000000000000000000e0e0e0', '0.7', '0.7=0x1234', `0.7=${elsewhere}=x`, ''])
-      expect(() => parseEntryPoints(bad), bad).toThrow(RangeError)
+      expect(() => parseEntryPointSetting(bad), bad).toThrow(RangeError)
+    // Every version the setting accepts has an ABI to read it with.
+    expect(ENTRY_POINTS.map(({ version }) => version)).toEqual([...ENTRY_POINT_VERSIONS])
   })
 })

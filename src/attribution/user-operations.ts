@@ -1,6 +1,7 @@
-import { type Address, decodeEventLog, isAddress, decodeFunctionData, getAbiItem, type Hex, toEventSelector } from 'viem'
+import { type Address, decodeEventLog, decodeFunctionData, getAbiItem, type Hex, toEventSelector } from 'viem'
 import { entryPoint06Abi, entryPoint06Address, entryPoint07Abi, entryPoint07Address, entryPoint08Abi, entryPoint08Address } from 'viem/account-abstraction'
 import { type DecodedAttribution, decodeAttribution } from './decode.js'
+import type { EntryPointSetting, EntryPointVersion } from './entry-point-setting.js'
 
 /**
  * ERC-4337 user operations, for attribution: ERC-8021 says a smart account's suffix goes at the end of the
@@ -11,28 +12,17 @@ export const ENTRY_POINTS = [
   { version: '0.6', address: entryPoint06Address, abi: entryPoint06Abi },
   { version: '0.7', address: entryPoint07Address, abi: entryPoint07Abi },
   { version: '0.8', address: entryPoint08Address, abi: entryPoint08Abi },
-] as const
-
-export type EntryPointVersion = (typeof ENTRY_POINTS)[number]['version']
+] as const satisfies readonly { version: EntryPointVersion; address: Address; abi: unknown }[]
 
 export type EntryPoint = (typeof ENTRY_POINTS)[number]
 
-/**
- * The EntryPoints to read, from `--entry-points`: `canonical` (0.6, 0.7 and 0.8 at their canonical
- * addresses), or a comma-separated list of `version=address` (say `0.7=0x…,0.7=0x…`) for a chain whose
- * EntryPoints live elsewhere. Throws a RangeError naming what is wrong.
- */
-export function parseEntryPoints(setting: string): EntryPoint[] {
-  if (setting.trim() === 'canonical') return [...ENTRY_POINTS]
-  return setting.split(',').map((item) => {
-    const [version, address, extra] = item.trim().split('=')
-    const known = ENTRY_POINTS.find((entryPoint) => entryPoint.version === version?.trim())
-    if (known === undefined || extra !== undefined)
-      throw new RangeError(
-        `${JSON.stringify(item.trim())} is not version=address with a version of ${ENTRY_POINTS.map((entryPoint) => entryPoint.version).join(', ')}`,
-      )
-    if (!isAddress(address?.trim() ?? '', { strict: false })) throw new RangeError(`${JSON.stringify(address ?? '')} is not an address`)
-    return { ...known, address: address!.trim() as Address } as EntryPoint
+/** The EntryPoints `--entry-points` names, each with its version's ABI. */
+export function entryPointsFor(setting: EntryPointSetting): EntryPoint[] {
+  if (setting === 'canonical') return [...ENTRY_POINTS]
+  return setting.map(({ version, address }) => {
+    const known = ENTRY_POINTS.find((entryPoint) => entryPoint.version === version)
+    if (known === undefined) throw new RangeError(`no ABI for EntryPoint version ${version}`)
+    return { ...known, address } as EntryPoint
   })
 }
 

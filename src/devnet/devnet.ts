@@ -7,7 +7,8 @@ import { type FlashblocksServer, createFlashblocksServer } from './flashblocks-s
 import type { JsonRpcRequest, JsonRpcResponse } from './anvil-client.js'
 import type { BaseContracts } from './base-mix.js'
 import { isBlockPrestateDiffTrace, traceBlockPrestateDiff } from './block-trace.js'
-import { type LoadProfile, type LoadProfileName, type LoadProfileStats, createBaseProfile } from './profile.js'
+import type { LoadProfileName } from '../config.js'
+import { type LoadProfile, type LoadProfileStats, createBaseProfile } from './profile.js'
 import { type Sequencer, type SequencerOptions, SEQUENCER_ANVIL_ARGS, createSequencer, ticksPerSlot } from './sequencer.js'
 
 export const DEFAULT_DEVNET_RPC_PORT = 8546

@@ -35,9 +35,7 @@ export { type PendingBlock, PRECONFIRMED_BLOCK_HASH, readAsNode } from './node-v
 export {
   BASE_TRANSACTIONS_PER_BLOCK,
   DEFAULT_PROFILE_SEED,
-  LOAD_PROFILES,
   type LoadProfile,
-  type LoadProfileName,
   type LoadProfileOptions,
   type LoadProfileStats,
   createBaseProfile,

@@ -30,9 +30,6 @@ import { POOL_DEPLOY_BYTECODE } from './pool.js'
 // so that each of a block's flashblocks carries some. Transactions are signed here, nonces tracked here,
 // and handed to the sequencer as raw sends, as a node's clients would send them.
 
-export const LOAD_PROFILES = ['none', 'base'] as const
-export type LoadProfileName = (typeof LOAD_PROFILES)[number]
-
 /** Base mainnet carries a few hundred transactions a block; 250 with ~1,500 logs is a busy devnet block. */
 export const BASE_TRANSACTIONS_PER_BLOCK = 250
 export const DEFAULT_PROFILE_SEED = 8021

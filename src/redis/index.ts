@@ -1,9 +1,8 @@
 import { Redis } from 'ioredis'
 import type { Logger } from 'pino'
+import { DEFAULT_REDIS_PREFIX } from '../config.js'
 import { loggableError } from '../errors.js'
 
-/** Keys and channels of one deployment start with this, unless `--redis-prefix` says otherwise. */
-export const DEFAULT_REDIS_PREFIX = 'flashgate:'
 /** At start, the gateway waits this long for Redis, then serves without it (and keeps reconnecting). */
 const REDIS_CONNECT_WAIT_MS = 2_000
 /** A command not answered within this is given up: the request goes on with what this process knows alone. */

@@ -1,14 +1,13 @@
 import { LRUCache } from 'lru-cache'
 import type { Hash, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { toQuantity } from '../codecs/index.js'
+import type { HistoryMode } from '../config.js'
 import { HistoryUnavailableError, UpstreamError } from '../errors.js'
 import type { Upstream } from '../upstream/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 
 /** Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly. */
-export const HISTORY_MODES = ['upstream', 'refuse'] as const
-export type HistoryMode = (typeof HISTORY_MODES)[number]
 
 /**
  * A hash the upstream did not place below the index is not asked about again for this long: a client

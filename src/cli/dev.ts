@@ -1,0 +1,150 @@
+import { readdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { type Gateway, startGateway } from '../app.js'
+import { type DevnetConfig, type LoadProfileName, parseConfig, serveConfigSchema } from '../config.js'
+import { DatabaseInUseError, DIRECTORY_LOCK_FILE, lockDirectory } from '../db/index.js'
+import { BASE_TRANSACTIONS_PER_BLOCK, createTrafficGenerator, type Devnet, type FeedFormat, startDevnet } from '../devnet/index.js'
+import { DEVNET_REGISTRY_ADDRESS } from '../devnet/registry-contract.js'
+import { createLogger } from '../logger.js'
+import { VERSION } from '../version.js'
+import { DEV_DATABASE_DIR, describeDatabaseUrl } from './databases.js'
+import { type DevCommandLine, nonEmpty, optionName } from './flags.js'
+import { startAdmin } from './serve.js'
+import type { Shutdown } from './shutdown.js'
+import { explainListenFailure, UsageError } from './usage-error.js'
+
+export async function devnet(config: DevnetConfig, shutdown: Shutdown) {
+  const logger = createLogger(config.logLevel)
+  const chain = await startDevnet(devnetOptions(config, config.port, logger)).catch((error: unknown) => {
+    throw explainListenFailure(error, [
+      { port: config.port, option: optionName('port') },
+      { port: config.flashblocksPort, option: optionName('flashblocksPort') },
+    ])
+  })
+  console.log(
+    [
+      `flashgate devnet (${config.blockTime}s blocks, a flashblock every ${config.flashblockInterval} ms${profileLabel(config.profile)})`,
+      `  JSON-RPC     ${chain.rpcUrl}   (pending: the pre-confirmed block, as a Base node answers it)`,
+      `  Flashblocks  ${chain.flashblocksUrl}${config.plain ? ' (text frames' : ' (Brotli frames'}, ${feedFormatLabel(config.feedFormat)})`,
+    ].join('\n'),
+  )
+  shutdown.stopWith(chain.stop)
+}
+
+/** The devnet's options from `devnet`'s or `dev`'s configuration; the JSON-RPC port is named differently in each. */
+function devnetOptions(
+  config: Pick<DevnetConfig, 'flashblocksPort' | 'blockTime' | 'flashblockInterval' | 'plain' | 'feedFormat' | 'profile'>,
+  port: number,
+  logger: Logger,
+): Parameters<typeof startDevnet>[0] {
+  return {
+    port,
+    flashblocksPort: config.flashblocksPort,
+    blockTimeMs: Math.round(config.blockTime * 1000),
+    flashblockIntervalMs: config.flashblockInterval,
+    plain: config.plain,
+    feedFormat: config.feedFormat,
+    profile: config.profile,
+    logger: logger.child({ module: 'devnet' }),
+  }
+}
+
+function profileLabel(profile: LoadProfileName): string {
+  return profile === 'none' ? '' : `, load profile ${profile}: ~${BASE_TRANSACTIONS_PER_BLOCK} transactions a block`
+}
+
+function feedFormatLabel(format: FeedFormat): string {
+  return format === 'current' ? "Base's current format: no receipts or balances" : 'legacy format: with receipts and balances'
+}
+
+/**
+ * Empties the dev database for a new chain. Its lock is taken first, so a second `flashgate dev` in the same
+ * checkout is refused before it deletes anything; the lock then passes to the gateway that opens the directory.
+ */
+function wipeDevDatabase() {
+  let lock: ReturnType<typeof lockDirectory>
+  try {
+    lock = lockDirectory(DEV_DATABASE_DIR, 'dev')
+  } catch (error) {
+    if (!(error instanceof DatabaseInUseError)) throw error
+    throw new UsageError(
+      `flashgate ${error.holder.command} (pid ${error.holder.pid}) is running on ${DEV_DATABASE_DIR}; stop it first (its data is left as it is) or give this one --database-url`,
+    )
+  }
+  for (const entry of readdirSync(lock.directory)) {
+    if (entry !== DIRECTORY_LOCK_FILE) rmSync(join(lock.directory, entry), { recursive: true, force: true })
+  }
+  lock.handOver()
+}
+
+export async function dev(flags: Record<string, string | undefined>, { devConfig, databaseUrl, logLevel }: DevCommandLine, shutdown: Shutdown) {
+  const logger = createLogger(devConfig.logLevel)
+  if (databaseUrl === undefined) wipeDevDatabase()
+  let chain: Devnet | null = null
+  let gateway: Gateway | null = null
+  let admin: Awaited<ReturnType<typeof startAdmin>> = null
+  let stopTraffic = async () => {}
+  const stop = async () => {
+    await stopTraffic()
+    await admin?.close()
+    await gateway?.stop()
+    await chain?.stop()
+  }
+  // `stop` stops whatever has started (the dev database is wiped at every start): at once, even while starting.
+  shutdown.stopWith(stop)
+  try {
+    chain = await startDevnet(devnetOptions(devConfig, devConfig.devnetPort, logger))
+    const config = parseConfig(
+      serveConfigSchema,
+      {
+        ...flags,
+        'database-url': databaseUrl ?? DEV_DATABASE_DIR,
+        'upstream-rpc': chain.rpcUrl,
+        'flashblocks-ws': chain.flashblocksUrl,
+        'start-block': '0',
+        'log-level': logLevel,
+        // The demo traffic deploys a registry there (src/devnet/registry-contract.ts); a load profile does not.
+        'builder-code-registry':
+          nonEmpty(flags['builder-code-registry']) ??
+          nonEmpty(process.env.BUILDER_CODE_REGISTRY) ??
+          (devConfig.profile === 'none' ? DEVNET_REGISTRY_ADDRESS : 'off'),
+      },
+      process.env,
+    )
+    gateway = await startGateway({ config, logger })
+    admin = await startAdmin(gateway, config.databaseUrl, logger)
+    // A dedicated endpoint to try what the public one refuses (eth_getBlockReceipts); the database is wiped
+    // at every start, and the key with it.
+    const { key } = await gateway.resolvers.createApiKey({ name: 'dev', policy: 'dedicated', rateLimit: 0 })
+    // A load profile is the traffic; the demo's would only contend with it for the dev accounts' nonces.
+    if (devConfig.profile === 'none') {
+      const traffic = createTrafficGenerator({ rpcUrl: chain.rpcUrl, gatewayUrl: gateway.url, logger: logger.child({ module: 'traffic' }) })
+      stopTraffic = traffic.stop
+      await traffic.start()
+    }
+    console.log(
+      [
+        `flashgate ${VERSION} (dev)`,
+        `  JSON-RPC     ${gateway.url}/   (WebSocket: ${gateway.url.replace('http', 'ws')}/)`,
+        `  dedicated    ${gateway.url}/rpc/${key}   (a dev API key: every method, no rate limit)`,
+        `  GraphQL      ${gateway.url}/graphql (GraphiQL in a browser)`,
+        `  health       ${gateway.url}/healthz  ${gateway.url}/readyz  ${gateway.url}/metrics`,
+        `  dashboard    ${gateway.url}/dashboard (builder-code analytics; ${devConfig.profile === 'none' ? 'the demo agents send with their codes' : "a tenth of the profile's transactions carry builder codes"})`,
+        `  devnet       ${chain.rpcUrl} (send transactions here; ${devConfig.blockTime}s blocks, ${devConfig.profile === 'none' ? 'demo traffic' : `load profile ${devConfig.profile}`})`,
+        `  flashblocks  ${chain.flashblocksUrl} (${feedFormatLabel(devConfig.feedFormat)})`,
+        `  database     ${describeDatabaseUrl(config.databaseUrl)}${databaseUrl === undefined ? ' (flashgate keys finds it while this runs)' : ''}`,
+        '',
+        `  try: curl -s ${gateway.url} -H 'content-type: application/json' \\`,
+        `         -d '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"pending","toBlock":"pending"}]}'`,
+      ].join('\n'),
+    )
+  } catch (error) {
+    await stop().catch(() => {})
+    throw explainListenFailure(error, [
+      { port: devConfig.devnetPort, option: optionName('devnetPort') },
+      { port: devConfig.flashblocksPort, option: optionName('flashblocksPort') },
+      { port: Number(nonEmpty(flags.port) ?? nonEmpty(process.env.PORT) ?? serveConfigSchema.shape.port.parse(undefined)), option: optionName('port') },
+    ])
+  }
+}

@@ -1,0 +1,28 @@
+import { ConfigError } from '../config.js'
+import { DatabaseInUseError } from '../db/lock.js'
+import { CommandLineError } from './flags.js'
+import { explainListenFailure, UsageError } from './usage-error.js'
+
+const DEBUG_LOG_LEVELS = new Set(['debug', 'trace'])
+
+/**
+ * Every failure is one line on stderr and a non-zero exit: 2 for a bad command line or configuration, 1 for
+ * the rest. An unexpected error shows its stack only when asked for (LOG_LEVEL=debug).
+ */
+export function fail(error: unknown): never {
+  if (error instanceof ConfigError || error instanceof CommandLineError) {
+    console.error(`flashgate: ${error.message}`)
+    process.exit(2)
+  }
+  const explained = explainListenFailure(error, [])
+  if (explained instanceof UsageError || explained instanceof DatabaseInUseError) {
+    console.error(`flashgate: ${explained.message}`)
+    process.exit(1)
+  }
+  if (DEBUG_LOG_LEVELS.has(process.env.LOG_LEVEL ?? '')) console.error(error)
+  else {
+    const message = error instanceof Error ? error.message : String(error)
+    console.error(`flashgate: ${message.split('\n')[0]} (LOG_LEVEL=debug shows the details)`)
+  }
+  process.exit(1)
+}
