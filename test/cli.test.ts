@@ -103,20 +103,18 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
 
   test('help, a bad value or an unknown command loads none of the gateway: no viem, driver, GraphQL or logger', async () => {
     const GATEWAY_PACKAGES = ['viem', 'graphql', 'graphql-yoga', 'postgres', '@electric-sql/pglite', 'drizzle-orm', 'ioredis', 'pino', 'ws']
-    const loaded = async (args: string[], index: number) => {
-      const file = join(cwd, `packages-${index}.txt`)
+    const loaded = async (name: string, args: string[]) => {
+      const file = join(cwd, `packages-${name}.txt`)
       const run = await flashgate(args, { cwd, recordPackages: file })
       return { run, packages: new Set(existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []) }
     }
-    const [help, badPort, badDevnet, unknown, migrate] = await Promise.all(
-      [
-        ['--help'],
-        ['serve', '--port', 'abc'],
-        ['devnet', '--block-time', 'x'],
-        ['frobnicate'],
-        ['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/none'],
-      ].map(loaded),
-    )
+    const [help, badPort, badDevnet, unknown, migrate] = await Promise.all([
+      loaded('help', ['--help']),
+      loaded('bad-port', ['serve', '--port', 'abc']),
+      loaded('bad-devnet', ['devnet', '--block-time', 'x']),
+      loaded('unknown', ['frobnicate']),
+      loaded('migrate', ['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/none']),
+    ])
     expect(help.run.stdout).toMatch(/^usage: flashgate <command>/m)
     expectOneLineFailure(badPort.run, 2, /--port \(PORT\) must be a port number/)
     expectOneLineFailure(badDevnet.run, 2, /--block-time \(BLOCK_TIME\) must be a number of seconds/)

@@ -1,8 +1,9 @@
 // Receipts as flashgate answers them, confirmed and pre-confirmed, in one place for the ingester (which
 // renders confirmed ones once into `block_receipts`), the pending state and the resolvers.
 
-import { type Address, getContractAddress, type Hash, type Hex, hexToBytes, keccak256, type RpcTransactionReceipt } from 'viem'
+import { type Address, getContractAddress, type Hash, type Hex, type RpcTransactionReceipt } from 'viem'
 import { toQuantity } from '../codecs/index.js'
+import { keccak256OfHex } from '../codecs/keccak.js'
 import type { LogRow } from '../db/index.js'
 import type { FeedReceipt } from '../pending/message.js'
 import type { PendingTransaction } from '../pending/transactions.js'
@@ -17,7 +18,7 @@ const BLOOM_BYTES = 256
 export function logsBloom(logs: { address: Address; topics: Hash[] }[]): Hex {
   const bloom = new Uint8Array(BLOOM_BYTES)
   const add = (value: Hex) => {
-    const digest = hexToBytes(keccak256(value))
+    const digest = keccak256OfHex(value)
     for (let pair = 0; pair < 6; pair += 2) {
       const bit = ((digest[pair]! << 8) | digest[pair + 1]!) & 2047
       bloom[BLOOM_BYTES - 1 - (bit >> 3)]! |= 1 << (bit & 7)

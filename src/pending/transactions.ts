@@ -6,7 +6,6 @@ import {
   type Hash,
   type Hex,
   hexToBytes,
-  keccak256,
   recoverTransactionAddress,
   serializeTransaction,
   type TransactionSerializable,
@@ -14,6 +13,7 @@ import {
 } from 'viem'
 import { parseTransaction } from 'viem/op-stack'
 import { toQuantity } from '../codecs/index.js'
+import { bytesToHexText, keccak256Bytes, keccak256OfHex } from '../codecs/keccak.js'
 
 /** A pre-confirmed transaction, decoded from its EIP-2718 bytes, with its sender recovered. */
 export type PendingTransaction = {
@@ -63,10 +63,10 @@ async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise
     const signature = new Uint8Array(64)
     signature.set(hexToBytes(r, { size: 32 }), 0)
     signature.set(hexToBytes(s, { size: 32 }), 32)
-    const digest = hexToBytes(keccak256(serializeTransaction(unsigned as TransactionSerializable)))
+    const digest = keccak256OfHex(serializeTransaction(unsigned as TransactionSerializable))
     const publicKey = recoverPublicKey(digest, signature, recoveryId)
     if (publicKey === null) throw new Error('no key')
-    return { address: `0x${keccak256(publicKey.subarray(1)).slice(26)}`, publicKey: publicKey.subarray(1) }
+    return { address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), publicKey: publicKey.subarray(1) }
   } catch {
     return { address: await recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized }) }
   }
@@ -103,7 +103,7 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
     fields.v = type === 0 ? toQuantity((parsed.v as bigint | undefined) ?? 0n) : toQuantity((parsed.yParity as number | undefined) ?? 0)
   }
   return {
-    hash: keccak256(raw),
+    hash: bytesToHexText(keccak256OfHex(raw)),
     index: -1,
     raw,
     from: from.toLowerCase() as Address,
