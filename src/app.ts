@@ -3,7 +3,7 @@ import { entryPointsFor } from './attribution/user-operations.js'
 import type { ClusterHub } from './cluster/hub.js'
 import type { ClusterLink } from './cluster/link.js'
 import type { PrimaryStatus, RelayedCallAnswer, SealedBlock } from './cluster/protocol.js'
-import { ConfigError, MIB, type ServeConfig } from './config.js'
+import { checkDeployment, MIB, type ServeConfig } from './config.js'
 import { ExecutionFailedError, ExecutionRevertedError } from './errors.js'
 import { createDb, type Db, isPostgresUrl } from './db/index.js'
 import { listenForChainChanges } from './db/notifications.js'
@@ -68,19 +68,6 @@ function pendingReadiness(source: PrimaryStatus['pendingSource'] & {}, state: Pr
     divergences,
     execution,
   }
-}
-
-/** Refuses a role or replica that cannot work with the database named: before anything is opened. */
-function checkDeployment(config: ServeConfig) {
-  const postgres = isPostgresUrl(config.databaseUrl)
-  if (config.role !== 'all' && !postgres)
-    throw new ConfigError(
-      `invalid configuration: --role ${config.role} needs a Postgres database shared by several processes (PGlite is one process: use --role all)`,
-    )
-  if (config.databaseReadUrl !== undefined && !(postgres && isPostgresUrl(config.databaseReadUrl)))
-    throw new ConfigError('invalid configuration: --database-read-url needs Postgres, for it and for --database-url (its primary)')
-  if (config.databaseReadUrl !== undefined && config.role === 'ingest')
-    throw new ConfigError('invalid configuration: --database-read-url is for serving processes; --role ingest writes to --database-url')
 }
 
 /**

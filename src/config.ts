@@ -2,6 +2,7 @@
 import * as Address from 'ox/Address'
 import { z } from 'zod'
 import { parseEntryPointSetting } from './attribution/entry-point-setting.js'
+import { isPostgresUrl } from './db/urls.js'
 import { FEED_FORMATS } from './devnet/flashblock-message.js'
 import type { StartBlock } from './ingest/index.js'
 import { PENDING_SOURCE_MODES } from './pending/hydrate.js'
@@ -134,6 +135,19 @@ export const serveConfigSchema = z.object({
 })
 
 export type ServeConfig = z.output<typeof serveConfigSchema>
+
+/** Refuses a role or replica that cannot work with the database named: before anything is opened. */
+export function checkDeployment(config: ServeConfig) {
+  const postgres = isPostgresUrl(config.databaseUrl)
+  if (config.role !== 'all' && !postgres)
+    throw new ConfigError(
+      `invalid configuration: --role ${config.role} needs a Postgres database shared by several processes (PGlite is one process: use --role all)`,
+    )
+  if (config.databaseReadUrl !== undefined && !(postgres && isPostgresUrl(config.databaseReadUrl)))
+    throw new ConfigError('invalid configuration: --database-read-url needs Postgres, for it and for --database-url (its primary)')
+  if (config.databaseReadUrl !== undefined && config.role === 'ingest')
+    throw new ConfigError('invalid configuration: --database-read-url is for serving processes; --role ingest writes to --database-url')
+}
 
 /** `flashgate devnet`: the local chain alone (DESIGN.md §6). */
 export const devnetConfigSchema = z.object({

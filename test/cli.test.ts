@@ -101,25 +101,27 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expect(existsSync(join(cwd, '.flashgate'))).toBe(false)
   })
 
-  test('help, a bad value or an unknown command loads none of the gateway: no viem, driver, GraphQL or logger', async () => {
+  test('help, a bad value, a role the database cannot serve or an unknown command loads none of the gateway: no viem, driver, GraphQL or logger', async () => {
     const GATEWAY_PACKAGES = ['viem', 'graphql', 'graphql-yoga', 'postgres', '@electric-sql/pglite', 'drizzle-orm', 'ioredis', 'pino', 'ws']
     const loaded = async (name: string, args: string[]) => {
       const file = join(cwd, `packages-${name}.txt`)
       const run = await flashgate(args, { cwd, recordPackages: file })
       return { run, packages: new Set(existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []) }
     }
-    const [help, badPort, badDevnet, unknown, migrate] = await Promise.all([
+    const [help, badPort, badRole, badDevnet, unknown, migrate] = await Promise.all([
       loaded('help', ['--help']),
       loaded('bad-port', ['serve', '--port', 'abc']),
+      loaded('bad-role', ['serve', '--role', 'serve', '--upstream-rpc', 'http://127.0.0.1:1']),
       loaded('bad-devnet', ['devnet', '--block-time', 'x']),
       loaded('unknown', ['frobnicate']),
       loaded('migrate', ['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/none']),
     ])
     expect(help.run.stdout).toMatch(/^usage: flashgate <command>/m)
     expectOneLineFailure(badPort.run, 2, /--port \(PORT\) must be a port number/)
+    expectOneLineFailure(badRole.run, 2, /--role serve needs a Postgres database shared by several processes/)
     expectOneLineFailure(badDevnet.run, 2, /--block-time \(BLOCK_TIME\) must be a number of seconds/)
     expectOneLineFailure(unknown.run, 2, /unknown command "frobnicate"/)
-    for (const { packages } of [help, badPort, badDevnet, unknown]) {
+    for (const { packages } of [help, badPort, badRole, badDevnet, unknown]) {
       expect(packages.has('zod'), [...packages].join(' ')).toBe(true)
       expect(GATEWAY_PACKAGES.filter((name) => packages.has(name))).toEqual([])
     }

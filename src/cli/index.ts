@@ -1,4 +1,4 @@
-import { devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
+import { checkDeployment, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { VERSION } from '../version.js'
 import { fail } from './fail.js'
 import { CommandLineError, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, readDevCommandLine, readFlags } from './flags.js'
@@ -42,6 +42,7 @@ async function main() {
     }
     case 'serve': {
       const config = parseConfig(serveConfigSchema, flags, process.env)
+      checkDeployment(config)
       const shutdown = listenForShutdown()
       return (await import('./serve.js')).serve(config, shutdown)
     }

@@ -3,7 +3,7 @@ import { openPostgres } from './postgres.js'
 import * as schema from './schema.js'
 import type { Db, DbConfig } from './session.js'
 import { upgradeStorage } from './upgrade.js'
-import { isPostgresUrl } from './session.js'
+import { isPostgresUrl } from './urls.js'
 
 // The database, whichever driver: PGlite (embedded, the default) or Postgres, chosen once by the URL.
 
@@ -12,6 +12,7 @@ export { type LogRow, SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
 export { DatabaseInUseError, DIRECTORY_LOCK_FILE, type DirectoryLock, directoryHolder, type LockHolder, lockDirectory } from './lock.js'
 export type { CopyRows } from './copy.js'
+export { isPostgresUrl, pgliteDirectory } from './urls.js'
 export {
   type Db,
   type DbConfig,
@@ -20,9 +21,7 @@ export {
   type IngestLock,
   IngestLockLostError,
   isIngestLockLost,
-  isPostgresUrl,
   PLAN_FOR_VALUES,
-  pgliteDirectory,
   rowsOf,
   sqlState,
 } from './session.js'

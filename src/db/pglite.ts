@@ -4,7 +4,8 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { encodeCopy } from './copy.js'
 import { type DirectoryLock, lockDirectory } from './lock.js'
 import * as schema from './schema.js'
-import { type Db, type DbConfig, type Drizzle, dialect, MIGRATIONS_FOLDER, pgliteDirectory } from './session.js'
+import { type Db, type DbConfig, type Drizzle, dialect, MIGRATIONS_FOLDER } from './session.js'
+import { pgliteDirectory } from './urls.js'
 
 // PGlite: the embedded database, one process's, in a directory or in memory.
 

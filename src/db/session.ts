@@ -102,13 +102,3 @@ export class IngestLockLostError extends Error {
 export function isIngestLockLost(error: unknown): boolean {
   return error instanceof IngestLockLostError || (error as { code?: unknown } | null)?.code === INGEST_LOCK_LOST_SQLSTATE
 }
-
-export function isPostgresUrl(url: string): boolean {
-  return url.startsWith('postgres://') || url.startsWith('postgresql://')
-}
-
-/** The directory of a PGlite `databaseUrl` (a path, or `file://` and a path); `null` for Postgres and `memory://`. */
-export function pgliteDirectory(url: string): string | null {
-  if (isPostgresUrl(url) || url === 'memory://') return null
-  return resolve(url.replace(/^file:\/\//, ''))
-}
