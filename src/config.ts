@@ -66,6 +66,10 @@ export type HistoryMode = (typeof HISTORY_MODES)[number]
 /** Keys and channels of one deployment start with this, unless `--redis-prefix` says otherwise (src/redis). */
 export const DEFAULT_REDIS_PREFIX = 'flashgate:'
 
+/** `flashgate keys create --policy`: a key opens an endpoint with the dedicated or the public limits (src/policy). */
+export const API_KEY_POLICIES = ['dedicated', 'public'] as const
+export type ApiKeyPolicy = (typeof API_KEY_POLICIES)[number]
+
 /** `flashgate devnet --profile` (src/devnet/profile.ts): none, or Base's shape. */
 export const LOAD_PROFILES = ['none', 'base'] as const
 export type LoadProfileName = (typeof LOAD_PROFILES)[number]

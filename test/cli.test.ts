@@ -189,8 +189,12 @@ test.skipIf(SAME_IN_EVERY_PASS)(
 
       // No --database-url: the default directory is free, so keys finds the running dev's, says so, and goes
       // through the running process (the directory is never opened twice).
-      const created = await flashgate(['keys', 'create', '--name', 'ci', '--rate', '0'], { cwd })
+      const packagesFile = join(cwd, 'packages-keys-through-dev.txt')
+      const created = await flashgate(['keys', 'create', '--name', 'ci', '--rate', '0'], { cwd, recordPackages: packagesFile })
       expect(created.code, created.stderr).toBe(0)
+      // Through the running process, keys loads no database driver, resolvers or GraphQL of its own.
+      const packages = new Set(readFileSync(packagesFile, 'utf8').split('\n'))
+      expect(['@electric-sql/pglite', 'postgres', 'drizzle-orm', 'graphql', 'viem'].filter((name) => packages.has(name))).toEqual([])
       expect(created.stderr).toMatch(
         new RegExp(`^database: ./.flashgate/dev-pglite, through the running flashgate dev \\(pid ${dev.child.pid}\\) .*--database-url ./.flashgate/pglite`),
       )

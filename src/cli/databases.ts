@@ -1,5 +1,9 @@
 import { DEFAULT_DATABASE_URL } from '../config.js'
-import { directoryHolder, isPostgresUrl, pgliteDirectory } from '../db/index.js'
+import { readdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { DatabaseInUseError, DIRECTORY_LOCK_FILE, directoryHolder, lockDirectory } from '../db/lock.js'
+import { isPostgresUrl, pgliteDirectory } from '../db/urls.js'
+import { UsageError } from './usage-error.js'
 
 /** `flashgate dev`'s PGlite, as ephemeral as its chain: wiped at every start (unless another dev holds it). */
 export const DEV_DATABASE_DIR = './.flashgate/dev-pglite'
@@ -37,4 +41,24 @@ export function chooseDatabase(
       note: `the running flashgate dev's, as nothing runs on the default ${DEFAULT_DATABASE_URL}: --database-url ${DEFAULT_DATABASE_URL} for that one`,
     }
   return { databaseUrl: DEFAULT_DATABASE_URL, note: `the default: --database-url ${DEV_DATABASE_DIR} for the running flashgate dev's (pid ${dev.pid})` }
+}
+
+/**
+ * Empties the dev database for a new chain. Its lock is taken first, so a second `flashgate dev` in the same
+ * checkout is refused before it deletes anything; the lock then passes to the gateway that opens the directory.
+ */
+export function wipeDevDatabase() {
+  let lock: ReturnType<typeof lockDirectory>
+  try {
+    lock = lockDirectory(DEV_DATABASE_DIR, 'dev')
+  } catch (error) {
+    if (!(error instanceof DatabaseInUseError)) throw error
+    throw new UsageError(
+      `flashgate ${error.holder.command} (pid ${error.holder.pid}) is running on ${DEV_DATABASE_DIR}; stop it first (its data is left as it is) or give this one --database-url`,
+    )
+  }
+  for (const entry of readdirSync(lock.directory)) {
+    if (entry !== DIRECTORY_LOCK_FILE) rmSync(join(lock.directory, entry), { recursive: true, force: true })
+  }
+  lock.handOver()
 }

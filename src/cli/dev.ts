@@ -1,9 +1,6 @@
-import { readdirSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { type Gateway, startGateway } from '../app.js'
 import { type DevnetConfig, type LoadProfileName, parseConfig, serveConfigSchema } from '../config.js'
-import { DatabaseInUseError, DIRECTORY_LOCK_FILE, lockDirectory } from '../db/index.js'
 import { BASE_TRANSACTIONS_PER_BLOCK, createTrafficGenerator, type Devnet, type FeedFormat, startDevnet } from '../devnet/index.js'
 import { DEVNET_REGISTRY_ADDRESS } from '../devnet/registry-contract.js'
 import { createLogger } from '../logger.js'
@@ -12,7 +9,7 @@ import { DEV_DATABASE_DIR, describeDatabaseUrl } from './databases.js'
 import { type DevCommandLine, nonEmpty, optionName } from './flags.js'
 import { startAdmin } from './serve.js'
 import type { Shutdown } from './shutdown.js'
-import { explainListenFailure, UsageError } from './usage-error.js'
+import { explainListenFailure } from './usage-error.js'
 
 export async function devnet(config: DevnetConfig, shutdown: Shutdown) {
   const logger = createLogger(config.logLevel)
@@ -58,29 +55,9 @@ function feedFormatLabel(format: FeedFormat): string {
   return format === 'current' ? "Base's current format: no receipts or balances" : 'legacy format: with receipts and balances'
 }
 
-/**
- * Empties the dev database for a new chain. Its lock is taken first, so a second `flashgate dev` in the same
- * checkout is refused before it deletes anything; the lock then passes to the gateway that opens the directory.
- */
-function wipeDevDatabase() {
-  let lock: ReturnType<typeof lockDirectory>
-  try {
-    lock = lockDirectory(DEV_DATABASE_DIR, 'dev')
-  } catch (error) {
-    if (!(error instanceof DatabaseInUseError)) throw error
-    throw new UsageError(
-      `flashgate ${error.holder.command} (pid ${error.holder.pid}) is running on ${DEV_DATABASE_DIR}; stop it first (its data is left as it is) or give this one --database-url`,
-    )
-  }
-  for (const entry of readdirSync(lock.directory)) {
-    if (entry !== DIRECTORY_LOCK_FILE) rmSync(join(lock.directory, entry), { recursive: true, force: true })
-  }
-  lock.handOver()
-}
-
+/** `flashgate dev`, its database already wiped when it is the dev one (`wipeDevDatabase`). */
 export async function dev(flags: Record<string, string | undefined>, { devConfig, databaseUrl, logLevel }: DevCommandLine, shutdown: Shutdown) {
   const logger = createLogger(devConfig.logLevel)
-  if (databaseUrl === undefined) wipeDevDatabase()
   let chain: Devnet | null = null
   let gateway: Gateway | null = null
   let admin: Awaited<ReturnType<typeof startAdmin>> = null

@@ -1,5 +1,6 @@
 import { checkDeployment, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { VERSION } from '../version.js'
+import { wipeDevDatabase } from './databases.js'
 import { fail } from './fail.js'
 import { CommandLineError, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, readDevCommandLine, readFlags } from './flags.js'
 import { listenForShutdown } from './shutdown.js'
@@ -37,6 +38,7 @@ async function main() {
     // A bad value is refused before anything loads; signals are heard from then on (shutdown.ts).
     case 'dev': {
       const commandLine = readDevCommandLine(flags)
+      if (commandLine.databaseUrl === undefined) wipeDevDatabase()
       const shutdown = listenForShutdown()
       return (await import('./dev.js')).dev(flags, commandLine, shutdown)
     }

@@ -1,11 +1,9 @@
 import { z } from 'zod'
-import { DEFAULT_REDIS_PREFIX } from '../config.js'
-import { createDb, DatabaseInUseError, directoryHolder, pgliteDirectory } from '../db/index.js'
-import { isApiError } from '../errors.js'
-import { createLogger } from '../logger.js'
-import { createRedis } from '../redis/index.js'
-import { API_KEY_POLICIES, type ApiKeyPolicy, type ApiKeyRecord, createResolvers } from '../resolvers/index.js'
-import { type AdminEndpoint, type AdminKeyRecord, readAdminEndpoint } from '../server/admin.js'
+import { API_KEY_POLICIES, type ApiKeyPolicy, DEFAULT_REDIS_PREFIX } from '../config.js'
+import { DatabaseInUseError, directoryHolder } from '../db/lock.js'
+import { pgliteDirectory } from '../db/urls.js'
+import type { ApiKeyRecord } from '../resolvers/index.js'
+import { type AdminEndpoint, type AdminKeyRecord, readAdminEndpoint } from '../server/admin-endpoint.js'
 import { chooseDatabase, describeDatabaseUrl } from './databases.js'
 import { UsageError } from './usage-error.js'
 
@@ -26,8 +24,11 @@ const keyOptions = z.object({
     .default(DEFAULT_KEY_RATE_LIMIT),
 })
 
-/** Where `keys` reads and writes keys: the database itself, or the running gateway that holds it. */
-type KeyStore = {
+/**
+ * Where `keys` reads and writes keys: the database itself (key-store.ts, loaded only then), or the running
+ * gateway that holds it. A refusal (a name taken, say) throws a `UsageError`.
+ */
+export type KeyStore = {
   /** Which database, and how it was reached. */
   description: string
   create(parameters: { name: string; policy: ApiKeyPolicy; rateLimit: number }): Promise<{ key: string; record: ApiKeyRecord }>
@@ -100,19 +101,8 @@ async function openKeyStore(databaseUrl: string, note: string | null, redis: { u
     if (endpoint === null || endpoint.pid !== holder.pid) throw new DatabaseInUseError(databaseUrl, holder)
     return adminKeyStore(endpoint, `database: ${shown}, through the running flashgate ${holder.command} (pid ${holder.pid})${noted}`)
   }
-  const db = await createDb({ databaseUrl })
-  const shared = redis === null ? null : await createRedis({ ...redis, logger: createLogger('warn') })
-  const resolvers = createResolvers({ db, upstream: null, redis: shared })
-  return {
-    description: `database: ${shown}${noted}`,
-    create: (parameters) => resolvers.createApiKey(parameters),
-    list: () => resolvers.listApiKeys(),
-    revoke: (nameOrId) => resolvers.revokeApiKey(nameOrId),
-    async close() {
-      await shared?.close()
-      await db.close()
-    },
-  }
+  const { openDatabaseKeyStore } = await import('./key-store.js')
+  return openDatabaseKeyStore(databaseUrl, `database: ${shown}${noted}`, redis)
 }
 
 /** `flashgate keys create|list|revoke`: API keys of the dedicated endpoints, in the configured database. */
@@ -173,9 +163,6 @@ API key ${JSON.stringify(record.name)} (${record.policy}, ${record.rateLimit ===
       if (record === null) throw new UsageError(`no API key named or numbered ${JSON.stringify(argument)}`)
       print(describeKey(record))
     }
-  } catch (error) {
-    if (isApiError(error)) throw new UsageError(error.message)
-    throw error
   } finally {
     await store.close()
   }

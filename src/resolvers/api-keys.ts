@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { asc, eq, type SQL, sql } from 'drizzle-orm'
 import { LRUCache } from 'lru-cache'
+import type { ApiKeyPolicy } from '../config.js'
 import { type Db, schema } from '../db/index.js'
 import { DuplicateApiKeyNameError } from '../errors.js'
 import type { SharedRedis } from '../redis/index.js'
@@ -20,9 +21,6 @@ const KEY_CACHE_TTL_MS = 2_000
 const KEY_CACHE_MAX_ENTRIES = 10_000
 /** The Redis channel on which a revocation is announced to every process of the deployment. */
 const API_KEYS_REVOKED_CHANNEL = 'api-keys:revoked'
-
-export const API_KEY_POLICIES = ['dedicated', 'public'] as const
-export type ApiKeyPolicy = (typeof API_KEY_POLICIES)[number]
 
 export type ApiKeyRecord = {
   id: number

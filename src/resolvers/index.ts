@@ -29,7 +29,7 @@ import { createForwardedTransactions } from '../pending/index.js'
 
 export type { TransactionCursor, TransactionsPage } from './account-history.js'
 export type { AccountParameters, AccountState } from './accounts.js'
-export { API_KEY_POLICIES, type ApiKeyPolicy, type ApiKeyRecord } from './api-keys.js'
+export type { ApiKeyRecord } from './api-keys.js'
 export type { BlockRange, BlockWithHashes } from './batches.js'
 export type {
   AttributionFigures,

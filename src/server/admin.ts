@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
-import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs'
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -7,22 +7,13 @@ import type { Logger } from 'pino'
 import { z } from 'zod'
 import { isApiError } from '../errors.js'
 import { readBody } from '../http/read-body.js'
-import { API_KEY_POLICIES, type ApiKeyRecord, type Resolvers } from '../resolvers/index.js'
+import { API_KEY_POLICIES } from '../config.js'
+import type { ApiKeyRecord, Resolvers } from '../resolvers/index.js'
+import { ADMIN_FILE, type AdminEndpoint, type AdminKeyRecord } from './admin-endpoint.js'
 
-/**
- * A PGlite directory belongs to one process, so `flashgate keys` cannot open it while a gateway runs on it:
- * the gateway offers its key management on loopback instead, to whoever can read this file beside the
- * directory's lock (mode 0600: the address and a random token).
- */
-export const ADMIN_FILE = 'flashgate-admin.json'
 const ADMIN_HOST = '127.0.0.1'
 const ADMIN_TOKEN_BYTES = 32
 const ADMIN_MAX_BODY_BYTES = 16 * 1024
-
-export type AdminEndpoint = { pid: number; url: string; token: string }
-
-/** What the admin endpoint answers for a key: its record with dates as ISO strings. */
-export type AdminKeyRecord = Omit<ApiKeyRecord, 'createdAt' | 'revokedAt'> & { createdAt: string; revokedAt: string | null }
 
 const createParams = z.object({ name: z.string(), policy: z.enum(API_KEY_POLICIES), rateLimit: z.number().int().min(0) })
 const revokeParams = z.object({ nameOrId: z.string() })
@@ -32,17 +23,6 @@ const toWire = (record: ApiKeyRecord): AdminKeyRecord => ({
   createdAt: record.createdAt.toISOString(),
   revokedAt: record.revokedAt?.toISOString() ?? null,
 })
-
-/** The admin endpoint of the process holding `directory`, or `null` when it offers none. */
-export function readAdminEndpoint(directory: string): AdminEndpoint | null {
-  try {
-    const parsed = JSON.parse(readFileSync(join(directory, ADMIN_FILE), 'utf8')) as Partial<AdminEndpoint>
-    if (typeof parsed.pid !== 'number' || typeof parsed.url !== 'string' || typeof parsed.token !== 'string') return null
-    return { pid: parsed.pid, url: parsed.url, token: parsed.token }
-  } catch {
-    return null
-  }
-}
 
 /** Writes the file readable by its owner only, whole or not at all (a reader never sees half a token). */
 function writePrivateFile(path: string, text: string) {
