@@ -5,7 +5,7 @@ import { type DevConfig, devConfigSchema, OPTIONS, parseConfig } from '../config
 export const DEFAULT_GATEWAY_HOST = '127.0.0.1'
 export const DEFAULT_GATEWAY_PORT = '8545'
 
-export const FLAG_OPTIONS = {
+const FLAG_OPTIONS = {
   ...Object.fromEntries(OPTIONS.map((option) => [option.flag, { type: 'string' as const }])),
   plain: { type: 'boolean' },
   url: { type: 'string' },
