@@ -212,11 +212,14 @@ test.skipIf(SAME_IN_EVERY_PASS)(
       expect(refused.status).toBe(401)
 
       // Anything else that would open the directory is refused, naming the process that holds it.
+      const migratePackages = join(cwd, 'packages-migrate-held.txt')
       expectOneLineFailure(
-        await flashgate(['migrate', '--database-url', '.flashgate/dev-pglite'], { cwd }),
+        await flashgate(['migrate', '--database-url', '.flashgate/dev-pglite'], { cwd, recordPackages: migratePackages }),
         1,
         new RegExp(`in use by flashgate dev \\(pid ${dev.child.pid}\\)`),
       )
+      // Refused before the driver that would open it is loaded.
+      expect(readFileSync(migratePackages, 'utf8').split('\n')).not.toContain('@electric-sql/pglite')
     } finally {
       dev.child.kill('SIGTERM')
       await new Promise((resolve) => dev.child.once('exit', resolve))

@@ -62,3 +62,10 @@ export function wipeDevDatabase() {
   }
   lock.handOver()
 }
+
+/** Refuses a PGlite directory another live process holds, before anything that would open it is loaded. */
+export function refuseHeldDirectory(databaseUrl: string) {
+  const directory = pgliteDirectory(databaseUrl)
+  const holder = directory === null ? null : directoryHolder(directory)
+  if (directory !== null && holder !== null) throw new DatabaseInUseError(directory, holder)
+}

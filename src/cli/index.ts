@@ -1,6 +1,6 @@
-import { checkDeployment, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
+import { checkDeployment, DEFAULT_DATABASE_URL, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { VERSION } from '../version.js'
-import { wipeDevDatabase } from './databases.js'
+import { refuseHeldDirectory, wipeDevDatabase } from './databases.js'
 import { fail } from './fail.js'
 import { CommandLineError, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, readDevCommandLine, readFlags } from './flags.js'
 import { listenForShutdown } from './shutdown.js'
@@ -53,8 +53,11 @@ async function main() {
       const shutdown = listenForShutdown()
       return (await import('./dev.js')).devnet(config, shutdown)
     }
-    case 'migrate':
-      return (await import('./serve.js')).migrate(flags)
+    case 'migrate': {
+      const databaseUrl = flags['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL
+      refuseHeldDirectory(databaseUrl)
+      return (await import('./serve.js')).migrate(databaseUrl)
+    }
     case 'keys':
       return (await import('./keys.js')).keysCommand({ action: positionals[1], argument: positionals[2], flags, env: process.env })
     case 'suffix':

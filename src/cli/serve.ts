@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import { type Gateway, startGateway } from '../app.js'
 import { isClusterWorker, startClusterPrimary, startClusterWorker, workerCount } from '../cluster/index.js'
-import { type ServeConfig, serveConfigSchema } from '../config.js'
+import type { ServeConfig } from '../config.js'
 import { createDb, pgliteDirectory } from '../db/index.js'
 import { createLogger } from '../logger.js'
 import { startAdminServer } from '../server/admin.js'
@@ -62,8 +62,7 @@ function printServing(url: string, databaseUrl: string, processes: string) {
   )
 }
 
-export async function migrate(flags: Record<string, string | undefined>) {
-  const databaseUrl = flags['database-url'] ?? process.env.DATABASE_URL ?? serveConfigSchema.shape.databaseUrl.parse(undefined)
+export async function migrate(databaseUrl: string) {
   const db = await createDb({ databaseUrl })
   await db.close()
   console.log(`migrations applied to ${databaseUrl}`)
