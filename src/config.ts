@@ -318,14 +318,15 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError'
 }
 
+/** An empty value counts as absent, so an empty flag leaves its environment variable in force. */
+export const nonEmpty = (value: string | undefined) => (value === '' ? undefined : value)
+
 /** Merges flags over environment variables and validates them; a bad value names itself in one line. */
 export function parseConfig<schema extends z.ZodObject>(
   schema: schema,
   flags: Record<string, string | undefined>,
   env: Record<string, string | undefined>,
 ): z.output<schema> {
-  // An empty value counts as absent, so an empty flag leaves its environment variable in force.
-  const nonEmpty = (value: string | undefined) => (value === '' ? undefined : value)
   const given = (option: (typeof OPTIONS)[number]) => nonEmpty(flags[option.flag]) ?? nonEmpty(env[option.env])
   const input: Record<string, string> = {}
   for (const option of OPTIONS) {

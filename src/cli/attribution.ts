@@ -1,5 +1,6 @@
 import { attributionSuffix, decodeAttribution } from '../attribution/index.js'
-import { DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, nonEmpty } from './flags.js'
+import { nonEmpty } from '../config.js'
+import { DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT } from './flags.js'
 import { UsageError } from './usage-error.js'
 
 const ATTRIBUTION_TIMEOUT_MS = 30_000

@@ -1,4 +1,4 @@
-import { DEFAULT_DATABASE_URL } from '../config.js'
+import { DEFAULT_DATABASE_URL, nonEmpty } from '../config.js'
 import { readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseInUseError, DIRECTORY_LOCK_FILE, directoryHolder, lockDirectory } from '../db/lock.js'
@@ -19,8 +19,6 @@ export function describeDatabaseUrl(databaseUrl: string): string {
     return 'postgres://…'
   }
 }
-
-const nonEmpty = (value: string | undefined) => (value === '' ? undefined : value)
 
 /**
  * The database `flashgate keys` and `migrate` work on: `--database-url`, `DATABASE_URL`, else the default

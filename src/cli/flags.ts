@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { type DevConfig, devConfigSchema, OPTIONS, parseConfig } from '../config.js'
+import { type DevConfig, devConfigSchema, nonEmpty, OPTIONS, parseConfig } from '../config.js'
 
 /** Where `flashgate attribution` asks for the transaction: --url, FLASHGATE_URL, else this host on PORT (8545). */
 export const DEFAULT_GATEWAY_HOST = '127.0.0.1'
@@ -47,8 +47,6 @@ export function readFlags(argv: string[]) {
   const flags = { ...values, plain: values.plain === undefined ? undefined : String(values.plain) }
   return { flags: flags as unknown as Record<string, string | undefined> & { help?: boolean; version?: boolean }, positionals }
 }
-
-export const nonEmpty = (value: string | undefined) => (value === '' ? undefined : value)
 
 /** `--port (PORT)`: how a user names an option, from the OPTIONS table. */
 export function optionName(key: (typeof OPTIONS)[number]['key']): string {

@@ -7,7 +7,7 @@ import type { Upstream } from '../upstream/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 
-/** Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly. */
+// Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly.
 
 /**
  * A hash the upstream did not place below the index is not asked about again for this long: a client
