@@ -78,3 +78,30 @@ export function runLoad(job: LoadJob): Promise<LoadReport> {
     child.send(job)
   })
 }
+
+export type InterleavedReport = LoadReport & {
+  /** Each round's requests per second, in the order run; the figure above is the median round's. */
+  roundsRequestsPerSecond: number[]
+}
+
+/**
+ * Jobs measured against each other on a shared machine: run in alternation, `rounds` times, each time in the
+ * reverse order of the time before (A B, B A, A B …), and each reported by its median round. Run one after
+ * the other, a pair sees different noise (the machine's load moves by 20–50% within a bench run, and a
+ * target's work winds down after its run); alternated, both see the same.
+ */
+export async function runInterleaved<name extends string>(jobs: Record<name, LoadJob>, rounds: number): Promise<Record<name, InterleavedReport>> {
+  const names = Object.keys(jobs) as name[]
+  const reports = Object.fromEntries(names.map((key) => [key, [] as LoadReport[]])) as Record<name, LoadReport[]>
+  for (let round = 0; round < rounds; round++) {
+    for (const key of round % 2 === 0 ? names : names.slice().reverse()) reports[key].push(await runLoad(jobs[key]))
+  }
+  const median = (runs: LoadReport[]): InterleavedReport => {
+    const sorted = runs.slice().sort((a, b) => a.requestsPerSecond - b.requestsPerSecond)
+    const middle = sorted[Math.floor(sorted.length / 2)]!
+    // Failures of any round count: a figure is valid only if every round's answers were.
+    const failures = runs.reduce((sum, run) => sum + run.failures, 0)
+    return { ...middle, failures, roundsRequestsPerSecond: runs.map((run) => run.requestsPerSecond) }
+  }
+  return Object.fromEntries(names.map((key) => [key, median(reports[key])])) as Record<name, InterleavedReport>
+}

@@ -150,7 +150,10 @@ export function formatReport(results: BenchResults): string {
     `  "fg cached": flashgate cycling 100 requests, answered from its answer cache after the first pass (on Postgres, \`flashgate serve\` in a process of its own, as the floor);`,
   )
   lines.push(`  "fg no cache": a second flashgate on the same database with --answer-cache-mb 0, the same distinct requests (Postgres only);`)
-  lines.push(`  "floor": a bare Node HTTP server (bench/floor-server.ts) writing the same answers to the cached bodies from a table`)
+  lines.push(`  "floor": a bare Node HTTP server (bench/floor-server.ts) writing the same answers to the cached bodies from a table;`)
+  lines.push(
+    '  fg cached and the floor, and fg no cache and anvil, are measured in alternation (3 rounds of half the duration each, the order reversed each round), each the median round',
+  )
   lines.push(table(rows, (column) => column > 0))
   const asFetch = Object.entries(results.throughput).filter(([, figures]) => figures.asFetchSends)
   if (asFetch.length > 0) {

@@ -1,6 +1,6 @@
 import { createRandom } from '../test/fixtures/random.js'
 import type { BenchChain } from './chain.js'
-import { type LoadReport, runLoad, writeBodies } from './load.js'
+import { type LoadReport, runInterleaved, runLoad, writeBodies } from './load.js'
 import { GET_LOGS_RANGE_BLOCKS, type BenchOptions } from './options.js'
 import { addressTopicQuery, BENCH_METHODS, type BenchMethod, buildPools, COLD_POOL_SIZE, HOT_POOL_SIZE, toBodies } from './queries.js'
 import { createRpcClient, type RpcCall } from './rpc.js'
@@ -33,6 +33,12 @@ export type MethodFigures = {
 
 /** What Node's fetch (undici), and so viem's http transport, sends as `Accept-Encoding`. */
 const FETCH_ACCEPT_ENCODING = 'gzip, deflate'
+/** Rounds of each pair measured in alternation (flashgate cached against the floor, uncached against anvil). */
+const PAIRED_ROUNDS = 3
+/** A paired round lasts half the load duration (at least 2 s): three rounds of two take 3× one plain run. */
+function pairedRoundSeconds(loadDurationS: number): number {
+  return Math.max(2, Math.round(loadDurationS / 2))
+}
 /** Methods whose answers are large enough to be compressed. */
 const LARGE_ANSWER_METHODS: ReadonlySet<BenchMethod> = new Set(['eth_getBlockReceipts', 'eth_getLogs'])
 
@@ -111,9 +117,15 @@ export async function measureServing({
     const hot = hotFiles[method]
     const job = { mode: 'throughput', durationS: options.loadDurationS, connections: options.connections } as const
     const flashgate = await runLoad({ ...job, url: gatewayUrl, bodiesFile: cold })
-    const anvil = await runLoad({ ...job, url: anvilUrl, bodiesFile: cold })
-    const flashgateCached = await runLoad({ ...job, url: cachedUrl, bodiesFile: hot })
-    const flashgateUncached = uncachedUrl === null ? null : await runLoad({ ...job, url: uncachedUrl, bodiesFile: cold })
+    // The figures set against each other are measured in alternation (runInterleaved), each round half as long.
+    const paired = { ...job, durationS: pairedRoundSeconds(options.loadDurationS) }
+    const { anvil, flashgateUncached } =
+      uncachedUrl === null
+        ? { anvil: await runLoad({ ...job, url: anvilUrl, bodiesFile: cold }), flashgateUncached: null }
+        : await runInterleaved(
+            { anvil: { ...paired, url: anvilUrl, bodiesFile: cold }, flashgateUncached: { ...paired, url: uncachedUrl, bodiesFile: cold } },
+            PAIRED_ROUNDS,
+          )
     // The floor writes the same answers (anvil's, equal to flashgate's: verified above) for the same bodies.
     const hotCalls = hotPools[method]
     const results = await createRpcClient(anvilUrl).batch(hotCalls)
@@ -121,12 +133,15 @@ export async function measureServing({
       hotCalls.map((call, index) => ({ ...call, result: results[index] })),
       join(workDir, `${method}-floor-answers.jsonl`),
     )
-    const floorFigures = await runLoad({ ...job, url: floor.url, bodiesFile: hot })
-    const compressed = { ...job, bodiesFile: cold, acceptEncoding: FETCH_ACCEPT_ENCODING }
+    const { flashgateCached, floor: floorFigures } = await runInterleaved(
+      { flashgateCached: { ...paired, url: cachedUrl, bodiesFile: hot }, floor: { ...paired, url: floor.url, bodiesFile: hot } },
+      PAIRED_ROUNDS,
+    )
+    const compressed = { ...paired, bodiesFile: cold, acceptEncoding: FETCH_ACCEPT_ENCODING }
     const asFetchSends =
       uncachedUrl === null || !LARGE_ANSWER_METHODS.has(method)
         ? null
-        : { anvil: await runLoad({ ...compressed, url: anvilUrl }), flashgateUncached: await runLoad({ ...compressed, url: uncachedUrl }) }
+        : await runInterleaved({ anvil: { ...compressed, url: anvilUrl }, flashgateUncached: { ...compressed, url: uncachedUrl } }, PAIRED_ROUNDS)
     throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor: floorFigures, asFetchSends }
     const uncachedFigure =
       (flashgateUncached === null ? '' : `, no cache ${Math.round(flashgateUncached.requestsPerSecond)}`) +
