@@ -3,8 +3,9 @@ import { hex, loadFixedChain } from '../../test/fixtures/fixed-chain.js'
 import { accountQueries, chainFacts, edgeQueries, UNKNOWN_HASH, UNTOUCHED_ADDRESS } from '../../test/fixtures/fixed-chain-queries.js'
 import { useSeededChain } from '../../test/fixtures/seeded-db.js'
 import { address, optionalBlockArgument } from '../codecs/index.js'
+import type { Db } from '../db/index.js'
 import { HeaderNotFoundError, UpstreamError } from '../errors.js'
-import type { Resolvers } from './index.js'
+import { createResolvers, type Resolvers } from './index.js'
 
 const chain = loadFixedChain()
 const seeded = useSeededChain()
@@ -59,4 +60,26 @@ describe.each([
   test('an account the index never saw change is read through to the upstream: without one, UpstreamError', async () => {
     await expect(read(resolversOf(), 'eth_getBalance', [UNTOUCHED_ADDRESS, 'latest'])).rejects.toThrow(UpstreamError)
   })
+})
+
+test('without an answer cache, reads asked at the same moment share one statement, each getting its own answer', async () => {
+  const { db } = seeded()
+  let statements = 0
+  const counting: Db = {
+    ...db,
+    query: (statement) => {
+      statements++
+      return db.query(statement)
+    },
+  }
+  const resolvers = createResolvers({ db: counting, upstream: null, cacheBytes: 0 })
+  // Block numbers and `latest` only: a hash or a tag the chain resolves from the database would add its own lookups.
+  const queries = accountQueries(chain).filter(({ params }) => typeof params[1] === 'string' && params[1] !== 'earliest')
+  expect(queries.length).toBeGreaterThan(40)
+  // The chain's view loaded first, so that only the reads themselves are counted.
+  await read(resolvers, queries[0]!.method, queries[0]!.params)
+  statements = 0
+  const answers = await Promise.all(queries.map(({ method, params }) => read(resolvers, method, params)))
+  expect(answers).toEqual(queries.map(({ method, reference }) => chain.answer(method, reference)))
+  expect(statements).toBe(1)
 })

@@ -1,3 +1,4 @@
+import DataLoader from 'dataloader'
 import { sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type BlockSelector, toQuantity } from '../codecs/index.js'
@@ -20,6 +21,8 @@ export type AccountParameters = { address: Address; block: BlockSelector }
  * history, a wallet polling old blocks). Busier accounts are read per block.
  */
 const MAX_HISTORY_CHANGES = 4_096
+/** An address as a batched read names it: 40 hex digits, no prefix. */
+const ADDRESS_HEX = /^[0-9a-f]{40}$/
 /** Memory one change takes in a cached history, for the answer cache's bound. */
 const HISTORY_BYTES_PER_CHANGE = 80
 
@@ -106,20 +109,51 @@ export function createAccountResolvers({
     }
   }
 
-  async function fromChanges(address: Uint8Array, blockNumber: number): Promise<AccountState | null> {
-    const rows = await db.query<{ balance: string; nonce: string }>(sql`
-      (select ${schema.accountChanges.balance}::text as balance, ${schema.accountChanges.nonce}::text as nonce, 0 as side
-        from ${schema.accountChanges}
-        where ${schema.accountChanges.address} = ${address} and ${schema.accountChanges.blockNumber} <= ${blockNumber}
-        order by ${schema.accountChanges.blockNumber} desc limit 1)
-      union all
-      (select ${schema.accountChanges.balanceBefore}::text, ${schema.accountChanges.nonceBefore}::text, 1
-        from ${schema.accountChanges}
-        where ${schema.accountChanges.address} = ${address} and ${schema.accountChanges.blockNumber} > ${blockNumber}
-        order by ${schema.accountChanges.blockNumber} asc limit 1)
-      order by side limit 1`)
-    const row = rows[0]
-    return row ? { balance: BigInt(row.balance), nonce: BigInt(row.nonce) } : null
+  /**
+   * Balance and nonce of the accounts asked for at the same moment (one event-loop turn), in one query: the
+   * latest change of each at or before its block, else the "before" values of its first change after it.
+   * Under concurrent load a round trip and a statement then serve several requests, as for receipts
+   * (resolvers/receipts.ts). Nothing is kept between batches: that is the answer cache's job.
+   */
+  const changedState = new DataLoader<string, AccountState | null>(
+    async (keys) => {
+      const addresses: string[] = []
+      const numbers: number[] = []
+      for (const key of keys) {
+        const [address, number] = key.split(':') as [string, string]
+        addresses.push(address)
+        numbers.push(Number(number))
+      }
+      // Two parameters, array literals (the client sends no array types), so that the statement text is the
+      // same for any batch; the addresses are checked hex (the key is made below from a validated address).
+      if (!addresses.every((address) => ADDRESS_HEX.test(address)) || !numbers.every(Number.isSafeInteger))
+        throw new TypeError('account reads need addresses and whole block numbers')
+      const changes = schema.accountChanges
+      const rows = await db.query<{ position: string; balance: string; nonce: string }>(sql`
+        select asked.position::text as position, found.balance, found.nonce
+        from unnest(${`{${addresses.join(',')}}`}::text[], ${`{${numbers.join(',')}}`}::bigint[]) with ordinality as asked(address, number, position)
+        cross join lateral (
+          (select ${changes.balance}::text as balance, ${changes.nonce}::text as nonce, 0 as side
+            from ${changes}
+            where ${changes.address} = decode(asked.address, 'hex') and ${changes.blockNumber} <= asked.number
+            order by ${changes.blockNumber} desc limit 1)
+          union all
+          (select ${changes.balanceBefore}::text, ${changes.nonceBefore}::text, 1
+            from ${changes}
+            where ${changes.address} = decode(asked.address, 'hex') and ${changes.blockNumber} > asked.number
+            order by ${changes.blockNumber} asc limit 1)
+          order by side limit 1
+        ) as found`)
+      const states: (AccountState | null)[] = keys.map(() => null)
+      for (const row of rows) states[Number(row.position) - 1] = { balance: BigInt(row.balance), nonce: BigInt(row.nonce) }
+      return states
+    },
+    // Batched over a whole turn of the event loop (`setImmediate`), as the receipts are.
+    { cache: false, maxBatchSize: 64, batchScheduleFn: (callback) => setImmediate(callback) },
+  )
+
+  function fromChanges(address: Address, blockNumber: number): Promise<AccountState | null> {
+    return changedState.load(`${address.slice(2).toLowerCase()}:${blockNumber}`)
   }
 
   /** A remembered upstream read at exactly `blockNumber`, or with `{ atOrAfter }` at any height from there on. */
@@ -282,10 +316,9 @@ export function createAccountResolvers({
 
   async function loadAccount(address: Address, number: number, indexed: boolean): Promise<AccountState> {
     const view = await chain.view()
-    const key = hexToBytea(address)
     const traced = view.accountSource === 'trace'
     if (indexed && traced) {
-      const changed = await fromChanges(key, number)
+      const changed = await fromChanges(address, number)
       if (changed) return changed
       // Never changed while indexed: one cached read stands for every indexed height.
       const indexedFrom = (view.firstBlock ?? 0) - 1
