@@ -3,7 +3,7 @@ import type { Hex } from 'viem'
 import { describe, expect, test } from 'vitest'
 import { useTestDb } from '../../test/fixtures/db.js'
 import { byteaToHex, hexToBytea, isPostgresUrl, schema } from './index.js'
-import { addressKey, columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf, topic0Key } from './log-keys.js'
+import { addressKey, columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf, logTopicTailIsAnyOf, topic0Key, topicTailKey } from './log-keys.js'
 import { createLogPartitioner } from './log-partitions.js'
 
 const testDb = useTestDb()
@@ -21,8 +21,22 @@ const T3: Hex = `0x${'ee'.repeat(32)}`
 
 const ADDRESSES = [A, B, C]
 const TOPICS = [T1, T2, T3, null]
+// Wallets padded to 32 bytes, as a Transfer's `from` and `to` are: W1 and W2 share their last 8 bytes (their key).
+const W1: Hex = `0x${'00'.repeat(12)}${'11'.repeat(12)}${SHARED_TAIL}`
+const W2: Hex = `0x${'00'.repeat(12)}${'22'.repeat(12)}${SHARED_TAIL}`
+const W3: Hex = `0x${'00'.repeat(12)}${'33'.repeat(20)}`
+const WALLETS = [W1, W2, W3, null]
 
-/** Every (address, topic0) pair in each of blocks 0..9, with its block and position. */
+/** The wallet a log's topic1 (`position`) or topic2 (`position + 1`) holds, in turn. */
+function walletAt(position: number): Hex | null {
+  return WALLETS[position % WALLETS.length]!
+}
+function walletOf(position: number): Uint8Array | null {
+  const wallet = walletAt(position)
+  return wallet === null ? null : hexToBytea(wallet)
+}
+
+/** Every (address, topic0) pair in each of blocks 0..9, with its block and position (topic1 and topic2 wallets in turn). */
 function rows() {
   const all = []
   for (let block = 0; block < 10; block++) {
@@ -38,8 +52,8 @@ function rows() {
           transactionIndex: index,
           address: hexToBytea(address),
           topic0: topic0 === null ? null : hexToBytea(topic0),
-          topic1: null,
-          topic2: null,
+          topic1: walletOf(index),
+          topic2: walletOf(index + 1),
           topic3: null,
           data: hexToBytea('0x'),
         })
@@ -65,17 +79,26 @@ const expected = (addresses: Hex[], topics: (Hex | null)[]) => {
   return pairs
 }
 
+/** The test database with the rows above in it (written by the first test that asks). */
+async function withRows() {
+  const db = testDb()
+  if ((await db.drizzle.select({ block: logs.blockNumber }).from(logs).limit(1)).length > 0) return db
+  await createLogPartitioner(db, { size: 100 }).ensure(0, 9)
+  await db.copyInTransaction([{ table: logs, rows: rows() }])
+  return db
+}
+
 describe(`log keys (${isPostgresUrl(process.env.DATABASE_URL ?? '') ? 'Postgres' : 'PGlite'})`, () => {
-  test('keys: the last 8 bytes of an address, the first 8 of a topic', () => {
+  test('keys: the last 8 bytes of an address, the first 8 of a topic0, the last 8 of a topic1 or topic2', () => {
     expect(byteaToHex(addressKey(A))).toBe(`0x${SHARED_TAIL}`)
+    expect(byteaToHex(topicTailKey(W1))).toBe(`0x${SHARED_TAIL}`)
+    expect(byteaToHex(topicTailKey(W3))).toBe(`0x${'33'.repeat(8)}`)
     expect(byteaToHex(addressKey('0x4200000000000000000000000000000000000006'))).toBe('0x0000000000000006')
     expect(byteaToHex(topic0Key(T1))).toBe(`0x${SHARED_HEAD}`)
   })
 
   test('values sharing a key are told apart: each query gets exactly the logs of its whole values', async () => {
-    const db = testDb()
-    await createLogPartitioner(db, { size: 100 }).ensure(0, 9)
-    await db.copyInTransaction([{ table: logs, rows: rows() }])
+    await withRows()
     expect(await matching(and(logAddressIsAnyOf(logs.address, [A]), logTopic0IsAnyOf(logs.topic0, [T1]))!)).toEqual(expected([A], [T1]))
     expect(await matching(and(logAddressIsAnyOf(logs.address, [B]), logTopic0IsAnyOf(logs.topic0, [T2]))!)).toEqual(expected([B], [T2]))
     expect(await matching(and(logAddressIsAnyOf(logs.address, [A, B]), logTopic0IsAnyOf(logs.topic0, [T2, T3]))!)).toEqual(expected([A, B], [T2, T3]))
@@ -83,6 +106,35 @@ describe(`log keys (${isPostgresUrl(process.env.DATABASE_URL ?? '') ? 'Postgres'
     expect(await matching(logTopic0IsAnyOf(logs.topic0, [T1]))).toEqual(expected(ADDRESSES, [T1]))
     expect(await matching(logAddressIsAnyOf(logs.address, [C, A]))).toEqual(expected([A, C], TOPICS))
     expect(await matching(columnIsAnyOf(logs.address, [C]))).toEqual(expected([C], TOPICS))
+  })
+
+  test('wallets sharing a key are told apart in topic1 and topic2: each query gets exactly the logs of its whole values', async () => {
+    const db = await withRows()
+    const positions = async (where: ReturnType<typeof logAddressIsAnyOf>) => {
+      const found = await db.drizzle
+        .select({ block: logs.blockNumber, index: logs.logIndex })
+        .from(logs)
+        .where(and(between(logs.blockNumber, 2, 5), where))
+        .orderBy(asc(logs.blockNumber), asc(logs.logIndex))
+      return found.map((row) => `${row.block}/${row.index}`)
+    }
+    const wanted = (keep: (row: ReturnType<typeof rows>[number]) => boolean) =>
+      rows()
+        .filter((row) => row.blockNumber >= 2 && row.blockNumber <= 5 && keep(row))
+        .map((row) => `${row.blockNumber}/${row.logIndex}`)
+    const holds = (value: Uint8Array | null, wallets: Hex[]) => value !== null && wallets.includes(byteaToHex(value))
+    for (const wallets of [[W1], [W2], [W3], [W1, W3], [W1, W2]]) {
+      expect(await positions(logTopicTailIsAnyOf(logs.topic1, wallets))).toEqual(wanted((row) => holds(row.topic1, wallets)))
+      expect(await positions(logTopicTailIsAnyOf(logs.topic2, wallets))).toEqual(wanted((row) => holds(row.topic2, wallets)))
+    }
+    // A token's Transfers to one wallet: address, topic0 and topic2 together. A's T3 logs go to W1, never to
+    // W2, which shares W1's key: asked for W2, they are read by the key and told apart by the whole value.
+    const transfersTo = (wallet: Hex) =>
+      and(logAddressIsAnyOf(logs.address, [A]), logTopic0IsAnyOf(logs.topic0, [T3]), logTopicTailIsAnyOf(logs.topic2, [wallet]))!
+    const toW1 = wanted((row) => byteaToHex(row.address) === A && row.topic0 !== null && byteaToHex(row.topic0) === T3 && holds(row.topic2, [W1]))
+    expect(toW1.length).toBeGreaterThan(0)
+    expect(await positions(transfersTo(W1))).toEqual(toW1)
+    expect(await positions(transfersTo(W2))).toEqual([])
   })
 
   test('the conditions are the indexes’ own expressions: the planner reads the keyed indexes', async () => {
@@ -109,5 +161,7 @@ describe(`log keys (${isPostgresUrl(process.env.DATABASE_URL ?? '') ? 'Postgres'
       /Index Cond: \(\(substr\((address, 13, 8\) = ANY|topic0, 1, 8\) = ')/,
     )
     expect(await plan(logTopic0IsAnyOf(logs.topic0, [T1]))).toMatch(/Index Cond: \(\(substr\(topic0, 1, 8\) = /)
+    expect(await plan(logTopicTailIsAnyOf(logs.topic1, [W1]))).toMatch(/Index Cond: \(\(substr\(topic1, 25, 8\) = /)
+    expect(await plan(logTopicTailIsAnyOf(logs.topic2, [W3]))).toMatch(/Index Cond: \(\(substr\(topic2, 25, 8\) = /)
   })
 })

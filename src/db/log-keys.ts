@@ -13,8 +13,14 @@ import { hexToBytea } from './bytes.js'
  * purpose, but it could as well emit that event's own topic0: the rows a query reads are no more than before.
  *
  * The address's key is its *last* 8 bytes: the first are shared by vanity addresses with leading zeros
- * (EntryPoint, Permit2, Seaport) and by the OP Stack's predeploys (0x4200…0006 is Base's WETH). A topic is a
+ * (EntryPoint, Permit2, Seaport) and by the OP Stack's predeploys (0x4200…0006 is Base's WETH). A topic0 is a
  * hash: its first 8 bytes.
+ *
+ * Since migration 0012, topic1 and topic2 are keyed too, on their *last* 8 bytes: they are most often an
+ * address padded to 32 bytes (a Transfer's `from` and `to`, a swap's sender and recipient), whose first 12
+ * bytes are zeros. "A token's Transfers to this wallet" (topics `[Transfer, null, wallet]`) is what a wallet
+ * asks for its history; without a key on topic2 it read every Transfer of the token in the range and kept
+ * those to the wallet. topic3 (an ERC-721 token id) is not keyed.
  *
  * The expressions are written exactly as the indexes are, literals and all, so that the planner matches them
  * to the indexes (a bind parameter for the offset would not match).
@@ -24,6 +30,10 @@ export const LOG_INDEX_KEYS = {
   address_topic0_idx: 'substr(address, 13, 8), substr(topic0, 1, 8), block_number',
   /** `logs_topic0_idx`: a topic0 alone, over a block range. */
   topic0_idx: 'substr(topic0, 1, 8), block_number',
+  /** `logs_topic1_idx`: a topic1 (a sender, an owner), over a block range. */
+  topic1_idx: 'substr(topic1, 25, 8), block_number',
+  /** `logs_topic2_idx`: a topic2 (a recipient, a spender), over a block range. */
+  topic2_idx: 'substr(topic2, 25, 8), block_number',
 } as const
 
 /** The key of an address (0x + 40 hex digits): its last 8 bytes. */
@@ -34,6 +44,11 @@ export function addressKey(address: Hex): Uint8Array {
 /** The key of a topic (0x + 64 hex digits): its first 8 bytes. */
 export function topic0Key(topic: Hex): Uint8Array {
   return hexToBytea(`0x${topic.slice(2, 18)}`)
+}
+
+/** The key of a topic1 or topic2 (0x + 64 hex digits): its last 8 bytes (an address's, when it is one). */
+export function topicTailKey(topic: Hex): Uint8Array {
+  return hexToBytea(`0x${topic.slice(-16)}`)
 }
 
 /** `column` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one per value. */
@@ -59,6 +74,15 @@ export function logAddressIsAnyOf(address: AnyPgColumn, addresses: Hex[]): SQL {
 export function logTopic0IsAnyOf(topic0: AnyPgColumn, topics: Hex[]): SQL {
   const key = sql`substr(${topic0}, 1, 8)`
   return sql`${anyOf(key, unique(topics.map(topic0Key)))} and ${columnIsAnyOf(topic0, topics)}`
+}
+
+/** The keyed topics after topic0 (topic1 and topic2, by their tails: `logs_topic1_idx`, `logs_topic2_idx`). */
+export const TAIL_KEYED_TOPICS: ReadonlySet<number> = new Set([1, 2])
+
+/** A log's topic1 or topic2 (`column`) is one of `topics`: by its key (the index) and by the whole topic. */
+export function logTopicTailIsAnyOf(column: AnyPgColumn, topics: Hex[]): SQL {
+  const key = sql`substr(${column}, 25, 8)`
+  return sql`${anyOf(key, unique(topics.map(topicTailKey)))} and ${columnIsAnyOf(column, topics)}`
 }
 
 /** Keys once each (two values may share one). */

@@ -123,8 +123,11 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     expect(await everyLog(db)).toEqual(before)
     // The parent's indexes and primary key cover the new table: a duplicate is refused, a selective read uses them.
     const attached = await db.query<{ name: string }>(sql`select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
-      where i.inhparent in ('logs_address_topic0_idx'::regclass, 'logs_topic0_idx'::regclass, 'logs_block_number_log_index_pk'::regclass) order by 1`)
-    expect(attached.map((row) => row.name)).toEqual(expect.arrayContaining(['logs_100_address_topic0_idx', 'logs_100_pk', 'logs_100_topic0_idx']))
+      where i.inhparent in ('logs_address_topic0_idx'::regclass, 'logs_topic0_idx'::regclass, 'logs_topic1_idx'::regclass, 'logs_topic2_idx'::regclass,
+        'logs_block_number_log_index_pk'::regclass) order by 1`)
+    expect(attached.map((row) => row.name)).toEqual(
+      expect.arrayContaining(['logs_100_address_topic0_idx', 'logs_100_pk', 'logs_100_topic0_idx', 'logs_100_topic1_idx', 'logs_100_topic2_idx']),
+    )
     await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(105, 106, 1) }])).rejects.toMatchObject({ code: '23505' })
     const [plan] = await db.query<{ plan: string }>(sql`explain (format text) select * from logs
       where ${logAddressIsAnyOf(schema.logs.address, [`0x${'0'.repeat(39)}3`])} and ${logTopic0IsAnyOf(schema.logs.topic0, [`0x01${'0'.repeat(62)}`])}
@@ -267,12 +270,14 @@ test('an index written before partitioning keeps its logs in one partition, read
         ['logs_15000', 15_000, 20_000],
       ])
       expect((await everyLog(db)).length).toBe(rows.length + 4)
-      // Its indexes are keyed as the new partitions' are (migration 0011).
+      // Its indexes are keyed as the new partitions' are (migrations 0011 and 0012).
       const definitions = await db.query<{ indexdef: string }>(sql`select indexdef from pg_indexes where tablename = 'logs_unpartitioned' order by indexname`)
       expect(definitions.map((row) => row.indexdef.replace(/^.* USING btree /, '')).sort()).toEqual([
         '(block_number, log_index)',
         '(substr(address, 13, 8), substr(topic0, 1, 8), block_number)',
         '(substr(topic0, 1, 8), block_number)',
+        '(substr(topic1, 25, 8), block_number)',
+        '(substr(topic2, 25, 8), block_number)',
       ])
     } finally {
       await db.close()

@@ -182,7 +182,7 @@ export async function sealLogPartition(
       }
       await tx.execute(sql`drop table ${old}`)
       await tx.execute(sql`alter table ${fresh} rename to ${old}`)
-      for (const suffix of ['pk', 'address_topic0_idx', 'topic0_idx'])
+      for (const suffix of ['pk', ...Object.keys(LOG_INDEX_KEYS)])
         await tx.execute(sql`alter index ${sql.identifier(`${building}_${suffix}`)} rename to ${sql.identifier(`${partition.name}_${suffix}`)}`)
       await tx.execute(sql`alter table ${old} rename constraint ${sql.identifier(`${building}_range`)} to ${sql.identifier(`${partition.name}_range`)}`)
       await tx.execute(sql`comment on table ${old} is ${sql.raw(`'${SEALED_COMMENT}'`)}`)

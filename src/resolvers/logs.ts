@@ -1,7 +1,7 @@
 import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
 import { type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
-import { columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf } from '../db/log-keys.js'
+import { columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf, logTopicTailIsAnyOf, TAIL_KEYED_TOPICS } from '../db/log-keys.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -37,7 +37,9 @@ function matchConditions(filter: LogFilter): SQL[] {
   if (filter.addresses !== null) conditions.push(logAddressIsAnyOf(schema.logs.address, filter.addresses))
   filter.topics.forEach((alternatives, position) => {
     if (alternatives === null) return
-    conditions.push(position === 0 ? logTopic0IsAnyOf(schema.logs.topic0, alternatives) : columnIsAnyOf(TOPIC_COLUMNS[position]!, alternatives))
+    const column = TOPIC_COLUMNS[position]!
+    if (position === 0) conditions.push(logTopic0IsAnyOf(column, alternatives))
+    else conditions.push(TAIL_KEYED_TOPICS.has(position) ? logTopicTailIsAnyOf(column, alternatives) : columnIsAnyOf(column, alternatives))
   })
   return conditions
 }
@@ -104,14 +106,21 @@ function isIndexExact(filter: LogFilter, fromNumber: number, toNumber: number): 
   return fromNumber === toNumber || byAddressAndTopic0(filter)
 }
 
+/** A filter naming a topic1 or topic2, which their own indexes (`logs_topic1_idx`, `logs_topic2_idx`) may answer. */
+function namesKeyedTail(filter: LogFilter): boolean {
+  return filter.topics.some((alternatives, position) => alternatives !== null && alternatives !== undefined && TAIL_KEYED_TOPICS.has(position))
+}
+
 /**
- * Filters whose plan is the same for all values: none (the block range), or an address with topic0 (their
- * index, then the range). Any other filter is planned for its values (`PLAN_FOR_VALUES`): by address alone, a
- * hot token over a few blocks is best read by block range, a rare address by its index.
+ * Filters whose plan is the same for all values: none (the block range), or an address with topic0 and
+ * nothing keyed after it (their index, then the range). Any other filter is planned for its values
+ * (`PLAN_FOR_VALUES`): by address alone, a hot token over a few blocks is best read by block range, a rare
+ * address by its index; a token's Transfers to one wallet by the wallet's key, to a router that receives half
+ * of them by the token's.
  */
 function hasOnePlan(filter: LogFilter): boolean {
   const matchesAll = filter.addresses === null && filter.topics.every((alternatives) => alternatives === null)
-  return matchesAll || byAddressAndTopic0(filter)
+  return matchesAll || (byAddressAndTopic0(filter) && !namesKeyedTail(filter))
 }
 
 const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
