@@ -43,6 +43,8 @@ export type IngesterConfig = {
   batchSize?: number
   fetchConcurrency?: number
   pollIntervalMs?: number
+  /** Logs written between two refreshes of the planner's statistics (ingest/sync.ts; tests lower it). */
+  analyzeAfterLogs?: number
   /** The on-chain Builder Codes registry to follow (ingest/registry.ts); `default`: Base's, on its chains. */
   registry?: RegistrySetting
   /** The EntryPoints whose user operations are attributed; default: the canonical ones. */
@@ -89,6 +91,7 @@ export function createIngester(config: IngesterConfig) {
     status,
     batchSize: config.batchSize ?? DEFAULT_BATCH_SIZE,
     fetchConcurrency: config.fetchConcurrency ?? DEFAULT_FETCH_CONCURRENCY,
+    analyzeAfterLogs: config.analyzeAfterLogs,
     rowOptions: () => ({ registry: registry.address(), entryPoints: config.entryPoints }),
     stopping: () => stopping,
     rewind: handleReorg,
