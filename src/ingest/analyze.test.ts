@@ -49,6 +49,16 @@ async function rpc<result>(method: string, params: unknown[]): Promise<result> {
   return ((await response.json()) as { result: result }).result
 }
 
+/** The receipt of a sent transaction, once anvil has mined it (its answer to the send may come first). */
+async function receiptOf(hash: string): Promise<{ contractAddress: string | null; blockNumber: string }> {
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+    const receipt = await rpc<{ contractAddress: string | null; blockNumber: string } | null>('eth_getTransactionReceipt', [hash])
+    if (receipt !== null) return receipt
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  throw new Error(`no receipt for ${hash} within 10 s`)
+}
+
 /** The planner's row count for the logs of blocks 0…: -1 until the partition is first analysed. */
 async function plannedLogRows(): Promise<number> {
   const [row] = await db.query<{ rows: number }>(sql`select reltuples::float8 as rows from pg_class where relname = 'logs_0'`)
@@ -58,13 +68,12 @@ async function plannedLogRows(): Promise<number> {
 test('blocks followed one at a time: the statistics are refreshed once enough logs have been written, without autovacuum', async () => {
   const [from] = await rpc<string[]>('eth_accounts', [])
   const deployment = await rpc<string>('eth_sendTransaction', [{ from, data: EMITTER_INIT_CODE }])
-  const { contractAddress } = await rpc<{ contractAddress: string }>('eth_getTransactionReceipt', [deployment])
+  const { contractAddress } = await receiptOf(deployment)
   expect(await plannedLogRows()).toBeLessThan(1)
   // One call, one log, one block: each followed on its own, far below any backfill's size.
   for (let call = 0; call < CALLS; call++) {
-    await rpc<string>('eth_sendTransaction', [{ from, to: contractAddress }])
-    const head = Number(await rpc<string>('eth_blockNumber', []))
-    await ingester.waitForBlock(head, 10_000)
+    const { blockNumber } = await receiptOf(await rpc<string>('eth_sendTransaction', [{ from, to: contractAddress }]))
+    await ingester.waitForBlock(Number(blockNumber), 10_000)
   }
   for (const deadline = Date.now() + 10_000; (await plannedLogRows()) < ANALYZE_AFTER_LOGS && Date.now() < deadline; )
     await new Promise((resolve) => setTimeout(resolve, 50))
