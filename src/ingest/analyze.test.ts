@@ -3,6 +3,8 @@ import pino from 'pino'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { createDb, type Db } from '../db/index.js'
 import { type Anvil, startAnvil } from '../devnet/anvil.js'
+import { result } from '../../test/fixtures/gateway.js'
+import { anvilReceipt } from '../../test/fixtures/sync.js'
 import { createUpstream } from '../upstream/index.js'
 import { createIngester, type Ingester } from './index.js'
 
@@ -40,25 +42,6 @@ afterAll(async () => {
   await anvil?.stop()
 })
 
-async function rpc<result>(method: string, params: unknown[]): Promise<result> {
-  const response = await fetch(anvil.rpcUrl, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  })
-  return ((await response.json()) as { result: result }).result
-}
-
-/** The receipt of a sent transaction, once anvil has mined it (its answer to the send may come first). */
-async function receiptOf(hash: string): Promise<{ contractAddress: string | null; blockNumber: string }> {
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
-    const receipt = await rpc<{ contractAddress: string | null; blockNumber: string } | null>('eth_getTransactionReceipt', [hash])
-    if (receipt !== null) return receipt
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-  throw new Error(`no receipt for ${hash} within 10 s`)
-}
-
 /** The planner's row count for the logs of blocks 0…: -1 until the partition is first analysed. */
 async function plannedLogRows(): Promise<number> {
   const [row] = await db.query<{ rows: number }>(sql`select reltuples::float8 as rows from pg_class where relname = 'logs_0'`)
@@ -66,13 +49,14 @@ async function plannedLogRows(): Promise<number> {
 }
 
 test('blocks followed one at a time: the statistics are refreshed once enough logs have been written, without autovacuum', async () => {
-  const [from] = await rpc<string[]>('eth_accounts', [])
-  const deployment = await rpc<string>('eth_sendTransaction', [{ from, data: EMITTER_INIT_CODE }])
-  const { contractAddress } = await receiptOf(deployment)
+  const [from] = await result<string[]>(anvil.rpcUrl, 'eth_accounts')
+  const deployment = await result<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from, data: EMITTER_INIT_CODE }])
+  const { contractAddress } = await anvilReceipt<{ contractAddress: string }>(anvil.rpcUrl, deployment)
   expect(await plannedLogRows()).toBeLessThan(1)
   // One call, one log, one block: each followed on its own, far below any backfill's size.
   for (let call = 0; call < CALLS; call++) {
-    const { blockNumber } = await receiptOf(await rpc<string>('eth_sendTransaction', [{ from, to: contractAddress }]))
+    const sent = await result<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from, to: contractAddress }])
+    const { blockNumber } = await anvilReceipt<{ blockNumber: string }>(anvil.rpcUrl, sent)
     await ingester.waitForBlock(Number(blockNumber), 10_000)
   }
   for (const deadline = Date.now() + 10_000; (await plannedLogRows()) < ANALYZE_AFTER_LOGS && Date.now() < deadline; )

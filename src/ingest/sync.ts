@@ -17,7 +17,7 @@ import type { Store, StoredHead } from './store.js'
  * comes after `FIRST_ANALYZE_AFTER_LOGS`, and the interval doubles up to this: a new index grows fastest,
  * relatively, in its first minutes (at Base's rate the first comes after 13 s instead of 130).
  */
-export const ANALYZE_AFTER_LOGS = 100_000
+const ANALYZE_AFTER_LOGS = 100_000
 const FIRST_ANALYZE_AFTER_LOGS = 10_000
 
 export type BlockSyncConfig = {
