@@ -1,4 +1,5 @@
 import DataLoader from 'dataloader'
+import { BATCH_PER_TURN } from './batching.js'
 import { sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type BlockSelector, toQuantity } from '../codecs/index.js'
@@ -115,21 +116,20 @@ export function createAccountResolvers({
    * Under concurrent load a round trip and a statement then serve several requests, as for receipts
    * (resolvers/receipts.ts). Nothing is kept between batches: that is the answer cache's job.
    */
-  const changedState = new DataLoader<string, AccountState | null>(
-    async (keys) => {
-      const addresses: string[] = []
-      const numbers: number[] = []
-      for (const key of keys) {
-        const [address, number] = key.split(':') as [string, string]
-        addresses.push(address)
-        numbers.push(Number(number))
-      }
-      // Two parameters, array literals (the client sends no array types), so that the statement text is the
-      // same for any batch; the addresses are checked hex (the key is made below from a validated address).
-      if (!addresses.every((address) => ADDRESS_HEX.test(address)) || !numbers.every(Number.isSafeInteger))
-        throw new TypeError('account reads need addresses and whole block numbers')
-      const changes = schema.accountChanges
-      const rows = await db.query<{ position: string; balance: string; nonce: string }>(sql`
+  const changedState = new DataLoader<string, AccountState | null>(async (keys) => {
+    const addresses: string[] = []
+    const numbers: number[] = []
+    for (const key of keys) {
+      const [address, number] = key.split(':') as [string, string]
+      addresses.push(address)
+      numbers.push(Number(number))
+    }
+    // Two parameters, array literals (the client sends no array types), so that the statement text is the
+    // same for any batch; the addresses are checked hex (the key is made below from a validated address).
+    if (!addresses.every((address) => ADDRESS_HEX.test(address)) || !numbers.every(Number.isSafeInteger))
+      throw new TypeError('account reads need addresses and whole block numbers')
+    const changes = schema.accountChanges
+    const rows = await db.query<{ position: string; balance: string; nonce: string }>(sql`
         select asked.position::text as position, found.balance, found.nonce
         from unnest(${`{${addresses.join(',')}}`}::text[], ${`{${numbers.join(',')}}`}::bigint[]) with ordinality as asked(address, number, position)
         cross join lateral (
@@ -144,13 +144,10 @@ export function createAccountResolvers({
             order by ${changes.blockNumber} asc limit 1)
           order by side limit 1
         ) as found`)
-      const states: (AccountState | null)[] = keys.map(() => null)
-      for (const row of rows) states[Number(row.position) - 1] = { balance: BigInt(row.balance), nonce: BigInt(row.nonce) }
-      return states
-    },
-    // Batched over a whole turn of the event loop (`setImmediate`), as the receipts are.
-    { cache: false, maxBatchSize: 64, batchScheduleFn: (callback) => setImmediate(callback) },
-  )
+    const states: (AccountState | null)[] = keys.map(() => null)
+    for (const row of rows) states[Number(row.position) - 1] = { balance: BigInt(row.balance), nonce: BigInt(row.nonce) }
+    return states
+  }, BATCH_PER_TURN)
 
   function fromChanges(address: Address, blockNumber: number): Promise<AccountState | null> {
     return changedState.load(`${address.slice(2).toLowerCase()}:${blockNumber}`)
