@@ -131,7 +131,7 @@ export type SealOutcome = 'sealed' | 'busy' | 'gone'
  * Seals one partition in a single transaction, without stopping reads of it or writes elsewhere:
  * - a SHARE lock keeps its rows as they are (a reorg that deep would wait) while readers go on;
  * - its rows are copied into a new table in the order of `logs_address_topic0_idx`, which then gets the same
- *   indexes and a CHECK of its range (so that ATTACH need not read it again);
+ *   indexes, a CHECK of its range (so that ATTACH need not read it again) and its planner statistics;
  * - the swap (DETACH the old, ATTACH the new, DROP the old) needs `logs` alone for a moment: it waits at most
  *   SWAP_LOCK_TIMEOUT_MS for readers at a time, in a savepoint, and tries again until `swapAttempts` run out.
  * `busy`: another process is sealing, or readers never let go; `gone`: the partition was dropped or sealed meanwhile.
@@ -165,6 +165,8 @@ export async function sealLogPartition(
       await tx.execute(
         sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
       )
+      // Its statistics, once: the ingester's refreshes skip sealed partitions, which never change again.
+      await tx.execute(sql`analyze ${fresh}`)
       for (let attempt = 1; ; attempt++) {
         try {
           await tx.transaction(async (swap) => {

@@ -45,8 +45,12 @@ export type BlockSyncConfig = {
 export function createBlockSync(config: BlockSyncConfig) {
   const { fetcher, logger, status, batchSize, fetchConcurrency } = config
   const analyzeAfterLogs = config.analyzeAfterLogs ?? ANALYZE_AFTER_LOGS
-  /** Logs written since the statistics were last refreshed, over every call of `syncTo`, and how many to wait for. */
+  /**
+   * Logs written since the statistics were last refreshed, over every call of `syncTo`, the first block
+   * they were written from, and how many to wait for.
+   */
   let logsSinceAnalyze = 0
+  let analyzeFrom: number | null = null
   let analyzeAt = Math.min(FIRST_ANALYZE_AFTER_LOGS, analyzeAfterLogs)
 
   async function fetchRange(from: number, to: number): Promise<BlockData[]> {
@@ -78,6 +82,7 @@ export function createBlockSync(config: BlockSyncConfig) {
    */
   async function syncTo(store: Store, next: number, target: number): Promise<number> {
     const progress = createProgress({ logger })
+    let logsWritten = 0
     let prefetched = fetchBatch(next, target)
     try {
       while (next <= target && !config.stopping() && prefetched !== null) {
@@ -105,7 +110,9 @@ export function createBlockSync(config: BlockSyncConfig) {
         next = committed.number + 1
         config.committed(committed, accepted)
         const logs = rows.reduce((sum, block) => sum + block.logs.length, 0)
+        logsWritten += logs
         logsSinceAnalyze += logs
+        analyzeFrom = Math.min(analyzeFrom ?? rows[0]!.block.number, rows[0]!.block.number)
         progress.record(accepted.length, logs, committed.number, target)
         await config.refreshSafeHeads(store)
       }
@@ -113,8 +120,10 @@ export function createBlockSync(config: BlockSyncConfig) {
       progress.done()
     }
     if (logsSinceAnalyze >= analyzeAt) {
-      await store.analyze()
+      // A backfill this large analyses every block table; blocks followed a few at a time, only what they changed.
+      await store.analyze(logsWritten >= analyzeAfterLogs ? undefined : (analyzeFrom ?? undefined))
       logsSinceAnalyze = 0
+      analyzeFrom = null
       analyzeAt = Math.min(analyzeAt * 2, analyzeAfterLogs)
     }
     return next
