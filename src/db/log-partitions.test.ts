@@ -162,6 +162,37 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     }
   })
 
+  test('a refresh while following analyses another block table once it has doubled since its statistics, not before', async () => {
+    const db = testDb()
+    const store = createStore({ db })
+    const plannedRows = async () =>
+      Number((await db.query<{ rows: number }>(sql`select reltuples::float8 as rows from pg_class where relname = 'account_changes'`))[0]!.rows)
+    const changes = (from: number, count: number) =>
+      Array.from({ length: count }, (_, index) => ({
+        address: hexToBytea(`0x${(from + index).toString(16).padStart(40, '0')}`),
+        blockNumber: 1,
+        balanceBefore: '0',
+        nonceBefore: 0,
+        balance: '1',
+        nonce: 1,
+      }))
+    try {
+      await db.copyInTransaction([{ table: schema.accountChanges, rows: changes(0, 2_000) }])
+      await store.analyze(0)
+      expect(await plannedRows()).toBe(2_000)
+      // A quarter more: the statistics stay as they were.
+      await db.copyInTransaction([{ table: schema.accountChanges, rows: changes(2_000, 500) }])
+      await store.analyze(0)
+      expect(await plannedRows()).toBe(2_000)
+      // More than twice the pages analysed: refreshed.
+      await db.copyInTransaction([{ table: schema.accountChanges, rows: changes(2_500, 2_500) }])
+      await store.analyze(0)
+      expect(await plannedRows()).toBe(5_000)
+    } finally {
+      await db.query(sql`delete from account_changes`)
+    }
+  })
+
   test('dropping a partition takes exactly its blocks\u2019 logs', async () => {
     const db = testDb()
     const before = await everyLog(db)

@@ -153,15 +153,23 @@ export function createStore({ db }: { db: DbSession }) {
     })
   }
 
-  /** The partitions of `logs` still written that hold blocks from `from` on, and the block tables and partitions without statistics. */
+  /**
+   * What a refresh while following analyses: the partitions of `logs` still written that hold blocks from
+   * `from` on; any other block table or partition without statistics; and any other block table that has
+   * more than doubled in pages since its statistics were taken (`relpages` is what ANALYZE last saw), so
+   * that each is analysed a logarithmic number of times as it grows, not at every refresh.
+   */
   async function tablesWrittenSince(from: number): Promise<string[]> {
     const partitions = await logPartitions(db)
     const written = partitions.filter((partition) => !partition.sealed && partition.to > from).map((partition) => partition.name)
-    const candidates = [...blockTables.filter(([key]) => key !== 'logs').map(([, { table }]) => getTableName(table)), ...partitions.map(({ name }) => name)]
-    const unanalysed = await db.query<{ name: string }>(sql`
-      select name from unnest(${`{${candidates.join(',')}}`}::text[]) as name
-      where not exists (select 1 from pg_stats s where s.schemaname = current_schema() and s.tablename = name)`)
-    return [...new Set([...written, ...unanalysed.map(({ name }) => name)])]
+    const others = blockTables.filter(([key]) => key !== 'logs').map(([, { table }]) => getTableName(table))
+    const stale = await db.query<{ name: string }>(sql`
+      select c.relname as name from pg_class c
+      where c.relnamespace = current_schema()::regnamespace and c.relname = any(${`{${[...others, ...partitions.map(({ name }) => name)].join(',')}}`}::text[])
+        and (not exists (select 1 from pg_stats s where s.schemaname = current_schema() and s.tablename = c.relname)
+          or (c.relname = any(${`{${others.join(',')}}`}::text[])
+            and pg_relation_size(c.oid) > 2 * greatest(c.relpages, 1)::bigint * current_setting('block_size')::bigint))`)
+    return [...new Set([...written, ...stale.map(({ name }) => name)])]
   }
 
   async function lowestBlock(): Promise<number | null> {
@@ -177,8 +185,8 @@ export function createStore({ db }: { db: DbSession }) {
      * Refreshes the planner statistics of what ingest wrote. After a large backfill (no `from`): every block
      * table, `logs` and all its partitions. While following (`from`, the first block written since the last
      * refresh): only the partitions of `logs` holding blocks from `from` on that are not sealed (a sealed one
-     * never changes, and sealing analysed it: db/log-partitions.ts), and any block table or partition the
-     * planner has no statistics of at all. Analysing every partition each time would read ~30,000 pages of
+     * never changes, and sealing analysed it: db/log-partitions.ts), and the other tables that have none or
+     * have doubled since (`tablesWrittenSince`). Analysing every partition each time would read ~30,000 pages of
      * each, every ~2 minutes at Base's rate, for statistics that cannot have changed.
      */
     async analyze(from?: number) {
