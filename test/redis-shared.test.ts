@@ -130,7 +130,9 @@ describe.runIf(postgresAvailable)('with --redis-url, two serving processes act a
     // One burst, plus what refilled while the requests were in flight; each process alone would admit a burst.
     expect(admitted).toBeGreaterThanOrEqual(RATE)
     expect(admitted).toBeLessThanOrEqual(RATE + Math.ceil(elapsedSeconds * RATE) + 1)
-    expect(admitted).toBeLessThan(2 * RATE)
+    // Fewer than two processes limiting alone would admit in the same time: a burst and a refill each. (On a
+    // loaded machine the 30 requests can take over a second, and the refill with them.)
+    expect(admitted).toBeLessThan(2 * (RATE + Math.floor(elapsedSeconds * RATE)))
   })
 
   test("a dedicated key's own rate holds across both processes", async () => {
