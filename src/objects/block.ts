@@ -104,17 +104,41 @@ export function countsWithdrawals(sealed: Record<string, unknown>, pending: Pend
   return null
 }
 
+/**
+ * The ordered trie of a pending block's transactions, kept from one version to the next: a flashblock
+ * adds transactions at the end (and receipts arriving change the version but no transaction), so the trie
+ * takes only the new ones. Measured in `npm run bench -- --follow` (Base's shape, the pending block asked
+ * for at every version): rebuilding the whole trie each time was ~7% of the gateway's CPU.
+ */
+type TransactionsTrie = {
+  version: number
+  /** The transactions it holds, by hash, in block order: a block whose list is no longer an extension of these is rebuilt. */
+  hashes: Hash[]
+  trie: MerklePatriciaTrie
+  root: Promise<Hash>
+}
+const transactionsTries = new WeakMap<PendingBlock, TransactionsTrie>()
+
 /** The ordered trie root of the block's transactions so far (Yellow Paper §4.3), computed once per version. */
-const transactionsRoots = new WeakMap<PendingBlock, { version: number; root: Promise<Hash> }>()
-function transactionsRoot(block: PendingBlock): Promise<Hash> {
-  const cached = transactionsRoots.get(block)
-  if (cached !== undefined && cached.version === block.version) return cached.root
-  const root = (async () => {
-    const trie = new MerklePatriciaTrie()
-    for (const transaction of block.transactions) await trie.put(hexToBytes(toRlp(quantityHex(BigInt(transaction.index)))), hexToBytes(transaction.raw))
+export function transactionsRoot(block: PendingBlock): Promise<Hash> {
+  const kept = transactionsTries.get(block)
+  if (kept !== undefined && kept.version === block.version) return kept.root
+  const { transactions } = block
+  const extended =
+    kept !== undefined && kept.hashes.length <= transactions.length && kept.hashes.every((hash, position) => transactions[position]!.hash === hash)
+  const added = transactions.slice(extended ? kept.hashes.length : 0)
+  const trie = extended ? kept.trie : new MerklePatriciaTrie()
+  // Puts on one trie run one after the other: each version's after the version before it.
+  const root = (extended ? kept.root : Promise.resolve()).then(async () => {
+    for (const transaction of added) await trie.put(hexToBytes(toRlp(quantityHex(BigInt(transaction.index)))), hexToBytes(transaction.raw))
     return `0x${Buffer.from(trie.root()).toString('hex')}` as Hash
-  })()
-  transactionsRoots.set(block, { version: block.version, root })
+  })
+  const next: TransactionsTrie = { version: block.version, hashes: transactions.map((transaction) => transaction.hash), trie, root }
+  transactionsTries.set(block, next)
+  // A failure is not kept: the next version asked for rebuilds the trie from the first transaction.
+  root.catch(() => {
+    if (transactionsTries.get(block) === next) transactionsTries.delete(block)
+  })
   return root
 }
 
