@@ -163,12 +163,13 @@ export function createStore({ db }: { db: DbSession }) {
     const partitions = await logPartitions(db)
     const written = partitions.filter((partition) => !partition.sealed && partition.to > from).map((partition) => partition.name)
     const others = blockTables.filter(([key]) => key !== 'logs').map(([, { table }]) => getTableName(table))
-    const stale = await db.query<{ name: string }>(sql`
-      select c.relname as name from pg_class c
-      where c.relnamespace = current_schema()::regnamespace and c.relname = any(${`{${[...others, ...partitions.map(({ name }) => name)].join(',')}}`}::text[])
-        and (not exists (select 1 from pg_stats s where s.schemaname = current_schema() and s.tablename = c.relname)
-          or (c.relname = any(${`{${others.join(',')}}`}::text[])
-            and pg_relation_size(c.oid) > 2 * greatest(c.relpages, 1)::bigint * current_setting('block_size')::bigint))`)
+    const tables = await db.query<{ name: string; analysed: boolean; doubled: boolean }>(sql`
+      select c.relname as name,
+        exists (select 1 from pg_stats s where s.schemaname = current_schema() and s.tablename = c.relname) as analysed,
+        pg_relation_size(c.oid) > 2 * greatest(c.relpages, 1)::bigint * current_setting('block_size')::bigint as doubled
+      from pg_class c
+      where c.relnamespace = current_schema()::regnamespace and c.relname = any(${`{${[...others, ...partitions.map(({ name }) => name)].join(',')}}`}::text[])`)
+    const stale = tables.filter(({ name, analysed, doubled }) => !analysed || (doubled && others.includes(name)))
     return [...new Set([...written, ...stale.map(({ name }) => name)])]
   }
 
