@@ -85,21 +85,33 @@ describe('forwarding', () => {
     expect(await rpc(gateway.url, 'eth_call', [call, 'latest'])).toEqual({ jsonrpc: '2.0', id: 1, error: direct.error })
   })
 
-  test.each([
-    'eth_sendTransaction',
-    'eth_sign',
-    'personal_sign',
-    'eth_accounts',
-    'anvil_mine',
-    'evm_mine',
-    'debug_traceTransaction',
-    'admin_nodeInfo',
-    'eth_newFilter',
-  ])('%s is not on the allowlist: -32601, and the upstream never sees it', async (method) => {
+  test.each(['eth_sendTransaction', 'eth_sign', 'personal_sign', 'anvil_mine', 'evm_mine', 'debug_traceTransaction', 'admin_nodeInfo', 'eth_newFilter'])(
+    '%s is not on the allowlist: -32601, and the upstream never sees it',
+    async (method) => {
+      const head = await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', [])
+      const { error } = await rpc(gateway.url, method, method === 'anvil_mine' ? ['0x5'] : [])
+      expect(error).toEqual({ code: -32601, message: `the method ${method} does not exist/is not available` })
+      expect(await anvilCall(anvil.rpcUrl, 'eth_blockNumber', [])).toBe(head)
+    },
+  )
+
+  test("eth_accounts answers [] itself: the node's own accounts cannot sign through flashgate, and are not listed", async () => {
+    expect((await anvilCall<string[]>(anvil.rpcUrl, 'eth_accounts', [])).length).toBeGreaterThan(0)
+    expect(await rpc(gateway.url, 'eth_accounts', [])).toEqual({ jsonrpc: '2.0', id: 1, result: [] })
+    expect((await rpc(gateway.url, 'eth_accounts', ['0x1'])).error?.code).toBe(-32602)
+  })
+
+  test("uncles by index are forwarded: the node's answers (null for a block that has none, its error for an unknown hash)", async () => {
     const head = await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', [])
-    const { error } = await rpc(gateway.url, method, method === 'anvil_mine' ? ['0x5'] : [])
-    expect(error).toEqual({ code: -32601, message: `the method ${method} does not exist/is not available` })
-    expect(await anvilCall(anvil.rpcUrl, 'eth_blockNumber', [])).toBe(head)
+    const block = await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [head, false])
+    for (const [method, params] of [
+      ['eth_getUncleByBlockNumberAndIndex', [head, '0x0']],
+      ['eth_getUncleByBlockHashAndIndex', [block.hash, '0x0']],
+      ['eth_getUncleByBlockHashAndIndex', [`0x${'12'.repeat(32)}`, '0x0']],
+    ] as const) {
+      const direct = await rpc(anvil.rpcUrl, method, [...params])
+      expect(await rpc(gateway.url, method, [...params])).toEqual(direct)
+    }
   })
 
   test('the allowlist answers on the dedicated endpoint too, and inside batches', async () => {

@@ -1,4 +1,5 @@
 import type { MethodDefinition } from '../define-method.js'
+import { eth_accounts } from './eth_accounts.js'
 import { eth_blockNumber } from './eth_blockNumber.js'
 import { eth_call } from './eth_call.js'
 import { eth_chainId } from './eth_chainId.js'
@@ -19,6 +20,7 @@ import { web3_clientVersion } from './web3_clientVersion.js'
 
 /** Every method the index answers, by name. */
 export const methods: Record<string, MethodDefinition> = {
+  eth_accounts,
   eth_blockNumber,
   eth_call,
   eth_chainId,
