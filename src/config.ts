@@ -123,10 +123,12 @@ export const serveConfigSchema = z.object({
   // Endpoint policies (src/policy): the public endpoint's limits, then the dedicated endpoints' ones.
   publicRateLimit: nonNegative.default(50),
   publicMaxBatch: positiveInt.default(100),
+  publicMaxBatchResponse: positiveInt.default(10 * 1024 * 1024),
   publicMaxBody: positiveInt.default(1024 * 1024),
   publicMaxBlockRange: positiveInt.default(2_000),
   publicMaxLogs: positiveInt.default(10_000),
   maxBatch: positiveInt.default(1_000),
+  maxBatchResponse: positiveInt.default(25 * 1024 * 1024),
   maxBody: positiveInt.default(5 * 1024 * 1024),
   maxBlockRange: positiveInt.default(10_000),
   maxLogs: positiveInt.default(10_000),
@@ -257,6 +259,12 @@ export const OPTIONS = [
     help: 'public endpoint: requests per second per client address, 0 for no limit (default 50)',
   },
   { key: 'publicMaxBatch', flag: 'public-max-batch', env: 'PUBLIC_MAX_BATCH', help: 'public endpoint: calls per batch (default 100)' },
+  {
+    key: 'publicMaxBatchResponse',
+    flag: 'public-max-batch-response',
+    env: 'PUBLIC_MAX_BATCH_RESPONSE',
+    help: 'public endpoint: bytes of results per batch, past which the rest of the batch is -32003 (default 10485760)',
+  },
   { key: 'publicMaxBody', flag: 'public-max-body', env: 'PUBLIC_MAX_BODY', help: 'public endpoint: bytes per request body (default 1048576)' },
   {
     key: 'publicMaxBlockRange',
@@ -266,6 +274,12 @@ export const OPTIONS = [
   },
   { key: 'publicMaxLogs', flag: 'public-max-logs', env: 'PUBLIC_MAX_LOGS', help: 'public endpoint: largest eth_getLogs result (default 10000)' },
   { key: 'maxBatch', flag: 'max-batch', env: 'MAX_BATCH', help: 'dedicated endpoints: calls per batch (default 1000)' },
+  {
+    key: 'maxBatchResponse',
+    flag: 'max-batch-response',
+    env: 'MAX_BATCH_RESPONSE',
+    help: 'dedicated endpoints: bytes of results per batch, past which the rest of the batch is -32003 (default 26214400)',
+  },
   { key: 'maxBody', flag: 'max-body', env: 'MAX_BODY', help: 'dedicated endpoints: bytes per request body (default 5242880)' },
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'dedicated endpoints: largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'dedicated endpoints: largest eth_getLogs result (default 10000)' },

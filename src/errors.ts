@@ -156,6 +156,18 @@ export class JsonRpcNeedsPostError extends FlashgateError {
   }
 }
 
+/**
+ * A batch whose answers have passed the endpoint's `--max-batch-response` bytes: each call not yet answered
+ * gets this instead of running, as geth does (`--rpc.batch-response-max-size`, the same code and words).
+ */
+export class ResponseTooLargeError extends FlashgateError {
+  override readonly name = 'ResponseTooLargeError'
+  readonly code = -32003
+  constructor() {
+    super('response too large')
+  }
+}
+
 export class InternalError extends FlashgateError {
   override readonly name = 'InternalError'
   readonly code = -32603

@@ -13,7 +13,7 @@ import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 // Small limits, so that every limit is cheap to reach; each test speaks from its own client address
 // (X-Forwarded-For, trusted here) so that the public rate limit of one test does not spill into another.
 const PUBLIC = { rate: 4, batch: 10, body: 4_096, range: 5, logs: 5 }
-const DEDICATED = { batch: 50, body: 65_536, range: 50, logs: 1_000 }
+const DEDICATED = { batch: 50, body: 65_536, range: 50, logs: 1_000, batchResponse: 20_000 }
 
 let anvil: Anvil
 let database: TestDatabase
@@ -51,6 +51,7 @@ beforeAll(async () => {
     publicMaxBlockRange: PUBLIC.range,
     publicMaxLogs: PUBLIC.logs,
     maxBatch: DEDICATED.batch,
+    maxBatchResponse: DEDICATED.batchResponse,
     maxBody: DEDICATED.body,
     maxBlockRange: DEDICATED.range,
     maxLogs: DEDICATED.logs,
@@ -198,6 +199,40 @@ describe('size limits', () => {
     expect(over.body).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `batch too large: at most ${PUBLIC.batch} requests` } })
     expect((await post(gateway.dedicatedUrl, batch(PUBLIC.batch + 1))).body).toHaveLength(PUBLIC.batch + 1)
     expect((await post(gateway.dedicatedUrl, batch(DEDICATED.batch + 1))).body.error.message).toBe(`batch too large: at most ${DEDICATED.batch} requests`)
+  })
+
+  test("a batch's answers past the policy's bytes: the calls not yet answered get -32003 response too large, as geth's", async () => {
+    // One answer's size as the server writes it (the bytes after `"result":` in a single call's answer).
+    const filter = { fromBlock: '0x1', toBlock: '0x1e' }
+    const single = await fetch(gateway.dedicatedUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(call('eth_getLogs', [filter])),
+    })
+    const text = await single.text()
+    const size = Buffer.byteLength(text) - Buffer.byteLength('{"jsonrpc":"2.0","id":1,"result":}')
+    const expected = JSON.parse(text).result
+    expect(expected.length).toBeGreaterThan(0)
+    // The answers that fit, then the one that crosses the bound (kept, as geth keeps it); every later call refused.
+    const answeredCount = Math.floor(DEDICATED.batchResponse / size) + 1
+    const calls = answeredCount + 12
+    const batch = Array.from({ length: calls }, (_, i) => call('eth_getLogs', [filter], i))
+    batch.splice(calls - 1, 0, { jsonrpc: '2.0', method: 'eth_getLogs', params: [filter] } as never)
+    const answer = await post(gateway.dedicatedUrl, batch)
+    expect(answer.status).toBe(200)
+    expect(answer.body.map((entry: { id: number }) => entry.id)).toEqual([...Array(calls).keys()])
+    const answered = answer.body.filter((entry: { result?: unknown }) => entry.result !== undefined)
+    const refused = answer.body.filter((entry: { error?: unknown }) => entry.error !== undefined)
+    expect(answered).toHaveLength(answeredCount)
+    for (const entry of answered) expect(entry.result).toEqual(expected)
+    expect(refused).toHaveLength(calls - answeredCount)
+    for (const entry of refused) expect(entry.error).toEqual({ code: -32003, message: 'response too large' })
+    // A batch whose last answer is the one crossing the bound is answered whole.
+    const under = await post(
+      gateway.dedicatedUrl,
+      Array.from({ length: answeredCount }, (_, i) => call('eth_getLogs', [filter], i)),
+    )
+    expect(under.body.every((entry: { result?: unknown }) => entry.result !== undefined)).toBe(true)
   })
 
   test('a body over the policy size: HTTP 413 with a JSON-RPC error; the dedicated limit is higher', async () => {

@@ -11,9 +11,10 @@ import {
   MethodNotFoundError,
   ParseError,
   RateLimitedError,
+  ResponseTooLargeError,
   toJsonRpcError,
 } from '../errors.js'
-import type { LogLimits, Resolvers } from '../resolvers/index.js'
+import { type LogLimits, RawJson, type Resolvers } from '../resolvers/index.js'
 import type { CallContext, MethodDefinition } from './define-method.js'
 import { methods as indexMethods } from './methods/index.js'
 import type { CallMemo } from './memo.js'
@@ -40,6 +41,8 @@ export type JsonRpcHandlerConfig = {
   logger: Logger
   methods?: Record<string, MethodDefinition>
   maxBatchSize?: number
+  /** Bytes of a batch's results past which the calls not yet answered get `-32003` (geth's rule); none when absent. */
+  maxBatchResponseBytes?: number
   /** Methods this endpoint refuses: `-32004`, and HTTP 403 for a single call (src/policy). */
   refusedMethods?: ReadonlySet<string>
   /** Forwards a method the index does not answer to the upstream node, if it is on the allowlist. */
@@ -77,6 +80,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const callContext: CallContext = { limits: config.limits }
   const table = config.methods ?? indexMethods
   const maxBatchSize = config.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE
+  const maxBatchResponseBytes = config.maxBatchResponseBytes ?? Number.POSITIVE_INFINITY
   const refusedMethods = config.refusedMethods ?? new Set<string>()
   const passThrough = config.passThrough ?? null
   const memo = config.memo ?? null
@@ -148,16 +152,59 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     })
   }
 
+  /**
+   * A result and the bytes it takes in the answer. An object or array is written to JSON once here, kept as
+   * those bytes (the answer copies them in as they are: src/jsonrpc/serialize.ts); a string or a scalar is
+   * small, and measured as it is.
+   */
+  function sizedResult(result: unknown): { result: unknown; bytes: number } {
+    if (result instanceof RawJson) return { result, bytes: result.byteLength }
+    if (typeof result === 'object' && result !== null) {
+      const raw = RawJson.fromValue(result)
+      return { result: raw, bytes: raw.byteLength }
+    }
+    return { result, bytes: typeof result === 'string' ? Buffer.byteLength(result) + 2 : String(result).length }
+  }
+
+  /** A call of a batch past its bound on answered bytes: not run, and `-32003` unless it is a notification. */
+  function refusedAsTooLarge(request: unknown, exactId?: NumericId): JsonRpcResponse | null {
+    if (typeof request !== 'object' || request === null || Array.isArray(request)) return failure(null, new InvalidRequestError('invalid request'))
+    if (!('id' in request)) return null
+    const id = (request as { id: unknown }).id
+    return { jsonrpc: '2.0', id: exactId ?? (isValidId(id) ? id : null), error: toJsonRpcError(new ResponseTooLargeError()) }
+  }
+
   async function handleBatch(requests: unknown[], local: LocalMethods, ids?: (NumericId | undefined)[]): Promise<JsonRpcReply> {
     if (requests.length === 0) return { status: 200, body: failure(null, new InvalidRequestError('empty batch')) }
     if (requests.length > maxBatchSize)
       return { status: 200, body: failure(null, new InvalidRequestError(`batch too large: at most ${maxBatchSize} requests`)) }
     const responses: (JsonRpcResponse | null)[] = new Array(requests.length).fill(null)
     let next = 0
+    // Results are held as their JSON bytes, counted as they come: once past the endpoint's bound, the calls not
+    // yet answered are refused instead of run, and those answered meanwhile let go of theirs (geth keeps the
+    // answer that crossed the bound; here the calls in flight beside it are refused too). Without a bound, a
+    // batch of large `eth_getLogs` answers could take gigabytes and pass the longest string V8 can make.
+    let resultBytes = 0
+    const full = () => resultBytes > maxBatchResponseBytes
     async function worker() {
       while (next < requests.length) {
         const index = next++
-        responses[index] = (await handleOne(requests[index], local, ids?.[index])).response
+        if (full()) {
+          responses[index] = refusedAsTooLarge(requests[index], ids?.[index])
+          continue
+        }
+        const { response } = await handleOne(requests[index], local, ids?.[index])
+        if (response === null || !('result' in response) || maxBatchResponseBytes === Number.POSITIVE_INFINITY) {
+          responses[index] = response
+          continue
+        }
+        if (full()) {
+          responses[index] = { jsonrpc: '2.0', id: response.id, error: toJsonRpcError(new ResponseTooLargeError()) }
+          continue
+        }
+        const { result, bytes } = sizedResult(response.result)
+        resultBytes += bytes
+        responses[index] = { ...response, result }
       }
     }
     await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, requests.length) }, worker))

@@ -19,6 +19,8 @@ export type Policy = {
   rateLimit: number
   /** Calls in one batch; more is `-32600 batch too large`. */
   maxBatchSize: number
+  /** Bytes of a batch's results; once past, the calls not yet answered get `-32003 response too large`. */
+  maxBatchResponseBytes: number
   /** Bytes of one request body; more is HTTP 413. */
   maxBodyBytes: number
   /** `eth_getLogs` (and GraphQL `logs`) block range and result cap. */
@@ -28,10 +30,12 @@ export type Policy = {
 export type PolicyConfig = {
   publicRateLimit: number
   publicMaxBatch: number
+  publicMaxBatchResponse: number
   publicMaxBody: number
   publicMaxBlockRange: number
   publicMaxLogs: number
   maxBatch: number
+  maxBatchResponse: number
   maxBody: number
   maxBlockRange: number
   maxLogs: number
@@ -46,6 +50,7 @@ export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy>
       refusedMethods: new Set(PUBLIC_REFUSED_METHODS),
       rateLimit: config.publicRateLimit,
       maxBatchSize: config.publicMaxBatch,
+      maxBatchResponseBytes: config.publicMaxBatchResponse,
       maxBodyBytes: config.publicMaxBody,
       logLimits: { maxBlockRange: config.publicMaxBlockRange, maxLogs: config.publicMaxLogs, maxQueryCost: config.maxQueryCost },
     },
@@ -55,6 +60,7 @@ export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy>
       // Each key carries its own rate (`flashgate keys create --rate`).
       rateLimit: 0,
       maxBatchSize: config.maxBatch,
+      maxBatchResponseBytes: config.maxBatchResponse,
       maxBodyBytes: config.maxBody,
       logLimits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
     },

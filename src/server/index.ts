@@ -163,6 +163,7 @@ export function createServer(config: ServerConfig) {
         limits: policy.logLimits,
         logger,
         maxBatchSize: policy.maxBatchSize,
+        maxBatchResponseBytes: policy.maxBatchResponseBytes,
         refusedMethods: policy.refusedMethods,
         passThrough: config.passThrough ?? null,
         memo: memos[policy.name],
