@@ -9,3 +9,15 @@ export function byteaToHex(value: Uint8Array): Hex {
   const buffer = Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength)
   return `0x${buffer.toString('hex')}`
 }
+
+/**
+ * A Postgres array literal (`{1,2}`, `{"a","b"}`) bound as one text parameter and cast in the statement
+ * (`::bigint[]`, `::text[]`): the statement's text is the same however many values there are (prepared once),
+ * and the client sends no array type. Strings are quoted, their quotes and backslashes escaped.
+ * https://www.postgresql.org/docs/current/arrays.html#ARRAYS-IO
+ */
+export function arrayLiteral(values: Iterable<number | bigint | string>): string {
+  const elements: string[] = []
+  for (const value of values) elements.push(typeof value === 'string' ? `"${value.replace(/["\\]/g, '\\$&')}"` : String(value))
+  return `{${elements.join(',')}}`
+}

@@ -1,7 +1,7 @@
 import { asc, eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../../test/fixtures/db.js'
-import { createDb, type Db, hexToBytea, byteaToHex, schema } from './index.js'
+import { arrayLiteral, createDb, type Db, hexToBytea, byteaToHex, schema } from './index.js'
 import { attachLogPartitions } from './log-partitions.js'
 
 let database: TestDatabase
@@ -25,6 +25,18 @@ describe(`createDb (${process.env.DATABASE_URL ? 'Postgres' : 'PGlite'})`, () =>
     expect(tables.map((table) => table.name)).toEqual(expect.arrayContaining(['account_changes', 'blocks', 'logs', 'receipts', 'sync_state', 'transactions']))
     // Reads write nothing: upstream state read through is kept in memory (resolvers/accounts.ts), not in a table.
     expect(tables.map((table) => table.name)).not.toContain('account_reads')
+  })
+
+  test('an array literal bound as one parameter reads back as the values, quotes, backslashes and commas included', async () => {
+    const texts = ['logs_0', '0xAbC', 'a"b', 'c\\d', 'e,f', '{g}', 'h i', '']
+    const numbers = [0, 7, 9_007_199_254_740_991]
+    // Read back as JSON: the Postgres client here leaves array types as their text.
+    const [row] = await db.query<{ texts: string[]; numbers: string[] }>(
+      sql`select to_json(${arrayLiteral(texts)}::text[]) as texts, to_json(${arrayLiteral(numbers)}::bigint[]::text[]) as numbers`,
+    )
+    expect(row!.texts).toEqual(texts)
+    expect(row!.numbers).toEqual(numbers.map(String))
+    expect(arrayLiteral(new Set([3, 3, 4]))).toBe('{3,4}')
   })
 
   test('COPY round-trips bytes, nulls, JSON with characters COPY treats specially, and numerics', async () => {

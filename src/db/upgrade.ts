@@ -2,6 +2,7 @@ import { type SQL, sql } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import { inflateAny } from '../codecs/deflated.js'
 import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../codecs/segmented.js'
+import { arrayLiteral } from './bytes.js'
 import * as schema from './schema.js'
 import { SYNC_KEYS } from './schema.js'
 import { type DbConfig, type DbSession, rowsOf } from './session.js'
@@ -68,7 +69,7 @@ async function upgradeTransactions(session: Session, from: number, to: number): 
   for (const { number } of missing) {
     const { stream, length, adler32, offsets } = deflateSegmented(bodies.get(Number(number)) ?? [], BODY_DEFLATE_LEVEL)
     await session.query(sql`insert into ${blockTransactions} (block_number, deflated, plain_length, adler32, segment_offsets)
-      values (${Number(number)}, ${stream}, ${length}, ${adler32}, ${`{${offsets.join(',')}}`}::int[])`)
+      values (${Number(number)}, ${stream}, ${length}, ${adler32}, ${arrayLiteral(offsets)}::int[])`)
   }
   await session.query(
     sql`update ${transactions} set body = null where ${transactions.blockNumber} between ${from} and ${to} and ${transactions.body} is not null`,
@@ -92,7 +93,7 @@ async function upgradeReceipts(session: Session, from: number, to: number): Prom
         : (JSON.parse(inflateAny(deflated).toString('utf8')) as unknown[]).map((receipt) => JSON.stringify(receipt))
     const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
     await session.query(sql`insert into ${blockReceipts} (block_number, deflated, plain_length, adler32, segment_offsets)
-      values (${Number(number)}, ${stream}, ${length}, ${adler32}, ${`{${offsets.join(',')}}`}::int[])
+      values (${Number(number)}, ${stream}, ${length}, ${adler32}, ${arrayLiteral(offsets)}::int[])
       on conflict (block_number) do update set deflated = excluded.deflated, plain_length = excluded.plain_length,
         adler32 = excluded.adler32, segment_offsets = excluded.segment_offsets`)
   }

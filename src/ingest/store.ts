@@ -3,7 +3,7 @@ import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
 export type { RegistryProgress }
-import { byteaToHex, type CopyRows, type DbSession, SYNC_KEYS, rowsOf, schema, sqlState } from '../db/index.js'
+import { arrayLiteral, byteaToHex, type CopyRows, type DbSession, SYNC_KEYS, rowsOf, schema, sqlState } from '../db/index.js'
 import { logAddressIsAnyOf } from '../db/log-keys.js'
 import { createLogPartitioner, logPartitions } from '../db/log-partitions.js'
 import { notifyChain } from '../db/notifications.js'
@@ -168,7 +168,7 @@ export function createStore({ db }: { db: DbSession }) {
         exists (select 1 from pg_stats s where s.schemaname = current_schema() and s.tablename = c.relname) as analysed,
         pg_relation_size(c.oid) > 2 * greatest(c.relpages, 1)::bigint * current_setting('block_size')::bigint as doubled
       from pg_class c
-      where c.relnamespace = current_schema()::regnamespace and c.relname = any(${`{${[...others, ...partitions.map(({ name }) => name)].join(',')}}`}::text[])`)
+      where c.relnamespace = current_schema()::regnamespace and c.relname = any(${arrayLiteral([...others, ...partitions.map(({ name }) => name)])}::text[])`)
     const stale = tables.filter(({ name, analysed, doubled }) => !analysed || (doubled && others.includes(name)))
     return [...new Set([...written, ...stale.map(({ name }) => name)])]
   }

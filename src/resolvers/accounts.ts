@@ -3,7 +3,7 @@ import { BATCH_PER_TURN } from './batching.js'
 import { sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type BlockSelector, toQuantity } from '../codecs/index.js'
-import { type Db, hexToBytea, schema } from '../db/index.js'
+import { arrayLiteral, type Db, hexToBytea, schema } from '../db/index.js'
 import { HeaderNotFoundError, UpstreamError } from '../errors.js'
 import { LRUCache } from 'lru-cache'
 import type { ForwardedTransactions } from '../pending/index.js'
@@ -131,7 +131,7 @@ export function createAccountResolvers({
     const changes = schema.accountChanges
     const rows = await db.query<{ position: string; balance: string; nonce: string }>(sql`
         select asked.position::text as position, found.balance, found.nonce
-        from unnest(${`{${addresses.join(',')}}`}::text[], ${`{${numbers.join(',')}}`}::bigint[]) with ordinality as asked(address, number, position)
+        from unnest(${arrayLiteral(addresses)}::text[], ${arrayLiteral(numbers)}::bigint[]) with ordinality as asked(address, number, position)
         cross join lateral (
           (select ${changes.balance}::text as balance, ${changes.nonce}::text as nonce, 0 as side
             from ${changes}

@@ -2,7 +2,7 @@ import { type SQL, sql } from 'drizzle-orm'
 import type { RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { inflateAny } from '../codecs/deflated.js'
 import { inflateSegment, SEGMENT_ITEMS } from '../codecs/segmented.js'
-import { type Db, schema } from '../db/index.js'
+import { arrayLiteral, type Db, schema } from '../db/index.js'
 
 const { blockReceipts, blockTransactions, transactions } = schema
 
@@ -76,7 +76,7 @@ export function createBlockBodies({ db }: { db: Db }) {
     if (!numbers.every(Number.isSafeInteger)) throw new TypeError('block numbers must be integers')
     const rows = await db.query<{ block_number: number | string; deflated: Uint8Array }>(
       sql`select ${blockTransactions.blockNumber} as block_number, ${blockTransactions.deflated} as deflated from ${blockTransactions}
-          where ${blockTransactions.blockNumber} = any(${`{${[...new Set(numbers)].join(',')}}`}::bigint[])`,
+          where ${blockTransactions.blockNumber} = any(${arrayLiteral(new Set(numbers))}::bigint[])`,
     )
     return new Map(rows.map((row) => [Number(row.block_number), JSON.parse(inflateAny(row.deflated).toString('utf8')) as RpcTransaction[]]))
   }

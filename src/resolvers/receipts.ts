@@ -4,7 +4,7 @@ import { eq, sql } from 'drizzle-orm'
 import type { Hash } from 'viem'
 import type { DeflatedText } from '../codecs/deflated.js'
 import type { BlockSelector } from '../codecs/index.js'
-import { hexToBytea, schema } from '../db/index.js'
+import { arrayLiteral, hexToBytea, schema } from '../db/index.js'
 import type { ReadContext } from './context.js'
 import { RawJson } from './raw-json.js'
 import { createBlockBodies } from './block-bodies.js'
@@ -63,7 +63,7 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
     const rows = await db.query<StoredBlockReceipts>(
       sql`select ${blockReceipts.blockNumber} as number, ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength",
               ${blockReceipts.adler32} as adler32
-            from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${`{${[...new Set(numbers)].join(',')}}`}::bigint[])`,
+            from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${arrayLiteral(new Set(numbers))}::bigint[])`,
     )
     const byNumber = new Map(rows.map((row) => [Number(row.number), row]))
     return numbers.map((number) => byNumber.get(number))
