@@ -263,7 +263,7 @@ export const OPTIONS = [
     key: 'publicMaxBatchResponse',
     flag: 'public-max-batch-response',
     env: 'PUBLIC_MAX_BATCH_RESPONSE',
-    help: 'public endpoint: bytes of results per batch, past which the rest of the batch is -32003 (default 10485760)',
+    help: 'public endpoint: bytes of results per batch, past which the calls not yet started are -32003 (default 10485760)',
   },
   { key: 'publicMaxBody', flag: 'public-max-body', env: 'PUBLIC_MAX_BODY', help: 'public endpoint: bytes per request body (default 1048576)' },
   {
@@ -278,7 +278,7 @@ export const OPTIONS = [
     key: 'maxBatchResponse',
     flag: 'max-batch-response',
     env: 'MAX_BATCH_RESPONSE',
-    help: 'dedicated endpoints: bytes of results per batch, past which the rest of the batch is -32003 (default 26214400)',
+    help: 'dedicated endpoints: bytes of results per batch, past which the calls not yet started are -32003 (default 26214400)',
   },
   { key: 'maxBody', flag: 'max-body', env: 'MAX_BODY', help: 'dedicated endpoints: bytes per request body (default 5242880)' },
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'dedicated endpoints: largest eth_getLogs block range (default 10000)' },

@@ -157,7 +157,7 @@ export class JsonRpcNeedsPostError extends FlashgateError {
 }
 
 /**
- * A batch whose answers have passed the endpoint's `--max-batch-response` bytes: each call not yet answered
+ * A batch whose answers have passed the endpoint's `--max-batch-response` bytes: each call not yet started
  * gets this instead of running, as geth does (`--rpc.batch-response-max-size`, the same code and words).
  */
 export class ResponseTooLargeError extends FlashgateError {

@@ -41,7 +41,7 @@ export type JsonRpcHandlerConfig = {
   logger: Logger
   methods?: Record<string, MethodDefinition>
   maxBatchSize?: number
-  /** Bytes of a batch's results past which the calls not yet answered get `-32003` (geth's rule); none when absent. */
+  /** Bytes of a batch's results past which the calls not yet started get `-32003` (geth's rule); none when absent. */
   maxBatchResponseBytes?: number
   /** Methods this endpoint refuses: `-32004`, and HTTP 403 for a single call (src/policy). */
   refusedMethods?: ReadonlySet<string>
@@ -166,7 +166,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return { result, bytes: typeof result === 'string' ? Buffer.byteLength(result) + 2 : String(result).length }
   }
 
-  /** A call of a batch past its bound on answered bytes: not run, and `-32003` unless it is a notification. */
+  /** A call of a batch past its bound on answered bytes, not yet started: not run, and `-32003` unless it is a notification. */
   function refusedAsTooLarge(request: unknown, exactId?: NumericId): JsonRpcResponse | null {
     if (typeof request !== 'object' || request === null || Array.isArray(request)) return failure(null, new InvalidRequestError('invalid request'))
     if (!('id' in request)) return null
@@ -181,9 +181,9 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const responses: (JsonRpcResponse | null)[] = new Array(requests.length).fill(null)
     let next = 0
     // Results are held as their JSON bytes, counted as they come: once past the endpoint's bound, the calls not
-    // yet answered are refused instead of run, and those answered meanwhile let go of theirs (geth keeps the
-    // answer that crossed the bound; here the calls in flight beside it are refused too). Without a bound, a
-    // batch of large `eth_getLogs` answers could take gigabytes and pass the longest string V8 can make.
+    // yet started are refused instead of run (geth's rule). Calls already running finish and keep their answers:
+    // one may have sent a transaction. A batch then holds at most the bound and one answer per running call;
+    // without a bound, large `eth_getLogs` answers could take gigabytes and pass the longest string V8 makes.
     let resultBytes = 0
     const full = () => resultBytes > maxBatchResponseBytes
     async function worker() {
@@ -196,10 +196,6 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
         const { response } = await handleOne(requests[index], local, ids?.[index])
         if (response === null || !('result' in response) || maxBatchResponseBytes === Number.POSITIVE_INFINITY) {
           responses[index] = response
-          continue
-        }
-        if (full()) {
-          responses[index] = { jsonrpc: '2.0', id: response.id, error: toJsonRpcError(new ResponseTooLargeError()) }
           continue
         }
         const { result, bytes } = sizedResult(response.result)

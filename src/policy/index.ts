@@ -19,7 +19,7 @@ export type Policy = {
   rateLimit: number
   /** Calls in one batch; more is `-32600 batch too large`. */
   maxBatchSize: number
-  /** Bytes of a batch's results; once past, the calls not yet answered get `-32003 response too large`. */
+  /** Bytes of a batch's results; once past, the calls not yet started get `-32003 response too large`. */
   maxBatchResponseBytes: number
   /** Bytes of one request body; more is HTTP 413. */
   maxBodyBytes: number
