@@ -201,7 +201,7 @@ describe('size limits', () => {
     expect((await post(gateway.dedicatedUrl, batch(DEDICATED.batch + 1))).body.error.message).toBe(`batch too large: at most ${DEDICATED.batch} requests`)
   })
 
-  test("a batch's answers past the policy's bytes: the calls not yet answered get -32003 response too large, as geth's", async () => {
+  test("a batch's answers past the policy's bytes: the calls not yet started get -32003 response too large, as geth's", async () => {
     // One answer's size as the server writes it (the bytes after `"result":` in a single call's answer).
     const filter = { fromBlock: '0x1', toBlock: '0x1e' }
     const single = await fetch(gateway.dedicatedUrl, {

@@ -8,9 +8,10 @@ const PASS_THROUGH_TIMEOUT_MS = 15_000
 /**
  * Methods the index does not answer and a wallet needs, forwarded to the upstream node as they are (the calls
  * and sends among them through their resolvers: resolvers/calls.ts runs `pending` calls itself when it
- * executes the flashblocks). Anything else the index does not answer is `-32601`: node administration (`admin_*`, `debug_*`, `anvil_*`), methods
- * that use keys held by the node (`eth_sign`, `eth_sendTransaction`; `eth_accounts` answers `[]` itself) and stateful filters, which would not
- * survive being spread over several upstream connections.
+ * executes the flashblocks). Anything else the index does not answer is `-32601`: node administration
+ * (`admin_*`, `debug_*`, `anvil_*`), methods that use keys held by the node (`eth_sign`, `eth_sendTransaction`;
+ * `eth_accounts` answers `[]` itself) and stateful filters, which would not survive being spread over several
+ * upstream connections.
  */
 export const PASS_THROUGH_METHODS: ReadonlySet<string> = new Set([
   'eth_call',
