@@ -67,6 +67,13 @@ export type HandleOptions = {
 /** A valid request id: a string, a finite number or null (https://www.jsonrpc.org/specification#request_object). */
 const isValidId = (id: unknown): id is string | number | null => id === null || typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id))
 
+/** The id an answer to a request carries: a numeric id as the request wrote it, else its id if valid, else `null`. */
+const answerId = (request: unknown, exactId?: NumericId): Id => {
+  if (exactId !== undefined) return exactId
+  const id = typeof request === 'object' && request !== null ? (request as { id?: unknown }).id : undefined
+  return isValidId(id) ? id : null
+}
+
 /** Methods that only make sense on one connection, e.g. subscriptions on a WebSocket. */
 export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
 const NO_LOCAL_METHODS: LocalMethods = {}
@@ -111,7 +118,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const message = request as Record<string, unknown>
     const validId = isValidId(message.id)
     const hasId = 'id' in message
-    const id: Id = exactId ?? (validId ? (message.id as Id) : null)
+    const id = answerId(message, exactId)
     if (hasId && !validId && exactId === undefined)
       return { response: failure(null, new InvalidRequestError('invalid request: id must be a string, number or null')), status: 200 }
     if (message.jsonrpc !== '2.0') return { response: failure(id, new InvalidRequestError('invalid request: jsonrpc must be "2.0"')), status: 200 }
@@ -170,8 +177,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   function refusedAsTooLarge(request: unknown, exactId?: NumericId): JsonRpcResponse | null {
     if (typeof request !== 'object' || request === null || Array.isArray(request)) return failure(null, new InvalidRequestError('invalid request'))
     if (!('id' in request)) return null
-    const id = (request as { id: unknown }).id
-    return { jsonrpc: '2.0', id: exactId ?? (isValidId(id) ? id : null), error: toJsonRpcError(new ResponseTooLargeError()) }
+    return { jsonrpc: '2.0', id: answerId(request, exactId), error: toJsonRpcError(new ResponseTooLargeError()) }
   }
 
   async function handleBatch(requests: unknown[], local: LocalMethods, ids?: (NumericId | undefined)[]): Promise<JsonRpcReply> {
@@ -222,7 +228,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     const wait = oversized || admit === undefined ? 0 : admit(Array.isArray(payload) ? Math.max(1, payload.length) : 1)
     return whenReady(wait, (wait) => {
       if (wait > 0) {
-        const id = Array.isArray(payload) ? null : (ids?.[0] ?? (isValidId((payload as { id?: unknown } | null)?.id) ? (payload as { id: Id }).id : null))
+        const id = Array.isArray(payload) ? null : answerId(payload, ids?.[0])
         const limited = new RateLimitedError(wait)
         return { status: limited.httpStatus, headers: limited.headers, body: failure(id, limited) }
       }
