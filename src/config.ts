@@ -7,6 +7,7 @@ import { FEED_FORMATS } from './devnet/flashblock-message.js'
 import type { StartBlock } from './ingest/index.js'
 import { PENDING_SOURCE_MODES } from './pending/hydrate.js'
 import { DEFAULT_ANSWER_CACHE_BYTES } from './resolvers/cache.js'
+import { DEFAULT_MAX_LOGS_BYTES } from './resolvers/logs.js'
 
 export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
 
@@ -127,11 +128,13 @@ export const serveConfigSchema = z.object({
   publicMaxBody: positiveInt.default(1024 * 1024),
   publicMaxBlockRange: positiveInt.default(2_000),
   publicMaxLogs: positiveInt.default(10_000),
+  publicMaxLogsBytes: positiveInt.default(25 * MIB),
   maxBatch: positiveInt.default(1_000),
   maxBatchResponse: positiveInt.default(25 * 1024 * 1024),
   maxBody: positiveInt.default(5 * 1024 * 1024),
   maxBlockRange: positiveInt.default(10_000),
   maxLogs: positiveInt.default(10_000),
+  maxLogsBytes: positiveInt.default(DEFAULT_MAX_LOGS_BYTES),
   trustProxy: z.stringbool({ error: 'must be true or false' }).default(false),
   maxQueryCost: nonNegative.default(250_000),
   answerCacheMb: nonNegativeInt.default(DEFAULT_ANSWER_CACHE_BYTES / MIB),
@@ -273,6 +276,12 @@ export const OPTIONS = [
     help: 'public endpoint: largest eth_getLogs block range (default 2000)',
   },
   { key: 'publicMaxLogs', flag: 'public-max-logs', env: 'PUBLIC_MAX_LOGS', help: 'public endpoint: largest eth_getLogs result (default 10000)' },
+  {
+    key: 'publicMaxLogsBytes',
+    flag: 'public-max-logs-bytes',
+    env: 'PUBLIC_MAX_LOGS_BYTES',
+    help: 'public endpoint: largest eth_getLogs answer in bytes, past which it is -32602 with a range that fits (default 26214400)',
+  },
   { key: 'maxBatch', flag: 'max-batch', env: 'MAX_BATCH', help: 'dedicated endpoints: calls per batch (default 1000)' },
   {
     key: 'maxBatchResponse',
@@ -283,6 +292,12 @@ export const OPTIONS = [
   { key: 'maxBody', flag: 'max-body', env: 'MAX_BODY', help: 'dedicated endpoints: bytes per request body (default 5242880)' },
   { key: 'maxBlockRange', flag: 'max-block-range', env: 'MAX_BLOCK_RANGE', help: 'dedicated endpoints: largest eth_getLogs block range (default 10000)' },
   { key: 'maxLogs', flag: 'max-logs', env: 'MAX_LOGS', help: 'dedicated endpoints: largest eth_getLogs result (default 10000)' },
+  {
+    key: 'maxLogsBytes',
+    flag: 'max-logs-bytes',
+    env: 'MAX_LOGS_BYTES',
+    help: 'dedicated endpoints: largest eth_getLogs answer in bytes, past which it is -32602 with a range that fits (default 104857600)',
+  },
   {
     key: 'maxQueryCost',
     flag: 'max-query-cost',

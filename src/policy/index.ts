@@ -23,7 +23,7 @@ export type Policy = {
   maxBatchResponseBytes: number
   /** Bytes of one request body; more is HTTP 413. */
   maxBodyBytes: number
-  /** `eth_getLogs` (and GraphQL `logs`) block range and result cap. */
+  /** `eth_getLogs` (and GraphQL `logs`) block range, result cap and byte bound. */
   logLimits: LogLimits
 }
 
@@ -34,11 +34,13 @@ export type PolicyConfig = {
   publicMaxBody: number
   publicMaxBlockRange: number
   publicMaxLogs: number
+  publicMaxLogsBytes: number
   maxBatch: number
   maxBatchResponse: number
   maxBody: number
   maxBlockRange: number
   maxLogs: number
+  maxLogsBytes: number
   maxQueryCost: number
 }
 
@@ -52,7 +54,12 @@ export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy>
       maxBatchSize: config.publicMaxBatch,
       maxBatchResponseBytes: config.publicMaxBatchResponse,
       maxBodyBytes: config.publicMaxBody,
-      logLimits: { maxBlockRange: config.publicMaxBlockRange, maxLogs: config.publicMaxLogs, maxQueryCost: config.maxQueryCost },
+      logLimits: {
+        maxBlockRange: config.publicMaxBlockRange,
+        maxLogs: config.publicMaxLogs,
+        maxBytes: config.publicMaxLogsBytes,
+        maxQueryCost: config.maxQueryCost,
+      },
     },
     dedicated: {
       name: 'dedicated',
@@ -62,7 +69,7 @@ export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy>
       maxBatchSize: config.maxBatch,
       maxBatchResponseBytes: config.maxBatchResponse,
       maxBodyBytes: config.maxBody,
-      logLimits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxQueryCost: config.maxQueryCost },
+      logLimits: { maxBlockRange: config.maxBlockRange, maxLogs: config.maxLogs, maxBytes: config.maxLogsBytes, maxQueryCost: config.maxQueryCost },
     },
   }
 }

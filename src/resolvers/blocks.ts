@@ -2,7 +2,7 @@ import { asc, eq } from 'drizzle-orm'
 import type { Hash, RpcBlock, RpcTransaction } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
-import { ANSWER_BYTES, type AnswerCache } from './cache.js'
+import { ANSWER_BYTES, type AnswerCache, blockBytes, transactionBytes } from './cache.js'
 import type { ForwardedTransactions, PendingBlock } from '../pending/index.js'
 import { formatPendingTransaction, formatPoolTransaction } from '../objects/transaction.js'
 import type { PendingView } from './pending.js'
@@ -31,11 +31,7 @@ export function createBlockResolvers({ db, chain, cache, pendingView, history }:
     if (found.status === 'unknownHash' && resolved.selector.kind === 'hash') return history.blockByHash(resolved.selector.hash, includeTransactions)
     if (found.status !== 'known') return null
     const number = found.number
-    return cache.remember(
-      `block:${number}:${includeTransactions}`,
-      () => loadBlock(number, includeTransactions),
-      (loaded) => ANSWER_BYTES.header + (loaded?.transactions.length ?? 0) * (includeTransactions ? ANSWER_BYTES.transaction : 70),
-    )
+    return cache.remember(`block:${number}:${includeTransactions}`, () => loadBlock(number, includeTransactions), blockBytes)
   }
 
   /** A pre-confirmed block, with the optional header fields its parent has (the parent is indexed, or pending too). */
@@ -104,7 +100,7 @@ export function createTransactionResolvers({
     const confirmed = await cache.remember(
       `transaction:${hash}`,
       () => loadTransaction(hash),
-      () => ANSWER_BYTES.transaction,
+      (transaction) => transactionBytes(transaction),
     )
     if (confirmed !== null) return confirmed
     const pending = await pendingView.transaction(hash)

@@ -48,6 +48,8 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
     get size() {
       return store?.size ?? 0
     },
+    /** What it holds now: entries, and the bytes they are counted as. */
+    figures: () => ({ entries: store?.size ?? 0, bytes: store?.calculatedSize ?? 0 }),
     /** The memory it may take (`--answer-cache-mb`). */
     maxBytes,
   }
@@ -55,5 +57,26 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
 
 export type AnswerCache = ReturnType<typeof createAnswerCache>
 
-/** Rough JSON sizes, enough to bound memory without serialising anything. */
+/** Rough JSON sizes of the fixed parts, enough to bound memory without serialising anything. */
 export const ANSWER_BYTES = { account: 120, log: 700, transaction: 900, header: 1_600 } as const
+
+/**
+ * A transaction's JSON, estimated: the fixed part and what grows with it (its input, access list, authorizations
+ * and blob hashes), which can be a hundred times the rest.
+ */
+export function transactionBytes(transaction: unknown): number {
+  if (typeof transaction !== 'object' || transaction === null) return ANSWER_BYTES.transaction
+  const { input, accessList, authorizationList, blobVersionedHashes } = transaction as Record<string, unknown>
+  let bytes = ANSWER_BYTES.transaction + (typeof input === 'string' ? input.length : 0)
+  if (Array.isArray(accessList)) for (const entry of accessList) bytes += 60 + 70 * ((entry as { storageKeys?: unknown[] }).storageKeys?.length ?? 0)
+  if (Array.isArray(authorizationList)) bytes += 350 * authorizationList.length
+  if (Array.isArray(blobVersionedHashes)) bytes += 70 * blobVersionedHashes.length
+  return bytes
+}
+
+/** A block's JSON, estimated: its header and its transactions (objects, or hashes). */
+export function blockBytes(block: { transactions: readonly unknown[] } | null): number {
+  let bytes = ANSWER_BYTES.header
+  for (const transaction of block?.transactions ?? []) bytes += typeof transaction === 'string' ? 70 : transactionBytes(transaction)
+  return bytes
+}

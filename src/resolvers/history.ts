@@ -4,7 +4,7 @@ import { toQuantity } from '../codecs/index.js'
 import type { HistoryMode } from '../config.js'
 import { HistoryUnavailableError, UpstreamError } from '../errors.js'
 import type { Upstream } from '../upstream/index.js'
-import { ANSWER_BYTES, type AnswerCache } from './cache.js'
+import { type AnswerCache, blockBytes } from './cache.js'
 import type { ChainState } from './chain.js'
 
 // Reads below the index's first block: answered from the upstream (one complete chain), or refused clearly.
@@ -81,7 +81,7 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
       return cache.remember(
         `history-block:${number}:${includeTransactions}`,
         () => ask<RpcBlock | null>('eth_getBlockByNumber', [toQuantity(number), includeTransactions]),
-        (block) => ANSWER_BYTES.header + (block?.transactions.length ?? 0) * (includeTransactions ? ANSWER_BYTES.transaction : 70),
+        blockBytes,
       )
     },
     /** A block the index does not know by this hash: the upstream's, if it lies below the index. */

@@ -19,7 +19,7 @@ import { createCallResolvers, type PendingCalls } from './calls.js'
 import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
 import { createEventStream } from './events.js'
-import { createLogResolvers, type LogLimits } from './logs.js'
+import { createLogResolvers, DEFAULT_MAX_LOGS_BYTES, type LogLimits } from './logs.js'
 import { createPendingView } from './pending.js'
 import { createReceiptResolvers } from './receipts.js'
 import { createSendResolvers, type Forward } from './send.js'
@@ -49,7 +49,7 @@ export type { Log, LogCursor, LogLimits, LogRange, LogsPage } from './logs.js'
 export type { GetBlockReceiptsParameters, TransactionReceiptLookup } from './receipts.js'
 export { RawJson } from './raw-json.js'
 
-export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000, maxQueryCost: 0 }
+export const DEFAULT_LOG_LIMITS: LogLimits = { maxBlockRange: 10_000, maxLogs: 10_000, maxBytes: DEFAULT_MAX_LOGS_BYTES, maxQueryCost: 0 }
 
 export type ResolversConfig = {
   /** Where reads go: the database, or a streaming replica of it (`--database-read-url`). */

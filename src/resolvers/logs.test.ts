@@ -7,6 +7,7 @@ import { useSeededChain } from '../../test/fixtures/seeded-db.js'
 import { logFilter } from '../codecs/index.js'
 import { BlockRangeBeyondHeadError, HeaderNotFoundError, InvalidBlockRangeError, LimitExceededError, UnknownBlockError } from '../errors.js'
 import { DEFAULT_LOG_LIMITS, type LogLimits, type Resolvers } from './index.js'
+import { LOG_JSON_FIXED_BYTES } from './logs.js'
 
 const chain = loadFixedChain()
 const seeded = useSeededChain()
@@ -18,6 +19,14 @@ const edge = (name: string) => edgeQueries(chain).find((query) => query.name ===
 
 function getLogs(filter: unknown, limits: LogLimits = DEFAULT_LOG_LIMITS, resolvers: Resolvers = seeded().resolvers) {
   return resolvers.getLogs({ filter: logFilter.parse(filter), limits })
+}
+
+/** A log's size as the byte bound counts it: the fixed part and its data's hex digits (computed here from the node's answer). */
+const estimatedBytes = (log: RpcLog) => LOG_JSON_FIXED_BYTES + (log.data.length - 2)
+/** The index of the first of `logs` whose estimated bytes take the running total past `maxBytes`. */
+function firstPast(logs: RpcLog[], maxBytes: number): number {
+  let total = 0
+  return logs.findIndex((log) => (total += estimatedBytes(log)) > maxBytes)
 }
 
 /** Resolvers with an answer cache of their own: a limit is checked on a query no earlier test has cached. */
@@ -94,6 +103,46 @@ describe('eth_getLogs refuses what the index cannot answer, with typed errors', 
     )
   })
 
+  test('more bytes than the bound: LimitExceededError naming the blocks before the one that passes it, which then answers', async () => {
+    const logs = allLogs()
+    // The bound falls inside the answer, past the first few blocks: a third of its estimated bytes.
+    const maxBytes = Math.floor((logs.length * LOG_JSON_FIXED_BYTES) / 3)
+    const overflow = firstPast(logs, maxBytes)
+    const overflowBlock = Number(logs[overflow]!.blockNumber)
+    expect(overflowBlock).toBeGreaterThan(0)
+    const limits = { ...DEFAULT_LOG_LIMITS, maxBytes }
+    const refusal = await getLogs(everything, limits, fresh()).catch((error: unknown) => error)
+    expect(refusal).toBeInstanceOf(LimitExceededError)
+    expect(refusal).toMatchObject({
+      message: `query returned more than ${maxBytes} bytes of logs. Try with this block range [0x0, ${hex(overflowBlock - 1)}].`,
+      data: { from: '0x0', to: hex(overflowBlock - 1), limit: maxBytes },
+    })
+    const fitting = await getLogs({ fromBlock: '0x0', toBlock: hex(overflowBlock - 1) }, limits, fresh())
+    expect(fitting).toStrictEqual(logs.filter((log) => Number(log.blockNumber) < overflowBlock))
+    // The bound is what the node's own answer weighs: the fitting part is within it, one more log is not.
+    expect(fitting.reduce((total, log) => total + estimatedBytes(log), 0)).toBeLessThanOrEqual(maxBytes)
+    expect(JSON.stringify(fitting).length).toBeLessThanOrEqual(maxBytes)
+  })
+
+  test('an answer cached for a larger bound is refused under a smaller one, as a fresh query is', async () => {
+    const resolvers = fresh()
+    const whole = await getLogs(everything, DEFAULT_LOG_LIMITS, resolvers)
+    expect(whole).toStrictEqual(allLogs())
+    const maxBytes = Math.floor((whole.length * LOG_JSON_FIXED_BYTES) / 2)
+    const overflowBlock = Number(whole[firstPast(whole, maxBytes)]!.blockNumber)
+    await expect(getLogs(everything, { ...DEFAULT_LOG_LIMITS, maxBytes }, resolvers)).rejects.toMatchObject({
+      data: { from: '0x0', to: hex(overflowBlock - 1), limit: maxBytes },
+    })
+  })
+
+  test('more bytes than the bound in the first block alone: LimitExceededError asking for filters', async () => {
+    const { busiestBlock } = chainFacts(chain)
+    const maxBytes = LOG_JSON_FIXED_BYTES
+    await expect(getLogs({ fromBlock: hex(busiestBlock), toBlock: hex(chain.indexedHead) }, { ...DEFAULT_LOG_LIMITS, maxBytes }, fresh())).rejects.toThrow(
+      new LimitExceededError(`query returned more than ${maxBytes} bytes of logs in block ${hex(busiestBlock)}; add address or topic filters`),
+    )
+  })
+
   test('a query no index answers exactly is priced first and refused over the cost limit; an exact one is not', async () => {
     const limits = { ...DEFAULT_LOG_LIMITS, maxQueryCost: 1 }
     const topicOnly = { ...everything, topics: [CUSTOM_TOPIC] }
@@ -120,6 +169,30 @@ describe('eth_getLogs in pages (GraphQL logs)', () => {
     }
     expect(pages.flat()).toStrictEqual(allLogs())
     expect(pages.length).toBe(Math.ceil(allLogs().length / 4))
+  })
+
+  test('a page ends before the log that passes the byte bound, holds one log at least, and the pages add up to the whole answer', async () => {
+    const filter = logFilter.parse(everything)
+    // Room for two or three logs: pages of 20 are cut by bytes, not by count.
+    const limits = { ...DEFAULT_LOG_LIMITS, maxBytes: 3 * LOG_JSON_FIXED_BYTES + 100 }
+    const pages: RpcLog[][] = []
+    let after: { blockNumber: number; logIndex: number } | null = null
+    for (;;) {
+      const page = await fresh().getLogsPage({ filter, first: 20, after, limits })
+      pages.push(page.logs)
+      const last = page.logs.at(-1)
+      if (!page.hasNextPage || last === undefined) break
+      after = { blockNumber: Number(last.blockNumber), logIndex: Number(last.logIndex) }
+    }
+    expect(pages.flat()).toStrictEqual(allLogs())
+    for (const page of pages) {
+      expect(page.length).toBeGreaterThanOrEqual(1)
+      expect(page.reduce((total, log) => total + estimatedBytes(log), 0)).toBeLessThanOrEqual(limits.maxBytes)
+    }
+    expect(pages.length).toBeGreaterThanOrEqual(Math.ceil(allLogs().length / 3))
+    // One log larger than the bound still makes a page of its own.
+    const tiny = await fresh().getLogsPage({ filter, first: 20, after: null, limits: { ...DEFAULT_LOG_LIMITS, maxBytes: 1 } })
+    expect(tiny).toEqual({ logs: [allLogs()[0]], hasNextPage: true })
   })
 
   test('a page over more blocks than the limit is refused, as getLogs is', async () => {

@@ -10,7 +10,6 @@ import {
   LimitExceededError,
   UnknownBlockError,
 } from '../errors.js'
-import { ANSWER_BYTES } from './cache.js'
 import type { ResolvedBlock } from './chain.js'
 import type { ReadContext } from './context.js'
 import { formatLog, type Log } from '../objects/log.js'
@@ -25,7 +24,23 @@ export type LogLimits = {
    * estimate. Such queries are estimated before they run, so that one filter cannot scan the whole table.
    */
   maxQueryCost?: number
+  /**
+   * Largest answer, in bytes of its logs' JSON (estimated as `logJsonBytes` does); none when absent. Counted by
+   * Postgres as it reads, so that a range of logs with large data is refused before it is sent, not after.
+   */
+  maxBytes?: number
 }
+
+/** Largest `eth_getLogs` answer of a dedicated endpoint by default (reth bounds any answer at 160 MB). */
+export const DEFAULT_MAX_LOGS_BYTES = 100 * 1024 * 1024
+
+/**
+ * A log's JSON in an answer, beside its data: the address, four topics, two hashes, the numbers and the keys
+ * take less than this (~620 bytes with four topics), so an answer is never larger than its estimate.
+ */
+export const LOG_JSON_FIXED_BYTES = 700
+/** A log's bytes in an answer, estimated: the fixed part and its data as hex (two digits a byte, as Postgres counts it). */
+export const logJsonBytes = (log: Log) => LOG_JSON_FIXED_BYTES + log.data.length - 2
 
 export type { Log } from '../objects/log.js'
 
@@ -123,7 +138,23 @@ function hasOnePlan(filter: LogFilter): boolean {
   return matchesAll || (byAddressAndTopic0(filter) && !namesKeyedTail(filter))
 }
 
-const bytesOfLogs = (logs: Log[]) => logs.length * ANSWER_BYTES.log
+/** The index of the first log that takes an answer past the endpoint's byte bound, or `null` when all fit. */
+function firstPastBytes(logs: readonly Log[], limits: LogLimits): number | null {
+  if (limits.maxBytes === undefined) return null
+  let bytes = 0
+  for (let index = 0; index < logs.length; index++) {
+    bytes += logJsonBytes(logs[index]!)
+    if (bytes > limits.maxBytes) return index
+  }
+  return null
+}
+
+/** What an answer of logs takes in the answer cache: its JSON, which large data makes far more than the fixed part. */
+function bytesOfLogs(logs: Log[]): number {
+  let bytes = 0
+  for (const log of logs) bytes += logJsonBytes(log)
+  return bytes
+}
 
 /** The block numbers a log filter spans, checked against the index and the endpoint's limits. */
 export type LogRange = { fromNumber: number; toNumber: number }
@@ -162,7 +193,28 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
         )
       }
     }
-    return query
+    if (limits.maxBytes === undefined) return query
+    // Up to the first log that takes the answer past `maxBytes`, that one included (so that the caller knows the
+    // bound was passed, and where): Postgres sums the logs' estimated sizes (`logJsonBytes`) as it reads them
+    // and sends nothing after, however large their data.
+    const limited = query.as('limited')
+    const sized = db.drizzle
+      .select({
+        ...limited._.selectedFields,
+        bytesBefore: sql<
+          string | null
+        >`sum(2 * octet_length(${limited.data}) + ${sql.raw(String(LOG_JSON_FIXED_BYTES))}) over (order by ${limited.blockNumber}, ${limited.logIndex} rows between unbounded preceding and 1 preceding)`.as(
+          'bytes_before',
+        ),
+      })
+      .from(limited)
+      .as('sized')
+    const { bytesBefore, ...columns } = sized._.selectedFields
+    return db.drizzle
+      .select(columns)
+      .from(sized)
+      .where(sql`coalesce(${bytesBefore}, 0) <= ${limits.maxBytes}`)
+      .orderBy(asc(sized.blockNumber), asc(sized.logIndex))
   }
 
   /** The planner's total cost of a statement, without running it. */
@@ -185,6 +237,8 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
       ...((await pendingView.logs(filter, pending)) as Log[]),
     ]
     if (logs.length > limits.maxLogs) throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
+    const overflow = firstPastBytes(logs, limits)
+    if (overflow !== null) throw new LimitExceededError(`query returned more than ${limits.maxBytes} bytes of logs; add address or topic filters`)
     return logs
   }
 
@@ -234,9 +288,16 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
       () => logsInRange(filter, fromNumber, toNumber, limits),
       bytesOfLogs,
     )
-    // The cache is shared by every endpoint policy: an answer cached under a larger cap is refused here.
-    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
+    // The cache is shared by every endpoint policy: an answer cached under larger limits is refused here.
+    checkAnswer(logs, fromNumber, limits)
     return logs
+  }
+
+  /** The result cap's and the byte bound's errors for a whole answer, in chain order. */
+  function checkAnswer(logs: Log[], fromNumber: number, limits: LogLimits): void {
+    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
+    const overflow = firstPastBytes(logs, limits)
+    if (overflow !== null) throw answerBytesError(Number(logs[overflow]!.blockNumber), fromNumber, limits)
   }
 
   /** A range that starts below the index: the older part from the upstream (`--history upstream`), then the index's. */
@@ -248,7 +309,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
       toNumber >= firstBlock ? logsInRange(filter, firstBlock, toNumber, limits) : Promise.resolve([]),
     ])
     const logs = [...older, ...indexed]
-    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
+    checkAnswer(logs, fromNumber, limits)
     return logs
   }
 
@@ -257,6 +318,13 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     // Every log of the blocks before the first one that overflows fits under the cap.
     if (overflowBlock > fromNumber) return tooLarge(`query returned more than ${limits.maxLogs} results`, fromNumber, overflowBlock - 1, limits.maxLogs)
     return new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`)
+  }
+
+  /** The byte bound's error, naming the range before the block whose logs took the answer past it, if any. */
+  function answerBytesError(overflowBlock: number, fromNumber: number, limits: LogLimits): LimitExceededError {
+    const reason = `query returned more than ${limits.maxBytes} bytes of logs`
+    if (overflowBlock > fromNumber) return tooLarge(reason, fromNumber, overflowBlock - 1, limits.maxBytes!)
+    return new LimitExceededError(`${reason} in block ${toQuantity(fromNumber)}; add address or topic filters`)
   }
 
   /**
@@ -277,6 +345,10 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
         limits,
       )
       confirmed = rows.map(formatLog)
+      // A page past the byte bound ends before the log that passes it (a page holds at least one log, so that
+      // a client always moves on); the rest comes on the next page.
+      const overflow = firstPastBytes(confirmed, limits)
+      if (overflow !== null) return { logs: confirmed.slice(0, Math.max(1, overflow)), hasNextPage: true }
     }
     const logs =
       pending.length > 0 && confirmed.length <= first
@@ -290,7 +362,11 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
     const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber }, limits)
     if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber, limits)
-    return rows.map(formatLog)
+    const logs = rows.map(formatLog)
+    // Checked before the answer is cached: rows cut at the byte bound are not the whole answer.
+    const overflow = firstPastBytes(logs, limits)
+    if (overflow !== null) throw answerBytesError(rows[overflow]!.blockNumber, fromNumber, limits)
+    return logs
   }
 
   return { getLogs, getLogsPage, resolveLogRange }

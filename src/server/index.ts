@@ -187,7 +187,11 @@ export function createServer(config: ServerConfig) {
   const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy, redis, cluster })
   // One bucket per client address on the public endpoint and per key on dedicated ones.
   const limiter = createRateLimiter({ ratePerSecond: 0, redis, name: 'rpc', cluster })
-  const metrics = createMetrics({ ...config.metrics, memo: () => ({ public: memos.public.figures(), dedicated: memos.dedicated.figures() }) })
+  const metrics = createMetrics({
+    ...config.metrics,
+    memo: () => ({ public: memos.public.figures(), dedicated: memos.dedicated.figures() }),
+    answerCache: resolvers.answerCache.figures,
+  })
   const workerHeader = cluster === null ? null : String(cluster.workerId)
 
   /** The public endpoint, as the client at this address uses it: its bucket is the address. */

@@ -21,6 +21,8 @@ export type MetricsSources = {
   redis?: () => RedisStatus
   /** The JSON-RPC call memos (jsonrpc/memo.ts), by endpoint policy. */
   memo?: () => Record<string, MemoFigures>
+  /** The answer cache shared by every endpoint (resolvers/cache.ts): what it holds now. */
+  answerCache?: () => { entries: number; bytes: number }
 }
 
 export type MemoFigures = { hits: number; kept: number; entries: number; bytes: number }
@@ -150,6 +152,25 @@ export function createMetrics(sources: MetricsSources = {}) {
     memoGauge('flashgate_jsonrpc_memo_kept_total', 'Results kept in the call memo, by endpoint policy', 'kept')
     memoGauge('flashgate_jsonrpc_memo_entries', 'Results held in the call memo now, by endpoint policy', 'entries')
     memoGauge('flashgate_jsonrpc_memo_bytes', 'Memory the call memo holds now (JSON text and keys), by endpoint policy', 'bytes')
+  }
+  const answerCache = sources.answerCache
+  if (answerCache !== undefined) {
+    new Gauge({
+      name: 'flashgate_answer_cache_entries',
+      help: 'Answers held in the answer cache now',
+      registers: [registry],
+      collect() {
+        this.set(answerCache().entries)
+      },
+    })
+    new Gauge({
+      name: 'flashgate_answer_cache_bytes',
+      help: 'Memory the answer cache counts for what it holds now (bounded by --answer-cache-mb)',
+      registers: [registry],
+      collect() {
+        this.set(answerCache().bytes)
+      },
+    })
   }
   const redis = sources.redis
   if (redis !== undefined) {
