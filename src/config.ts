@@ -7,7 +7,7 @@ import { FEED_FORMATS } from './devnet/flashblock-message.js'
 import type { StartBlock } from './ingest/index.js'
 import { PENDING_SOURCE_MODES } from './pending/hydrate.js'
 import { DEFAULT_ANSWER_CACHE_BYTES } from './resolvers/cache.js'
-import { DEFAULT_MAX_LOGS_BYTES } from './resolvers/logs.js'
+import { DEFAULT_MAX_LOGS_BYTES } from './resolvers/limits.js'
 
 export const DEFAULT_DATABASE_URL = './.flashgate/pglite'
 

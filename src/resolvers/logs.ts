@@ -31,9 +31,6 @@ export type LogLimits = {
   maxBytes?: number
 }
 
-/** Largest `eth_getLogs` answer of a dedicated endpoint by default (reth bounds any answer at 160 MB). */
-export const DEFAULT_MAX_LOGS_BYTES = 100 * 1024 * 1024
-
 /**
  * A log's JSON in an answer, beside its data: the address, four topics, two hashes, the numbers and the keys
  * take less than this (~620 bytes with four topics), so an answer is never larger than its estimate.
