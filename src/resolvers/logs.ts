@@ -146,6 +146,39 @@ function firstPastBytes(logs: readonly Log[], limits: LogLimits): number | null 
   return null
 }
 
+/** A `logs` row as the driver reads it: int8 as text (postgres.js) or a bigint (PGlite), bytea as bytes. */
+type RawLogRow = {
+  block_number: string | number | bigint
+  log_index: number
+  block_hash: Buffer
+  block_timestamp: string | number | bigint
+  transaction_hash: Buffer
+  transaction_index: number
+  address: Buffer
+  topic0: Buffer | null
+  topic1: Buffer | null
+  topic2: Buffer | null
+  topic3: Buffer | null
+  data: Buffer
+}
+
+function toLogRow(row: RawLogRow): LogRow {
+  return {
+    blockNumber: Number(row.block_number),
+    logIndex: row.log_index,
+    blockHash: row.block_hash,
+    blockTimestamp: Number(row.block_timestamp),
+    transactionHash: row.transaction_hash,
+    transactionIndex: row.transaction_index,
+    address: row.address,
+    topic0: row.topic0,
+    topic1: row.topic1,
+    topic2: row.topic2,
+    topic3: row.topic3,
+    data: row.data,
+  }
+}
+
 /** What an answer of logs takes in the answer cache: its JSON, which large data makes far more than the fixed part. */
 function bytesOfLogs(logs: Log[]): number {
   let bytes = 0
@@ -194,24 +227,17 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     // Up to the first log that takes the answer past `maxBytes`, that one included (so that the caller knows the
     // bound was passed, and where): Postgres sums the logs' estimated sizes (`logJsonBytes`) as it reads them
     // and sends nothing after, however large their data.
-    const limited = query.as('limited')
-    const sized = db.drizzle
-      .select({
-        ...limited._.selectedFields,
-        bytesBefore: sql<
-          string | null
-        >`sum(2 * octet_length(${limited.data}) + ${sql.raw(String(LOG_JSON_FIXED_BYTES))}) over (order by ${limited.blockNumber}, ${limited.logIndex} rows between unbounded preceding and 1 preceding)`.as(
-          'bytes_before',
-        ),
-      })
-      .from(limited)
-      .as('sized')
-    const { bytesBefore, ...columns } = sized._.selectedFields
-    return db.drizzle
-      .select(columns)
-      .from(sized)
-      .where(sql`coalesce(${bytesBefore}, 0) <= ${limits.maxBytes}`)
-      .orderBy(asc(sized.blockNumber), asc(sized.logIndex))
+    // Read without Drizzle's row mapping: over the nested selects it costs ~5 µs a row (10 ms for 2,100 logs,
+    // against 0.6 ms for the window in Postgres); `toLogRow` does its work.
+    const rows = await db.query<RawLogRow>(
+      sql`select block_number, log_index, block_hash, block_timestamp, transaction_hash, transaction_index, address, topic0, topic1, topic2, topic3, data
+            from (select *, sum(2 * octet_length(data) + ${sql.raw(String(LOG_JSON_FIXED_BYTES))})
+                              over (order by block_number, log_index rows between unbounded preceding and 1 preceding) as bytes_before
+                    from (${query}) limited) sized
+           where coalesce(bytes_before, 0) <= ${limits.maxBytes}
+           order by block_number, log_index`,
+    )
+    return rows.map(toLogRow)
   }
 
   /** The planner's total cost of a statement, without running it. */
