@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { waitForSameHead } from './fixtures/sync.js'
+import { until, waitForSameHead } from './fixtures/sync.js'
 
 // Logs and transactions far larger than the usual ones: a contract that logs its calldata (LOG0 of all of it),
 // called with 100 KB. On Base a byte of log data costs 8 gas, so a range of such logs is cheap to make; the
@@ -39,12 +39,15 @@ async function gauge(name: string): Promise<number> {
   return Number(line.slice(name.length + 1))
 }
 
+/** The receipt of `hash` once anvil has mined it. */
 async function mined(hash: string): Promise<{ blockNumber: string; contractAddress: string | null }> {
-  for (;;) {
-    const receipt = await result<{ blockNumber: string; contractAddress: string | null } | null>(anvil.rpcUrl, 'eth_getTransactionReceipt', [hash])
-    if (receipt !== null) return receipt
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+  let receipt: { blockNumber: string; contractAddress: string | null } | null = null
+  await until(
+    async () => (receipt = await result(anvil.rpcUrl, 'eth_getTransactionReceipt', [hash])) !== null,
+    30_000,
+    () => `transaction ${hash} was not mined`,
+  )
+  return receipt!
 }
 
 beforeAll(async () => {

@@ -97,11 +97,7 @@ export function createTransactionResolvers({
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionbyhash */
   async function getTransaction({ hash }: TransactionLookup): Promise<RpcTransaction | null> {
-    const confirmed = await cache.remember(
-      `transaction:${hash}`,
-      () => loadTransaction(hash),
-      (transaction) => transactionBytes(transaction),
-    )
+    const confirmed = await cache.remember(`transaction:${hash}`, () => loadTransaction(hash), transactionBytes)
     if (confirmed !== null) return confirmed
     const pending = await pendingView.transaction(hash)
     if (pending !== null) return formatPendingTransaction(pending.block, pending.position) as unknown as RpcTransaction

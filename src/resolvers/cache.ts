@@ -57,8 +57,8 @@ export function createAnswerCache({ maxBytes = DEFAULT_ANSWER_CACHE_BYTES }: { m
 
 export type AnswerCache = ReturnType<typeof createAnswerCache>
 
-/** Rough JSON sizes of the fixed parts, enough to bound memory without serialising anything. */
-export const ANSWER_BYTES = { account: 120, log: 700, transaction: 900, header: 1_600 } as const
+/** Rough JSON sizes of the fixed parts, enough to bound memory without serialising anything (a log's: logs.ts). */
+export const ANSWER_BYTES = { account: 120, transaction: 900, header: 1_600 } as const
 
 /**
  * A transaction's JSON, estimated: the fixed part and what grows with it (its input, access list, authorizations

@@ -6,7 +6,7 @@ import { chainFacts, edgeQueries, logQueries, UNKNOWN_HASH } from '../../test/fi
 import { useSeededChain } from '../../test/fixtures/seeded-db.js'
 import { logFilter } from '../codecs/index.js'
 import { BlockRangeBeyondHeadError, HeaderNotFoundError, InvalidBlockRangeError, LimitExceededError, UnknownBlockError } from '../errors.js'
-import { DEFAULT_LOG_LIMITS, type LogLimits, type Resolvers } from './index.js'
+import { createResolvers, DEFAULT_LOG_LIMITS, type LogLimits, type Resolvers } from './index.js'
 import { LOG_JSON_FIXED_BYTES } from './logs.js'
 
 const chain = loadFixedChain()
@@ -111,7 +111,20 @@ describe('eth_getLogs refuses what the index cannot answer, with typed errors', 
     const overflowBlock = Number(logs[overflow]!.blockNumber)
     expect(overflowBlock).toBeGreaterThan(0)
     const limits = { ...DEFAULT_LOG_LIMITS, maxBytes }
-    const refusal = await getLogs(everything, limits, fresh()).catch((error: unknown) => error)
+    // The rows each statement returns, read off the same database: Postgres stops at the bound, not the resolver.
+    const returned: number[] = []
+    const { db } = seeded()
+    const counting = {
+      ...db,
+      query: <row extends Record<string, unknown>>(statement: Parameters<typeof db.query>[0]) =>
+        db.query<row>(statement).then((rows) => {
+          returned.push(rows.length)
+          return rows
+        }),
+    }
+    const refusal = await getLogs(everything, limits, createResolvers({ db: counting, upstream: null })).catch((error: unknown) => error)
+    expect(Math.max(...returned)).toBe(overflow + 1)
+    expect(logs.length).toBeGreaterThan(overflow + 1)
     expect(refusal).toBeInstanceOf(LimitExceededError)
     expect(refusal).toMatchObject({
       message: `query returned more than ${maxBytes} bytes of logs. Try with this block range [0x0, ${hex(overflowBlock - 1)}].`,

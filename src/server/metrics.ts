@@ -154,24 +154,19 @@ export function createMetrics(sources: MetricsSources = {}) {
     memoGauge('flashgate_jsonrpc_memo_bytes', 'Memory the call memo holds now (JSON text and keys), by endpoint policy', 'bytes')
   }
   const answerCache = sources.answerCache
-  if (answerCache !== undefined) {
-    new Gauge({
-      name: 'flashgate_answer_cache_entries',
-      help: 'Answers held in the answer cache now',
-      registers: [registry],
-      collect() {
-        this.set(answerCache().entries)
-      },
-    })
-    new Gauge({
-      name: 'flashgate_answer_cache_bytes',
-      help: 'Memory the answer cache counts for what it holds now (bounded by --answer-cache-mb)',
-      registers: [registry],
-      collect() {
-        this.set(answerCache().bytes)
-      },
-    })
-  }
+  if (answerCache !== undefined)
+    for (const [figure, help] of [
+      ['entries', 'Answers held in the answer cache now'],
+      ['bytes', 'Memory the answer cache counts for what it holds now (bounded by --answer-cache-mb)'],
+    ] as const)
+      new Gauge({
+        name: `flashgate_answer_cache_${figure}`,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(answerCache()[figure])
+        },
+      })
   const redis = sources.redis
   if (redis !== undefined) {
     new Gauge({
