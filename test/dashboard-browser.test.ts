@@ -260,9 +260,14 @@ describe.skipIf(!hasChromium)(`the dashboard in a real Chromium${hasChromium ? '
       expect(await page.textContent('#error')).not.toContain('unknown builder code')
       expect(await page.isHidden('#stats')).toBe(true)
       await page.waitForTimeout(300)
-      // Nothing about the input was asked (the leaderboard keeps refreshing on its own).
-      expect(requests.slice(sent).filter((url) => !url.includes('/v1/builder-codes?limit='))).toEqual([])
+      // Nothing about the input was asked (the leaderboard keeps refreshing on its own; a poll of the code shown
+      // before may have been on its way as the input was entered: that it stops is checked below).
+      expect(requests.slice(sent).filter((url) => !url.includes('/v1/builder-codes?limit=') && !url.includes(`/v1/builder-codes/${code}/`))).toEqual([])
     }
+    // The code shown before is no longer polled: nothing about it over two of the page's polling intervals (1 s).
+    const settled = requests.length
+    await page.waitForTimeout(2_500)
+    expect(requests.slice(settled).filter((url) => url.includes(`/v1/builder-codes/${code}/`))).toEqual([])
     await keepScreenshot(page, 'dashboard-bad-address.png')
     expect(errors).toEqual([])
     await page.close()
