@@ -3,7 +3,7 @@ import type { Hash, RpcBlock, RpcTransaction, RpcTransactionReceipt } from 'viem
 import { toQuantity } from '../codecs/index.js'
 import type { HistoryMode } from '../config.js'
 import { HistoryUnavailableError, UpstreamError } from '../errors.js'
-import type { Upstream } from '../upstream/index.js'
+import { type Upstream, UpstreamAnswerTooLargeError, type UpstreamRequestOptions } from '../upstream/index.js'
 import { type AnswerCache, blockBytes } from './cache.js'
 import type { ChainState } from './chain.js'
 
@@ -54,12 +54,13 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
     )
   }
 
-  async function ask<value>(method: string, params: unknown[]): Promise<value> {
+  async function ask<value>(method: string, params: unknown[], options?: UpstreamRequestOptions): Promise<value> {
     if (upstream === null) throw new UpstreamError('history before the index needs an upstream')
     reads[method] = (reads[method] ?? 0) + 1
     try {
-      return await upstream.request<value>(method, params)
+      return await upstream.request<value>(method, params, options)
     } catch (error) {
+      if (error instanceof UpstreamAnswerTooLargeError) throw error
       throw new UpstreamError(`upstream ${method} failed`, { cause: error })
     }
   }
@@ -108,11 +109,15 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
       if (first === 0 || mode === 'refuse') return null
       return byHash<RpcTransactionReceipt>('eth_getTransactionReceipt', [hash], first)
     },
-    /** Logs of a range that ends below the index. */
-    async logs(filter: Record<string, unknown>, fromNumber: number, toNumber: number): Promise<unknown[]> {
+    /**
+     * Logs of a range that ends below the index. With `maxBytes` (the caller's byte bound), an answer that
+     * passes it is not read further: `UpstreamAnswerTooLargeError`.
+     */
+    async logs(filter: Record<string, unknown>, fromNumber: number, toNumber: number, maxBytes?: number): Promise<unknown[]> {
       const first = await firstBlock()
       if (mode === 'refuse') throw refusal(first)
-      return ask<unknown[]>('eth_getLogs', [{ ...filter, fromBlock: toQuantity(fromNumber), toBlock: toQuantity(toNumber) }])
+      const params = [{ ...filter, fromBlock: toQuantity(fromNumber), toBlock: toQuantity(toNumber) }]
+      return ask<unknown[]>('eth_getLogs', params, { maxResponseBytes: maxBytes })
     },
     refusal,
   }

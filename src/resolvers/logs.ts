@@ -13,6 +13,7 @@ import {
 import type { ResolvedBlock } from './chain.js'
 import type { ReadContext } from './context.js'
 import { formatLog, type Log } from '../objects/log.js'
+import { UpstreamAnswerTooLargeError } from '../upstream/index.js'
 
 export type LogLimits = {
   /** Largest `toBlock - fromBlock + 1` one `eth_getLogs` may span. */
@@ -327,11 +328,17 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   async function withHistory(filter: LogFilter, fromNumber: number, toNumber: number, firstBlock: number, limits: LogLimits): Promise<Log[]> {
     if (history.mode === 'refuse') throw historyError(firstBlock, toNumber, limits)
     const match = { address: filter.addresses ?? undefined, topics: filter.topics }
-    const [older, indexed] = await Promise.all([
-      history.logs(match, fromNumber, Math.min(toNumber, firstBlock - 1)) as Promise<Log[]>,
-      toNumber >= firstBlock ? logsInRange(filter, firstBlock, toNumber, limits) : Promise.resolve([]),
-    ])
-    const logs = [...older, ...indexed]
+    const olderTo = Math.min(toNumber, firstBlock - 1)
+    // A log's JSON is never longer than the bound's estimate of it (logJsonBytes): an upstream answer longer than
+    // the bound would be refused below anyway, so it is read no further than the bound.
+    const older = history.logs(match, fromNumber, olderTo, limits.maxBytes).catch((error: unknown) => {
+      if (!(error instanceof UpstreamAnswerTooLargeError)) throw error
+      throw new LimitExceededError(
+        `query returned more than ${limits.maxBytes} bytes of logs in blocks [${toQuantity(fromNumber)}, ${toQuantity(olderTo)}]; ask for fewer blocks or add address or topic filters`,
+      )
+    }) as Promise<Log[]>
+    const [olderLogs, indexed] = await Promise.all([older, toNumber >= firstBlock ? logsInRange(filter, firstBlock, toNumber, limits) : Promise.resolve([])])
+    const logs = [...olderLogs, ...indexed]
     checkAnswer(logs, fromNumber, limits)
     return logs
   }
