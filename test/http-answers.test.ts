@@ -76,7 +76,8 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
     for (const [accept, coding] of [
       ['gzip, deflate, br', 'deflate'],
       ['deflate', 'deflate'],
-      ['br, gzip', 'br'],
+      ['br, gzip', 'gzip'],
+      ['br', 'br'],
       ['deflate;q=0.5, br', 'br'],
       ['gzip', 'gzip'],
       ['br;q=0.5, gzip;q=1', 'gzip'],
@@ -97,7 +98,7 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
     expect(sizes.br!).toBeLessThan(sizes.identity! / 4)
   })
 
-  test("a block's stored DEFLATE goes to a deflate client as it is, alone or in a batch, and rows stored finished are upgraded and answer", async () => {
+  test("a block's stored DEFLATE goes as it is to a deflate or gzip client, alone or in a batch, and rows stored finished are upgraded and answer", async () => {
     const number = Number(busiest.number)
     const storedStream = async () => {
       const [row] = await gateway.db.query<{ deflated: Uint8Array; plainLength: number | null }>(
@@ -124,6 +125,24 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
     expect(batch.headers['content-encoding']).toBe('deflate')
     const plainBatch = await raw(gateway.dedicatedUrl, { method: 'POST', headers: json, body: batchBody })
     expect(decode(batch)).toBe(plainBatch.body.toString())
+    // A client accepting only gzip (ethers, Go's net/http) gets the same stored bytes in a gzip member, its
+    // CRC-32 combined from the one stored with them (gunzip checks it), alone and in a batch.
+    const gzip = { ...json, 'accept-encoding': 'gzip' }
+    const gzipped = await raw(gateway.dedicatedUrl, { method: 'POST', headers: gzip, body: call('eth_getBlockReceipts', [busiest.number], 7) })
+    expect(gzipped.headers['content-encoding']).toBe('gzip')
+    expect(gzipped.body.includes(stored.deflated)).toBe(true)
+    expect(JSON.parse(decode(gzipped))).toEqual({ ...JSON.parse(busiest.receipts), id: 7 })
+    const gzippedBatch = await raw(gateway.dedicatedUrl, { method: 'POST', headers: gzip, body: batchBody })
+    expect(gzippedBatch.headers['content-encoding']).toBe('gzip')
+    expect(gzippedBatch.body.includes(stored.deflated)).toBe(true)
+    expect(decode(gzippedBatch)).toBe(plainBatch.body.toString())
+    // A row stored before its CRC-32 was (before migration 0013) is compressed for such a client, as before.
+    await gateway.db.query(sql`update ${schema.blockReceipts} set crc32 = null where block_number = ${number}`)
+    gateway.resolvers.notify({ reorg: true })
+    const compressed = await raw(gateway.dedicatedUrl, { method: 'POST', headers: gzip, body: call('eth_getBlockReceipts', [busiest.number], 7) })
+    expect(compressed.headers['content-encoding']).toBe('gzip')
+    expect(compressed.body.includes(stored.deflated)).toBe(false)
+    expect(JSON.parse(decode(compressed))).toEqual({ ...JSON.parse(busiest.receipts), id: 7 })
     // A row written before streams were kept open (finished, no length or checksum) is converted when the
     // index is upgraded (db/upgrade.ts), and answers the same in every coding.
     await gateway.db.query(

@@ -210,6 +210,12 @@ describe('ethers 6: the same parsed answers through flashgate as from anvil', ()
     }
   })
 
+  test("a block's receipts, asked for gzip-compressed (flashgate sends its stored stream in a gzip member)", async () => {
+    const block = `0x${Number(busy.number).toString(16)}`
+    const receipts = await same(ethers, (provider) => provider.send('eth_getBlockReceipts', [block]) as Promise<unknown[]>, 'block receipts')
+    expect(receipts.length).toBeGreaterThan(0)
+  })
+
   test('getLogs by address, topics, range and block hash', async () => {
     const json = (logs: { toJSON(): unknown }[]) => logs.map((log) => log.toJSON())
     const all = await same(ethers, async (provider) => json(await provider.getLogs({ fromBlock: 0, toBlock: 'latest' })), 'whole chain')

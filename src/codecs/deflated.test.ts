@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { deflateRawSync, deflateSync, inflateSync } from 'node:zlib'
+import { crc32, deflateRawSync, deflateSync, gunzipSync, inflateSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
-import { adler32, adler32Combine, type DeflatedText, deflateOpen, inflateAny, zlibStream } from './deflated.js'
+import { adler32, adler32Combine, crc32Combine, type DeflatedText, deflateOpen, gzipMember, inflateAny, zlibStream } from './deflated.js'
 
 /** zlib's own Adler-32 of `bytes`: the last four bytes of its zlib stream. */
 const zlibAdler32 = (bytes: Buffer) => deflateSync(bytes, { level: 0 }).readUInt32BE(deflateSync(bytes, { level: 0 }).length - 4)
@@ -30,6 +30,25 @@ describe('Adler-32', () => {
       const whole = zlibAdler32(Buffer.concat([a, b]))
       expect(adler32Combine(adler32(a), adler32(b), b.length)).toBe(whole)
       expect(adler32(b, adler32(a))).toBe(whole)
+    }
+  })
+})
+
+describe('CRC-32 combined', () => {
+  test('combining two checksums equals the checksum zlib gives the joined bytes, for lengths across bit boundaries', () => {
+    for (const [first, second] of [
+      [0, 0],
+      [0, 10],
+      [10, 0],
+      [1, 1],
+      [3, 70_000],
+      [70_000, 65_536],
+      [200_000, 131_071],
+      [5, 1 << 20],
+    ] as const) {
+      const a = randomBytes(first)
+      const b = Buffer.alloc(second, 0xa5)
+      expect(crc32Combine(crc32(a), crc32(b), b.length)).toBe(crc32(Buffer.concat([a, b])))
     }
   })
 })
@@ -69,7 +88,26 @@ describe('open DEFLATE streams spliced into one zlib stream', () => {
     expect(inflateSync(zlibStream([]))).toEqual(Buffer.alloc(0))
   })
 
+  test('the same parts in one gzip member: gunzip (which checks CRC-32 and length) gives the joined text', () => {
+    const parts: (Buffer | DeflatedText)[] = [
+      Buffer.from('{"jsonrpc":"2.0","id":7,"result":'),
+      deflateOpen(json(300), 6),
+      Buffer.alloc(70_000, 0x20),
+      deflateOpen(json(2), 1),
+      Buffer.from('}'),
+    ]
+    const plain = Buffer.concat(parts.map((part) => (Buffer.isBuffer(part) ? part : inflateAny(part.stream))))
+    expect(gunzipSync(gzipMember(parts)!)).toEqual(plain)
+    expect(gunzipSync(gzipMember(parts.slice(0, 2))!)).toEqual(plain.subarray(0, (parts[0] as Buffer).length + (parts[1] as DeflatedText).length))
+    expect(gunzipSync(gzipMember([])!)).toEqual(Buffer.alloc(0))
+    // A stream stored without its CRC-32 cannot go in a gzip member.
+    const { crc32: _, ...withoutCrc } = deflateOpen(json(3), 6)
+    expect(gzipMember([Buffer.from('['), withoutCrc])).toBeNull()
+  })
+
   test('a wrong checksum is caught by the client: the trailer is really checked', () => {
+    const member = deflateOpen(json(10), 6)
+    expect(() => gunzipSync(gzipMember([{ ...member, crc32: (member.crc32! + 1) >>> 0 }])!)).toThrow(/incorrect data check/)
     const open = deflateOpen(json(10), 6)
     expect(() => inflateSync(zlibStream([{ ...open, adler32: (open.adler32 + 1) >>> 0 }]))).toThrow(/incorrect data check/)
   })

@@ -1,4 +1,4 @@
-import { constants, deflateRawSync } from 'node:zlib'
+import { constants, crc32, deflateRawSync } from 'node:zlib'
 import { adler32, adler32Combine, type DeflatedText, inflateAny } from './deflated.js'
 
 /**
@@ -10,6 +10,7 @@ import { adler32, adler32Combine, type DeflatedText, inflateAny } from './deflat
  * starts, and the stream's length after the last one, are kept beside it (`offsets`).
  */
 export type SegmentedJson = DeflatedText & {
+  crc32: number
   /** `offsets[k]` is where segment k starts in `stream`; the last entry is the stream's length. */
   offsets: number[]
 }
@@ -32,6 +33,7 @@ export function deflateSegmented(items: readonly string[], level: number): Segme
   const streams: Buffer[] = []
   let length = 0
   let checksum = 1
+  let crc = 0
   const segments = Math.max(1, Math.ceil(items.length / SEGMENT_ITEMS))
   for (let segment = 0; segment < segments; segment++) {
     const slice = items.slice(segment * SEGMENT_ITEMS, (segment + 1) * SEGMENT_ITEMS).join(',')
@@ -41,9 +43,10 @@ export function deflateSegmented(items: readonly string[], level: number): Segme
     streams.push(stream)
     offsets.push(offsets.at(-1)! + stream.length)
     checksum = adler32Combine(checksum, adler32(bytes), bytes.length)
+    crc = crc32(bytes, crc)
     length += bytes.length
   }
-  return { stream: Buffer.concat(streams), length, adler32: checksum, offsets }
+  return { stream: Buffer.concat(streams), length, adler32: checksum, crc32: crc, offsets }
 }
 
 /**

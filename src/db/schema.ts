@@ -87,6 +87,11 @@ export const blockReceipts = pgTable('block_receipts', {
    * from its segment alone. Null for rows written before migration 0009: one segment, the whole stream.
    */
   segmentOffsets: integer('segment_offsets').array(),
+  /**
+   * CRC-32 of the JSON (migration 0013), so that the stream also goes as it is, in a gzip member, to a client
+   * accepting only gzip (ethers, Go's `net/http`). Null for rows written before: compressed per request.
+   */
+  crc32: bigint('crc32', { mode: 'number' }),
 })
 
 /**

@@ -91,11 +91,11 @@ async function upgradeReceipts(session: Session, from: number, to: number): Prom
             ),
           )
         : (JSON.parse(inflateAny(deflated).toString('utf8')) as unknown[]).map((receipt) => JSON.stringify(receipt))
-    const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
-    await session.query(sql`insert into ${blockReceipts} (block_number, deflated, plain_length, adler32, segment_offsets)
-      values (${Number(number)}, ${stream}, ${length}, ${adler32}, ${arrayLiteral(offsets)}::int[])
+    const { stream, length, adler32, crc32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
+    await session.query(sql`insert into ${blockReceipts} (block_number, deflated, plain_length, adler32, crc32, segment_offsets)
+      values (${Number(number)}, ${stream}, ${length}, ${adler32}, ${crc32}, ${arrayLiteral(offsets)}::int[])
       on conflict (block_number) do update set deflated = excluded.deflated, plain_length = excluded.plain_length,
-        adler32 = excluded.adler32, segment_offsets = excluded.segment_offsets`)
+        adler32 = excluded.adler32, crc32 = excluded.crc32, segment_offsets = excluded.segment_offsets`)
   }
   await session.query(sql`delete from ${receipts} where ${receipts.blockNumber} between ${from} and ${to}`)
 }

@@ -35,8 +35,8 @@ const gzipAsync = promisify(gzip)
 
 /** Dynamic answers: brotli over gzip when both are equally welcome. */
 const DYNAMIC_OFFERS: readonly ContentCoding[] = ['br', 'gzip']
-/** Answers stored deflated: sent as they are when `deflate` is as welcome as anything else (no compression work). */
-export const STORED_DEFLATE_OFFERS: readonly StoredCoding[] = ['deflate', 'br', 'gzip']
+/** Answers stored deflated: sent as they are (no compression work) in a zlib stream or a gzip member when either is as welcome as anything else. */
+export const STORED_DEFLATE_OFFERS: readonly StoredCoding[] = ['deflate', 'gzip', 'br']
 
 /**
  * The coding to answer with, from `Accept-Encoding` and its q-values (RFC 9110 §12.5.3): the most welcome

@@ -131,7 +131,7 @@ export function toRows({ block, receipts, accountChanges }: BlockData, options: 
       number,
       block.transactions.map((transaction) => JSON.stringify(transaction)),
     ),
-    blockReceipts: storedSegments(number, renderReceiptItems(receiptRows, logs)),
+    blockReceipts: storedReceipts(number, renderReceiptItems(receiptRows, logs)),
     logs,
     accountChanges: (accountChanges ?? []).map((change) => ({
       address: hexToBytea(change.address),
@@ -174,4 +174,10 @@ export function registryEventRows(events: ReturnType<typeof registryEvents>): Bl
 export function storedSegments(blockNumber: number, items: readonly string[]): BlockRows['blockTransactions'] {
   const { stream, length, adler32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
   return { blockNumber, deflated: stream, plainLength: length, adler32, segmentOffsets: offsets }
+}
+
+/** A block's receipts answer as stored: the same, with its CRC-32 (sent as it is to gzip-only clients). */
+export function storedReceipts(blockNumber: number, items: readonly string[]): BlockRows['blockReceipts'] {
+  const { stream, length, adler32, crc32, offsets } = deflateSegmented(items, BODY_DEFLATE_LEVEL)
+  return { blockNumber, deflated: stream, plainLength: length, adler32, crc32, segmentOffsets: offsets }
 }

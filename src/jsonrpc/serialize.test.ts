@@ -1,10 +1,10 @@
-import { inflateSync } from 'node:zlib'
+import { gunzipSync, inflateSync } from 'node:zlib'
 import { describe, expect, test } from 'vitest'
 import { deflateOpen } from '../codecs/deflated.js'
 import { RawJson } from '../resolvers/index.js'
 import type { JsonRpcResponse } from './index.js'
 import { NumericId } from './request-ids.js'
-import { deflatedJsonRpc, serializeJsonRpc } from './serialize.js'
+import { serializeJsonRpc, storedJsonRpc } from './serialize.js'
 
 const receipts = [
   { status: '0x1', logs: [{ address: '0xab', topics: [], data: '0x' }] },
@@ -64,19 +64,31 @@ describe('serializeJsonRpc', () => {
       { jsonrpc: '2.0', id: 4, result: RawJson.fromText('[1]') },
     ]
     for (const body of [single, batch]) {
-      const spliced = deflatedJsonRpc(body)!
+      const spliced = storedJsonRpc(body, 'deflate')!
       const text = inflateSync(spliced.stream).toString()
       expect(text).toBe(serializeJsonRpc(body).toString())
       expect(spliced.plainLength).toBe(Buffer.byteLength(text))
+      // The same blocks in a gzip member, its CRC-32 combined from the stored one and checked by gunzip.
+      const member = storedJsonRpc(body, 'gzip')!
+      expect(gunzipSync(member.stream).toString()).toBe(text)
+      expect(member.plainLength).toBe(spliced.plainLength)
     }
   })
 
+  test('no gzip member for a result stored without its CRC-32 (before migration 0013)', () => {
+    const { crc32: _, ...withoutCrc } = deflateOpen('[1,2,3]', 6)
+    const body: JsonRpcResponse = { jsonrpc: '2.0', id: 1, result: RawJson.fromDeflated(withoutCrc) }
+    expect(storedJsonRpc(body, 'gzip')).toBeNull()
+    expect(inflateSync(storedJsonRpc(body, 'deflate')!.stream).toString()).toBe('{"jsonrpc":"2.0","id":1,"result":[1,2,3]}')
+  })
+
   test('no splice without a deflated result, or when the rest of the answer is large', () => {
-    expect(deflatedJsonRpc({ jsonrpc: '2.0', id: 1, result: RawJson.fromText('[]') })).toBeNull()
+    expect(storedJsonRpc({ jsonrpc: '2.0', id: 1, result: RawJson.fromText('[]') }, 'deflate')).toBeNull()
     const large: JsonRpcResponse[] = [
       { jsonrpc: '2.0', id: 1, result: RawJson.fromDeflated(deflateOpen('[]', 6)) },
       { jsonrpc: '2.0', id: 2, result: 'x'.repeat(10_000) },
     ]
-    expect(deflatedJsonRpc(large)).toBeNull()
+    expect(storedJsonRpc(large, 'deflate')).toBeNull()
+    expect(storedJsonRpc(large, 'gzip')).toBeNull()
   })
 })

@@ -1,4 +1,4 @@
-import { type DeflatedText, zlibStream } from '../codecs/deflated.js'
+import { type DeflatedText, gzipMember, zlibStream } from '../codecs/deflated.js'
 import { RawJson } from '../resolvers/index.js'
 import type { JsonRpcResponse } from './index.js'
 import { NumericId } from './request-ids.js'
@@ -69,12 +69,13 @@ const isDeflatedResult = (response: JsonRpcResponse) => 'result' in response && 
 const SPLICE_MAX_PLAIN_BYTES = 4096
 
 /**
- * The answer as one zlib stream (`Content-Encoding: deflate`) made of the stored DEFLATE of its results as
- * they are, with no inflate and no compression per request; with its plain length. `null` when no result is
- * stored deflated, or when the rest of the answer is too large to go uncompressed beside them (a batch of
- * other answers): then compressing the whole is better.
+ * The answer as one zlib stream (`Content-Encoding: deflate`) or gzip member (`gzip`) made of the stored
+ * DEFLATE of its results as they are, with no inflate and no compression per request; with its plain length.
+ * `null` when no result is stored deflated, when the rest of the answer is too large to go uncompressed beside
+ * them (a batch of other answers): then compressing the whole is better; and for gzip, when a result was
+ * stored without its CRC-32.
  */
-export function deflatedJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): { stream: Buffer; plainLength: number } | null {
+export function storedJsonRpc(body: JsonRpcResponse | JsonRpcResponse[], coding: 'deflate' | 'gzip'): { stream: Buffer; plainLength: number } | null {
   if (!hasDeflatedResult(body)) return null
   const parts: (Buffer | DeflatedText)[] = []
   let plainBytes = 0
@@ -89,5 +90,6 @@ export function deflatedJsonRpc(body: JsonRpcResponse | JsonRpcResponse[]): { st
     if (Buffer.isBuffer(part) && Buffer.isBuffer(previous)) parts[parts.length - 1] = Buffer.concat([previous, part])
     else parts.push(part)
   }
-  return { stream: zlibStream(parts), plainLength }
+  const stream = coding === 'deflate' ? zlibStream(parts) : gzipMember(parts)
+  return stream === null ? null : { stream, plainLength }
 }

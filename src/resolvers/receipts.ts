@@ -11,7 +11,13 @@ import { createBlockBodies } from './block-bodies.js'
 
 const { blockReceipts } = schema
 
-type StoredBlockReceipts = { number: number; deflated: Uint8Array; plainLength: number | null; adler32: string | number | null }
+type StoredBlockReceipts = {
+  number: number
+  deflated: Uint8Array
+  plainLength: number | null
+  adler32: string | number | null
+  crc32: string | number | null
+}
 
 /**
  * Receipts are answered as JSON text (`RawJson`) from `block_receipts` (rendered and deflated at ingest): a
@@ -62,7 +68,7 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
     if (!numbers.every(Number.isSafeInteger)) throw new TypeError('block numbers must be integers')
     const rows = await db.query<StoredBlockReceipts>(
       sql`select ${blockReceipts.blockNumber} as number, ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength",
-              ${blockReceipts.adler32} as adler32
+              ${blockReceipts.adler32} as adler32, ${blockReceipts.crc32} as crc32
             from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${arrayLiteral(new Set(numbers))}::bigint[])`,
     )
     const byNumber = new Map(rows.map((row) => [Number(row.number), row]))
@@ -80,7 +86,9 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
       throw new Error(`block ${number} is indexed but its receipts are not stored; restart flashgate to finish upgrading the index`)
     const own = Buffer.allocUnsafeSlow(stored.deflated.byteLength)
     own.set(stored.deflated)
-    return { stream: own, length: stored.plainLength, adler32: Number(stored.adler32) }
+    const deflated: DeflatedText = { stream: own, length: stored.plainLength, adler32: Number(stored.adler32) }
+    if (stored.crc32 !== null) deflated.crc32 = Number(stored.crc32)
+    return deflated
   }
 
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_gettransactionreceipt */

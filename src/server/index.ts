@@ -21,7 +21,7 @@ import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
-import { deflatedJsonRpc, hasDeflatedResult, serializeJsonRpc, serializeJsonRpcParts } from '../jsonrpc/serialize.js'
+import { hasDeflatedResult, serializeJsonRpc, serializeJsonRpcParts, storedJsonRpc } from '../jsonrpc/serialize.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
 import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
@@ -256,10 +256,11 @@ export function createServer(config: ServerConfig) {
       reply.headers === undefined && corsHeaders === cors.anyOrigin
         ? JSON_FOR_ANY_ORIGIN
         : { 'content-type': 'application/json', ...reply.headers, ...corsHeaders }
-    // Answers stored deflated (a block's receipts) go to a client accepting `deflate` as they are.
-    if (hasDeflatedResult(reply.body) && negotiateEncoding(request.headers['accept-encoding'], STORED_DEFLATE_OFFERS) === 'deflate') {
-      const stored = deflatedJsonRpc(reply.body)
-      if (stored !== null && stored.plainLength >= COMPRESS_MIN_BYTES) return sendEncoded(request, response, reply.status, stored.stream, 'deflate', headers)
+    // Answers stored deflated (a block's receipts) go as they are to a client accepting `deflate` or `gzip`.
+    if (hasDeflatedResult(reply.body)) {
+      const coding = negotiateEncoding(request.headers['accept-encoding'], STORED_DEFLATE_OFFERS)
+      const stored = coding === 'deflate' || coding === 'gzip' ? storedJsonRpc(reply.body, coding) : null
+      if (stored !== null && stored.plainLength >= COMPRESS_MIN_BYTES) return sendEncoded(request, response, reply.status, stored.stream, coding, headers)
     }
     return sendCompressible(request, response, reply.status, serializeJsonRpcParts(reply.body), headers)
   }
