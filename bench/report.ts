@@ -155,11 +155,15 @@ export function formatReport(results: BenchResults): string {
     '  fg cached and the floor, and fg no cache and anvil, are measured in alternation (3 rounds of half the duration each, the order reversed each round), each the median round',
   )
   lines.push(table(rows, (column) => column > 0))
-  const asFetch = Object.entries(results.throughput).filter(([, figures]) => figures.asFetchSends)
-  if (asFetch.length > 0) {
-    lines.push("  the same distinct requests sent as Node's fetch (viem) sends them, with Accept-Encoding: gzip, deflate:")
-    for (const [method, { asFetchSends }] of asFetch) {
-      const { anvil, flashgateUncached } = asFetchSends!
+  for (const [key, client] of [
+    ['asFetchSends', "Node's fetch (viem) sends them, with Accept-Encoding: gzip, deflate"],
+    ['asEthersSends', 'ethers v6 (and Go) send them, with Accept-Encoding: gzip'],
+  ] as const) {
+    const measured = Object.entries(results.throughput).filter(([, figures]) => figures[key])
+    if (measured.length === 0) continue
+    lines.push(`  the same distinct requests sent as ${client}:`)
+    for (const [method, figures] of measured) {
+      const { anvil, flashgateUncached } = figures[key]!
       lines.push(
         `    ${method}: fg no cache ${integer(flashgateUncached.requestsPerSecond)} req/s (p50 ${ms(flashgateUncached.p50Ms)} ms), anvil ${integer(anvil.requestsPerSecond)} req/s (p50 ${ms(anvil.p50Ms)} ms): ${ratio(flashgateUncached.requestsPerSecond / anvil.requestsPerSecond)}, failures ${flashgateUncached.failures}/${anvil.failures}`,
       )
@@ -268,11 +272,16 @@ function speedSummary(results: BenchResults): string {
       verdict(ofAnvil >= SPEED_TARGETS.uncachedReceiptsOfAnvil),
     ])
   }
-  // Beside it, the same requests as Node's fetch (viem) sends them, accepting compressed answers.
-  if (receipts?.asFetchSends) {
-    const ofAnvil = receipts.asFetchSends.flashgateUncached.requestsPerSecond / receipts.asFetchSends.anvil.requestsPerSecond
+  // Beside it, the same requests as Node's fetch (viem) and ethers send them, accepting compressed answers.
+  for (const [key, client] of [
+    ['asFetchSends', 'fetch'],
+    ['asEthersSends', 'ethers'],
+  ] as const) {
+    const figures = receipts?.[key]
+    if (!figures) continue
+    const ofAnvil = figures.flashgateUncached.requestsPerSecond / figures.anvil.requestsPerSecond
     rows.push([
-      'eth_getBlockReceipts no cache / anvil, as fetch sends',
+      `eth_getBlockReceipts no cache / anvil, as ${client} sends`,
       ratio(ofAnvil),
       `≥ ${ratio(SPEED_TARGETS.uncachedReceiptsOfAnvil)}`,
       verdict(ofAnvil >= SPEED_TARGETS.uncachedReceiptsOfAnvil),

@@ -29,10 +29,14 @@ export type MethodFigures = {
    * them, accepting `gzip, deflate`, to anvil and to the uncached flashgate; `null` for small answers or PGlite.
    */
   asFetchSends: { anvil: LoadReport; flashgateUncached: LoadReport } | null
+  /** The same, sent as ethers v6 sends them in Node, accepting `gzip` alone (as Go's net/http does); absent in older results. */
+  asEthersSends?: { anvil: LoadReport; flashgateUncached: LoadReport } | null
 }
 
 /** What Node's fetch (undici), and so viem's http transport, sends as `Accept-Encoding`. */
 const FETCH_ACCEPT_ENCODING = 'gzip, deflate'
+/** What ethers v6 sends in Node (its `FetchRequest` over `http`), and Go's `net/http` too. */
+const ETHERS_ACCEPT_ENCODING = 'gzip'
 /** Rounds of each pair measured in alternation (flashgate cached against the floor, uncached against anvil). */
 const PAIRED_ROUNDS = 3
 /** A paired round lasts half the load duration (at least 2 s): three rounds of two take 3× one plain run. */
@@ -137,17 +141,22 @@ export async function measureServing({
       { flashgateCached: { ...paired, url: cachedUrl, bodiesFile: hot }, floor: { ...paired, url: floor.url, bodiesFile: hot } },
       PAIRED_ROUNDS,
     )
-    const compressed = { ...paired, bodiesFile: cold, acceptEncoding: FETCH_ACCEPT_ENCODING }
-    const asFetchSends =
-      uncachedUrl === null || !LARGE_ANSWER_METHODS.has(method)
-        ? null
-        : await runInterleaved({ anvil: { ...compressed, url: anvilUrl }, flashgateUncached: { ...compressed, url: uncachedUrl } }, PAIRED_ROUNDS)
-    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor: floorFigures, asFetchSends }
+    const asClientSends = async (acceptEncoding: string) => {
+      if (uncachedUrl === null || !LARGE_ANSWER_METHODS.has(method)) return null
+      const compressed = { ...paired, bodiesFile: cold, acceptEncoding }
+      return runInterleaved({ anvil: { ...compressed, url: anvilUrl }, flashgateUncached: { ...compressed, url: uncachedUrl } }, PAIRED_ROUNDS)
+    }
+    const asFetchSends = await asClientSends(FETCH_ACCEPT_ENCODING)
+    const asEthersSends = await asClientSends(ETHERS_ACCEPT_ENCODING)
+    throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor: floorFigures, asFetchSends, asEthersSends }
+    const asClient = (name: string, acceptEncoding: string, figures: { anvil: LoadReport; flashgateUncached: LoadReport } | null) =>
+      figures === null
+        ? ''
+        : `; as ${name} sends (${acceptEncoding}): no cache ${Math.round(figures.flashgateUncached.requestsPerSecond)} vs anvil ${Math.round(figures.anvil.requestsPerSecond)}`
     const uncachedFigure =
       (flashgateUncached === null ? '' : `, no cache ${Math.round(flashgateUncached.requestsPerSecond)}`) +
-      (asFetchSends === null
-        ? ''
-        : `; as fetch sends (${FETCH_ACCEPT_ENCODING}): no cache ${Math.round(asFetchSends.flashgateUncached.requestsPerSecond)} vs anvil ${Math.round(asFetchSends.anvil.requestsPerSecond)}`)
+      asClient('fetch', FETCH_ACCEPT_ENCODING, asFetchSends) +
+      asClient('ethers', ETHERS_ACCEPT_ENCODING, asEthersSends)
     log(
       `  ${method}: flashgate ${Math.round(flashgate.requestsPerSecond)} req/s (cached ${Math.round(flashgateCached.requestsPerSecond)}${uncachedFigure}), anvil ${Math.round(anvil.requestsPerSecond)} req/s, floor ${Math.round(floorFigures.requestsPerSecond)} req/s`,
     )
