@@ -14,7 +14,7 @@ export const HEADLINE_QUERIES = 500
 export const QUICK_HEADLINE_QUERIES = 100
 /** The whole run is aborted (and cleaned up) after this long. */
 export const FULL_DEADLINE_MS = 45 * 60_000
-export const QUICK_DEADLINE_MS = 10 * 60_000
+export const QUICK_DEADLINE_MS = 12 * 60_000
 export const DEFAULT_SEED = 8021
 /** Maintenance database of the local Postgres; bench databases are created and dropped through it. */
 export const DEFAULT_ADMIN_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/postgres'

@@ -29,7 +29,10 @@ export type MethodFigures = {
    * them, accepting `gzip, deflate`, to anvil and to the uncached flashgate; `null` for small answers or PGlite.
    */
   asFetchSends: { anvil: LoadReport; flashgateUncached: LoadReport } | null
-  /** The same, sent as ethers v6 sends them in Node, accepting `gzip` alone (as Go's net/http does); absent in older results. */
+  /**
+   * Receipts, stored compressed: the same, sent as ethers v6 sends them in Node, accepting `gzip` alone (as Go's
+   * net/http does); absent in older results.
+   */
   asEthersSends?: { anvil: LoadReport; flashgateUncached: LoadReport } | null
 }
 
@@ -45,6 +48,8 @@ function pairedRoundSeconds(loadDurationS: number): number {
 }
 /** Methods whose answers are large enough to be compressed. */
 const LARGE_ANSWER_METHODS: ReadonlySet<BenchMethod> = new Set(['eth_getBlockReceipts', 'eth_getLogs'])
+/** Methods whose answers are stored compressed (sent as they are to a gzip-only client); others are compressed per request either way. */
+const STORED_ANSWER_METHODS: ReadonlySet<BenchMethod> = new Set(['eth_getBlockReceipts'])
 
 export type HeadlineFigures = { rangeBlocks: number; queries: number; averageLogs: number; flashgate: LoadReport; anvil: LoadReport }
 
@@ -141,13 +146,13 @@ export async function measureServing({
       { flashgateCached: { ...paired, url: cachedUrl, bodiesFile: hot }, floor: { ...paired, url: floor.url, bodiesFile: hot } },
       PAIRED_ROUNDS,
     )
-    const asClientSends = async (acceptEncoding: string) => {
-      if (uncachedUrl === null || !LARGE_ANSWER_METHODS.has(method)) return null
+    const asClientSends = async (acceptEncoding: string, methods: ReadonlySet<BenchMethod>) => {
+      if (uncachedUrl === null || !methods.has(method)) return null
       const compressed = { ...paired, bodiesFile: cold, acceptEncoding }
       return runInterleaved({ anvil: { ...compressed, url: anvilUrl }, flashgateUncached: { ...compressed, url: uncachedUrl } }, PAIRED_ROUNDS)
     }
-    const asFetchSends = await asClientSends(FETCH_ACCEPT_ENCODING)
-    const asEthersSends = await asClientSends(ETHERS_ACCEPT_ENCODING)
+    const asFetchSends = await asClientSends(FETCH_ACCEPT_ENCODING, LARGE_ANSWER_METHODS)
+    const asEthersSends = await asClientSends(ETHERS_ACCEPT_ENCODING, STORED_ANSWER_METHODS)
     throughput[method] = { flashgate, anvil, flashgateCached, flashgateUncached, floor: floorFigures, asFetchSends, asEthersSends }
     const asClient = (name: string, acceptEncoding: string, figures: { anvil: LoadReport; flashgateUncached: LoadReport } | null) =>
       figures === null
