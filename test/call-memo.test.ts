@@ -1,3 +1,5 @@
+import { request as httpRequest } from 'node:http'
+import { gunzipSync, inflateSync } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain } from './fixtures/chain.js'
@@ -122,6 +124,30 @@ describe('the JSON-RPC call memo', () => {
     expect(body.id).toBe(5)
     expect(body.result).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', params))
     expect(JSON.stringify(body)).toBe(firstText)
+  })
+
+  test('the same kept result goes to a client accepting only gzip (ethers) in a gzip member around the same DEFLATE blocks', async () => {
+    const top = await head()
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'eth_getLogs', params: [{ fromBlock: '0x1', toBlock: hex(top - 1) }] })
+    // The body as it came on the wire (fetch would decompress it).
+    const onTheWire = (coding: string) =>
+      new Promise<{ coding: string | undefined; bytes: Buffer }>((resolve, reject) => {
+        const headers = { 'content-type': 'application/json', 'accept-encoding': coding }
+        const request = httpRequest(gateway.dedicatedUrl, { method: 'POST', headers, agent: false }, (response) => {
+          const chunks: Buffer[] = []
+          response.on('data', (chunk: Buffer) => chunks.push(chunk))
+          response.on('end', () => resolve({ coding: response.headers['content-encoding'], bytes: Buffer.concat(chunks) }))
+        })
+        request.on('error', reject)
+        request.end(body)
+      })
+    await onTheWire('deflate')
+    const deflated = await onTheWire('deflate')
+    const gzipped = await onTheWire('gzip')
+    expect([deflated.coding, gzipped.coding]).toEqual(['deflate', 'gzip'])
+    expect(gunzipSync(gzipped.bytes).toString()).toBe(inflateSync(deflated.bytes).toString())
+    // Between their headers (2 and 10 bytes) and trailers (4 and 8), the same blocks: nothing compressed again.
+    expect(gzipped.bytes.subarray(10, -8)).toEqual(deflated.bytes.subarray(2, -4))
   })
 
   test('pending, safe, block hashes and blocks above the head are never memoised: their answers follow the chain', async () => {

@@ -19,7 +19,7 @@ export type Pins = (params: unknown[]) => Pin[] | null
 const MAX_ENTRY_BYTES = 256 * 1024
 /**
  * A kept result at least this large is also deflated (once, when it is first asked for again), so that a
- * client accepting `deflate` gets it spliced into its answer as it is (jsonrpc/serialize.ts) instead of
+ * client accepting `deflate` or `gzip` gets it spliced into its answer as it is (jsonrpc/serialize.ts) instead of
  * compressed again per request. Not before: an indexer's ranges, each asked once, would pay for nothing.
  */
 const DEFLATE_FROM_BYTES = COMPRESS_MIN_BYTES
