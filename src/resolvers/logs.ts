@@ -1,6 +1,7 @@
-import { and, asc, between, eq, type SQL, sql } from 'drizzle-orm'
+import { and, between, eq, type SQL, sql } from 'drizzle-orm'
+import type { Address, Hash, Hex } from 'viem'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { type LogRow, PLAN_FOR_VALUES, schema } from '../db/index.js'
+import { PLAN_FOR_VALUES, schema } from '../db/index.js'
 import { columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf, logTopicTailIsAnyOf, TAIL_KEYED_TOPICS } from '../db/log-keys.js'
 import {
   BlockRangeBeyondHeadError,
@@ -12,7 +13,7 @@ import {
 } from '../errors.js'
 import type { ResolvedBlock } from './chain.js'
 import type { ReadContext } from './context.js'
-import { formatLog, type Log } from '../objects/log.js'
+import type { Log } from '../objects/log.js'
 import { UpstreamAnswerTooLargeError } from '../upstream/index.js'
 
 export type LogLimits = {
@@ -147,36 +148,58 @@ function firstPastBytes(logs: readonly Log[], limits: LogLimits): number | null 
   return null
 }
 
-/** A `logs` row as the driver reads it: int8 as text (postgres.js) or a bigint (PGlite), bytea as bytes. */
-type RawLogRow = {
-  block_number: string | number | bigint
-  log_index: number
-  block_hash: Buffer
-  block_timestamp: string | number | bigint
-  transaction_hash: Buffer
-  transaction_index: number
-  address: Buffer
-  topic0: Buffer | null
-  topic1: Buffer | null
-  topic2: Buffer | null
-  topic3: Buffer | null
-  data: Buffer
+/**
+ * A `logs` row as the bounded query reads it: every field already in its JSON-RPC form, written by Postgres
+ * (`'0x' || encode(…, 'hex')`, `'0x' || to_hex(…)`). The driver then reads text: no bytea parsed into a
+ * buffer and written back as hex here, which was a quarter of the time a selective `eth_getLogs` spent in
+ * Node (75 logs: 3.4 ms p50 in all, of which 0.4 ms in Postgres).
+ */
+type TextLogRow = {
+  block_number: Hex
+  log_index: Hex
+  block_hash: Hash
+  block_timestamp: Hex
+  transaction_hash: Hash
+  transaction_index: Hex
+  address: Address
+  topic0: Hash | null
+  topic1: Hash | null
+  topic2: Hash | null
+  topic3: Hash | null
+  data: Hex
 }
 
-function toLogRow(row: RawLogRow): LogRow {
+/** The columns of `TextLogRow`, from a relation holding `logs`' columns. */
+const TEXT_LOG_COLUMNS = sql.raw(
+  [
+    `'0x' || to_hex(block_number) as block_number`,
+    `'0x' || to_hex(log_index) as log_index`,
+    ...['block_hash', 'transaction_hash', 'address', 'topic0', 'topic1', 'topic2', 'topic3', 'data'].map(
+      (column) => `'0x' || encode(${column}, 'hex') as ${column}`,
+    ),
+    `'0x' || to_hex(block_timestamp) as block_timestamp`,
+    `'0x' || to_hex(transaction_index) as transaction_index`,
+  ].join(', '),
+)
+
+/** A log as `formatLog` (objects/log.ts) renders it, from its fields in JSON-RPC form. */
+function logFromText(row: TextLogRow): Log {
+  const topics: Hash[] = []
+  for (const topic of [row.topic0, row.topic1, row.topic2, row.topic3]) {
+    if (topic === null) break
+    topics.push(topic)
+  }
   return {
-    blockNumber: Number(row.block_number),
-    logIndex: row.log_index,
+    address: row.address,
+    topics: topics as Log['topics'],
+    data: row.data,
     blockHash: row.block_hash,
-    blockTimestamp: Number(row.block_timestamp),
+    blockNumber: row.block_number,
+    blockTimestamp: row.block_timestamp,
     transactionHash: row.transaction_hash,
     transactionIndex: row.transaction_index,
-    address: row.address,
-    topic0: row.topic0,
-    topic1: row.topic1,
-    topic2: row.topic2,
-    topic3: row.topic3,
-    data: row.data,
+    logIndex: row.log_index,
+    removed: false,
   }
 }
 
@@ -204,16 +227,14 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     cap: number,
     scan: { filter: LogFilter; fromNumber: number; toNumber: number },
     limits: LogLimits,
-  ): Promise<LogRow[]> {
-    const query = db.drizzle
-      .select()
-      .from(schema.logs)
-      .where(hasOnePlan(scan.filter) ? where : and(where, PLAN_FOR_VALUES))
-      .orderBy(asc(schema.logs.blockNumber), asc(schema.logs.logIndex))
-      .limit(cap)
+  ): Promise<Log[]> {
+    // Written as text, not with Drizzle's query builder: building the statement from its pieces took as long
+    // as Postgres took to answer a selective filter.
+    const condition = hasOnePlan(scan.filter) ? where : and(where, PLAN_FOR_VALUES)
+    const query = sql`select * from ${schema.logs} where ${condition} order by block_number, log_index limit ${cap}`
     const maxCost = limits.maxQueryCost ?? 0
     if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
-      const cost = await plannedCost(query.getSQL())
+      const cost = await plannedCost(query)
       if (cost > maxCost) {
         const blocks = Math.max(1, Math.floor(((scan.toNumber - scan.fromNumber + 1) * maxCost) / cost))
         throw tooLarge(
@@ -224,21 +245,25 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
         )
       }
     }
-    if (limits.maxBytes === undefined) return query
+    // Read without Drizzle's row mapping (over the nested selects it cost ~5 µs a row: 10 ms for 2,100 logs,
+    // against 0.6 ms for the window in Postgres); Postgres writes each field in its JSON-RPC form (TextLogRow).
+    // The order is by the inner columns, named in full: unqualified, it would be by the hex text selected.
+    if (limits.maxBytes === undefined)
+      return (await db.query<TextLogRow>(sql`select ${TEXT_LOG_COLUMNS} from (${query}) limited order by limited.block_number, limited.log_index`)).map(
+        logFromText,
+      )
     // Up to the first log that takes the answer past `maxBytes`, that one included (so that the caller knows the
     // bound was passed, and where): Postgres sums the logs' estimated sizes (`logJsonBytes`) as it reads them
     // and sends nothing after, however large their data.
-    // Read without Drizzle's row mapping: over the nested selects it costs ~5 µs a row (10 ms for 2,100 logs,
-    // against 0.6 ms for the window in Postgres); `toLogRow` does its work.
-    const rows = await db.query<RawLogRow>(
-      sql`select block_number, log_index, block_hash, block_timestamp, transaction_hash, transaction_index, address, topic0, topic1, topic2, topic3, data
+    const rows = await db.query<TextLogRow>(
+      sql`select ${TEXT_LOG_COLUMNS}
             from (select *, sum(2 * octet_length(data) + ${sql.raw(String(LOG_JSON_FIXED_BYTES))})
                               over (order by block_number, log_index rows between unbounded preceding and 1 preceding) as bytes_before
                     from (${query}) limited) sized
            where coalesce(bytes_before, 0) <= ${limits.maxBytes}
-           order by block_number, log_index`,
+           order by sized.block_number, sized.log_index`,
     )
-    return rows.map(toLogRow)
+    return rows.map(logFromText)
   }
 
   /** The planner's total cost of a statement, without running it. */
@@ -368,13 +393,12 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     if (range !== null || filter.blockHash !== undefined) {
       const { fromNumber, toNumber } = await resolveLogRange(range === null ? filter : { ...filter, ...range, blockHash: undefined }, limits)
       const position = after === null ? undefined : sql`(${schema.logs.blockNumber}, ${schema.logs.logIndex}) > (${after.blockNumber}, ${after.logIndex})`
-      const rows = await queryLogs(
+      confirmed = await queryLogs(
         and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)),
         first + 1,
         { filter, fromNumber, toNumber },
         limits,
       )
-      confirmed = rows.map(formatLog)
       // A page past the byte bound ends before the log that passes it (a page holds at least one log, so that
       // a client always moves on); the rest comes on the next page.
       const overflow = firstPastBytes(confirmed, limits)
@@ -390,12 +414,11 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number, limits: LogLimits): Promise<Log[]> {
     const conditions = matchConditions(filter)
     const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
-    const rows = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber }, limits)
-    if (rows.length > limits.maxLogs) throw resultCapError(rows[limits.maxLogs]!.blockNumber, fromNumber, limits)
-    const logs = rows.map(formatLog)
+    const logs = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber }, limits)
+    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
     // Checked before the answer is cached: rows cut at the byte bound are not the whole answer.
     const overflow = firstPastBytes(logs, limits)
-    if (overflow !== null) throw answerBytesError(rows[overflow]!.blockNumber, fromNumber, limits)
+    if (overflow !== null) throw answerBytesError(Number(logs[overflow]!.blockNumber), fromNumber, limits)
     return logs
   }
 
