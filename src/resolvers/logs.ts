@@ -149,7 +149,7 @@ function firstPastBytes(logs: readonly Log[], limits: LogLimits): number | null 
 }
 
 /**
- * A `logs` row as the bounded query reads it: every field already in its JSON-RPC form, written by Postgres
+ * A `logs` row as `queryLogs` reads it: every field already in its JSON-RPC form, written by Postgres
  * (`'0x' || encode(…, 'hex')`, `'0x' || to_hex(…)`). The driver then reads text: no bytea parsed into a
  * buffer and written back as hex here, which was a quarter of the time a selective `eth_getLogs` spent in
  * Node (75 logs: 3.4 ms p50 in all, of which 0.4 ms in Postgres).
