@@ -21,6 +21,7 @@ import {
   type PendingState,
 } from './pending/index.js'
 import { createNonceRegistry } from './pending/forwarded.js'
+import { createMemoryFilterStore } from './resolvers/filter-store.js'
 import { createFlashblockExecutor, type FlashblockExecutor } from './pending/execute/index.js'
 import { createPolicies, createRateLimiter, type RateLimiter } from './policy/index.js'
 import { createRedis } from './redis/index.js'
@@ -412,6 +413,14 @@ function shareWithWorkers(
     return null
   })
   hub.handle('forwardedFrom', (sender, known) => nonces.from(sender, known))
+  const filters = createMemoryFilterStore()
+  hub.handle('filterInstall', (id, filter) => {
+    filters.install(id, filter)
+    return null
+  })
+  hub.handle('filterGet', (id) => filters.get(id))
+  hub.handle('filterAdvance', (id, from, to) => filters.advance(id, from, to))
+  hub.handle('filterRemove', (id) => filters.remove(id))
   hub.handle('hydrate', (hashes) => (hydrate === null ? hashes.map(() => null) : hydrate(hashes)))
   // A worker's pending call runs on the executed state here; reverts and failures travel as data.
   hub.handle('pendingCall', async (number, kind, request): Promise<RelayedCallAnswer | null> => {

@@ -106,6 +106,16 @@ export class UnknownBlockError extends FlashgateError {
   }
 }
 
+/** geth's answer for a filter id it does not hold: never installed, uninstalled, or not polled for 5 minutes. */
+export class FilterNotFoundError extends FlashgateError {
+  override readonly name = 'FilterNotFoundError'
+  override readonly graphqlCode = 'FILTER_NOT_FOUND'
+  readonly code = -32000
+  constructor() {
+    super('filter not found')
+  }
+}
+
 /** The index does not reach back to the requested block (it starts at `--start-block`). */
 export class HistoryUnavailableError extends FlashgateError {
   override readonly name = 'HistoryUnavailableError'

@@ -85,15 +85,21 @@ describe('forwarding', () => {
     expect(await rpc(gateway.url, 'eth_call', [call, 'latest'])).toEqual({ jsonrpc: '2.0', id: 1, error: direct.error })
   })
 
-  test.each(['eth_sendTransaction', 'eth_sign', 'personal_sign', 'anvil_mine', 'evm_mine', 'debug_traceTransaction', 'admin_nodeInfo', 'eth_newFilter'])(
-    '%s is not on the allowlist: -32601, and the upstream never sees it',
-    async (method) => {
-      const head = await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', [])
-      const { error } = await rpc(gateway.url, method, method === 'anvil_mine' ? ['0x5'] : [])
-      expect(error).toEqual({ code: -32601, message: `the method ${method} does not exist/is not available` })
-      expect(await anvilCall(anvil.rpcUrl, 'eth_blockNumber', [])).toBe(head)
-    },
-  )
+  test.each([
+    'eth_sendTransaction',
+    'eth_sign',
+    'personal_sign',
+    'anvil_mine',
+    'evm_mine',
+    'debug_traceTransaction',
+    'admin_nodeInfo',
+    'personal_unlockAccount',
+  ])('%s is not on the allowlist: -32601, and the upstream never sees it', async (method) => {
+    const head = await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', [])
+    const { error } = await rpc(gateway.url, method, method === 'anvil_mine' ? ['0x5'] : [])
+    expect(error).toEqual({ code: -32601, message: `the method ${method} does not exist/is not available` })
+    expect(await anvilCall(anvil.rpcUrl, 'eth_blockNumber', [])).toBe(head)
+  })
 
   test("eth_accounts answers [] itself: the node's own accounts cannot sign through flashgate, and are not listed", async () => {
     expect((await anvilCall<string[]>(anvil.rpcUrl, 'eth_accounts', [])).length).toBeGreaterThan(0)

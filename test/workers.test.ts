@@ -1,7 +1,7 @@
 // `flashgate serve --workers 2` (issue 18): two serving workers on one port under one primary. The machine
 // holds one Flashblocks connection; both workers answer `pending` alike; a client is rate limited once across
 // them; a key revoked is refused by both; a transaction forwarded through one counts in the other's pending
-// nonce; `/metrics` is the machine's; SIGTERM drains both workers, then the primary.
+// nonce; a filter installed through one is polled through either; `/metrics` is the machine's; SIGTERM drains both workers, then the primary.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
@@ -187,6 +187,31 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
       const after = await fromEachWorker('/', call('eth_getTransactionCount', [SENDER.address, 'pending']))
       for (const answer of after.values()) expect(Number(answer.body.result)).toBe(known + sent + 1)
     }
+  })
+
+  test('a filter installed through one worker is polled through either, and every block reaches it once', async () => {
+    const id = (await post('/', call('eth_newBlockFilter'))).body.result as string
+    const start = Number((await post('/', call('eth_blockNumber'))).body.result)
+    const hashes: string[] = []
+    const pollers = new Set<string>()
+    await until(
+      async () => {
+        const poll = await post('/', call('eth_getFilterChanges', [id]))
+        expect(poll.body.error).toBeUndefined()
+        hashes.push(...(poll.body.result as string[]))
+        pollers.add(poll.worker!)
+        return pollers.size === 2 && hashes.length >= 2
+      },
+      4 * BLOCK_TIME_MS,
+      () => `polls answered by ${[...pollers]}, ${hashes.length} blocks`,
+    )
+    const numbers = await Promise.all(hashes.map(async (hash) => Number((await post('/', call('eth_getBlockByHash', [hash, false]))).body.result.number)))
+    expect(numbers).toEqual(numbers.map((_, offset) => numbers[0]! + offset))
+    expect(numbers[0]).toBeLessThanOrEqual(start + 1)
+    // Uninstalled through one worker: gone on both.
+    expect((await post('/', call('eth_uninstallFilter', [id]))).body.result).toBe(true)
+    for (const answer of (await fromEachWorker('/', call('eth_getFilterChanges', [id]))).values())
+      expect(answer.body.error).toEqual({ code: -32000, message: 'filter not found' })
   })
 
   test('a revoked key is refused by both workers within the key cache time', async () => {

@@ -11,6 +11,7 @@ import type { FlashblockMessage } from '../pending/message.js'
 import type { CallRequest } from '../codecs/index.js'
 import type { AccessListResult, CallKind } from '../pending/execute/call.js'
 import type { PendingSource } from '../pending/hydrate.js'
+import type { FilterCursor, StoredFilter } from '../resolvers/filter-store.js'
 import type { CanonicalBlock, PendingState, UpstreamReceipt } from '../pending/state.js'
 
 /** A rate limiter as a worker names it to the primary: the buckets are the primary's, one set per name. */
@@ -31,6 +32,11 @@ export type ClusterOperations = {
    * failure to answer with, or `null` to forward it.
    */
   pendingCall: { args: [block: number, kind: CallKind, request: CallRequest]; result: RelayedCallAnswer | null }
+  /** Stateful filters (`eth_newFilter`…), kept by the primary so that a client's polls may land on any worker. */
+  filterInstall: { args: [id: string, filter: StoredFilter]; result: null }
+  filterGet: { args: [id: string]; result: StoredFilter | null }
+  filterAdvance: { args: [id: string, from: FilterCursor, to: FilterCursor]; result: boolean }
+  filterRemove: { args: [id: string]; result: boolean }
   /** `/metrics` for the whole machine: every worker's figures and the primary's, aggregated. */
   metrics: { args: []; result: { contentType: string; body: string } }
 }

@@ -7,6 +7,8 @@ import { z } from 'zod'
 import { isAttributionCode } from '../attribution/index.js'
 
 const MAX_UINT256 = 2n ** 256n - 1n
+/** Filter ids are 16 bytes in hex (34 characters); anything much longer was never one. */
+const MAX_FILTER_ID_LENGTH = 66
 
 export const BLOCK_TAGS = ['latest', 'pending', 'safe', 'finalized', 'earliest'] as const
 export type BlockTag = (typeof BLOCK_TAGS)[number]
@@ -59,6 +61,11 @@ export const address = fixedHex<Address>(20, 'common.Address', 'address')
 
 /** 32-byte hash or topic, normalised to lower case. */
 export const hash = fixedHex<Hash>(32, 'common.Hash', 'hash')
+
+/** A filter's id as `eth_newFilter` and its siblings answered it: any string (an unknown one is `filter not found`). */
+export const filterId = z
+  .string({ error: 'expected a filter id string' })
+  .max(MAX_FILTER_ID_LENGTH, { error: `expected a filter id of at most ${MAX_FILTER_ID_LENGTH} characters` })
 
 export const blockTag = z.enum(BLOCK_TAGS, { error: `expected one of ${BLOCK_TAGS.join(', ')}` })
 

@@ -19,6 +19,8 @@ import { createCallResolvers, type PendingCalls } from './calls.js'
 import { createAnswerCache, DEFAULT_ANSWER_CACHE_BYTES } from './cache.js'
 import { type ChainState, createChainState } from './chain.js'
 import { createEventStream } from './events.js'
+import { createFilterStore } from './filter-store.js'
+import { createFilterResolvers } from './filters.js'
 import { DEFAULT_MAX_LOGS_BYTES } from './limits.js'
 import { createLogResolvers, type LogLimits } from './logs.js'
 import { createPendingView } from './pending.js'
@@ -117,6 +119,14 @@ export function createResolvers(config: ResolversConfig) {
     return toQuantity(view.head?.number ?? 0)
   }
 
+  const filters = createFilterResolvers({
+    db,
+    chain,
+    pendingView,
+    getLogs: logs.getLogs,
+    store: createFilterStore({ redis: config.redis ?? null, cluster: config.cluster ?? null }),
+  })
+
   const accountHistory = createAccountHistoryResolvers({ db, chain, pendingView, resolveLogRange: logs.resolveLogRange })
   const transactions = createTransactionResolvers({ db, cache, pendingView, forwarded, history })
   const accounts = createAccountResolvers({ db, chain, upstream, cache, pendingView, forwarded, history })
@@ -161,6 +171,13 @@ export function createResolvers(config: ResolversConfig) {
     getLogs: logs.getLogs,
     getLogsPage: logs.getLogsPage,
     resolveLogRange: logs.resolveLogRange,
+    // Stateful filters (JSON-RPC's eth_newFilter family), kept where every process of the deployment finds them.
+    newFilter: filters.newFilter,
+    newBlockFilter: filters.newBlockFilter,
+    newPendingTransactionFilter: filters.newPendingTransactionFilter,
+    getFilterChanges: filters.getFilterChanges,
+    getFilterLogs: filters.getFilterLogs,
+    uninstallFilter: filters.uninstallFilter,
     getAccountTransactions: accountHistory.getAccountTransactions,
     recentBlocksStart: accountHistory.recentBlocksStart,
     getBlock: blocks.getBlock,

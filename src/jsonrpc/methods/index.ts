@@ -10,6 +10,12 @@ import { eth_getBlockByHash } from './eth_getBlockByHash.js'
 import { eth_getBlockByNumber } from './eth_getBlockByNumber.js'
 import { eth_getBlockReceipts } from './eth_getBlockReceipts.js'
 import { eth_getLogs } from './eth_getLogs.js'
+import { eth_uninstallFilter } from './eth_uninstallFilter.js'
+import { eth_newPendingTransactionFilter } from './eth_newPendingTransactionFilter.js'
+import { eth_newFilter } from './eth_newFilter.js'
+import { eth_newBlockFilter } from './eth_newBlockFilter.js'
+import { eth_getFilterLogs } from './eth_getFilterLogs.js'
+import { eth_getFilterChanges } from './eth_getFilterChanges.js'
 import { eth_getTransactionByHash } from './eth_getTransactionByHash.js'
 import { eth_getTransactionCount } from './eth_getTransactionCount.js'
 import { eth_getTransactionReceipt } from './eth_getTransactionReceipt.js'
@@ -31,6 +37,12 @@ export const methods: Record<string, MethodDefinition> = {
   eth_getBlockByNumber,
   eth_getBlockReceipts,
   eth_getLogs,
+  eth_uninstallFilter,
+  eth_newPendingTransactionFilter,
+  eth_newFilter,
+  eth_newBlockFilter,
+  eth_getFilterLogs,
+  eth_getFilterChanges,
   eth_getTransactionByHash,
   eth_getTransactionCount,
   eth_getTransactionReceipt,

@@ -1,0 +1,7 @@
+import { z } from 'zod'
+import { defineMethod } from '../define-method.js'
+
+export const eth_newBlockFilter = defineMethod({
+  params: z.tuple([]),
+  handler: (resolvers) => resolvers.newBlockFilter(),
+})

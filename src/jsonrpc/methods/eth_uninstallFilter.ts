@@ -1,0 +1,8 @@
+import { z } from 'zod'
+import { filterId } from '../../codecs/index.js'
+import { defineMethod } from '../define-method.js'
+
+export const eth_uninstallFilter = defineMethod({
+  params: z.tuple([filterId]),
+  handler: (resolvers, [id]) => resolvers.uninstallFilter(id),
+})

@@ -1,0 +1,89 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { describe, expect, test } from 'vitest'
+import { useRedisPair } from '../../test/fixtures/redis.js'
+import { createFilterStore, createMemoryFilterStore, type FilterCursor, type StoredFilter } from './filter-store.js'
+
+const at = (number: number, index = 0): FilterCursor => ({ number, hash: null, index })
+const blocks = (number: number): StoredFilter => ({ kind: 'blocks', criteria: null, cursor: at(number) })
+const logs = (addresses: number): StoredFilter => ({
+  kind: 'logs',
+  criteria: { address: Array.from({ length: addresses }, (_, index) => `0x${index.toString(16).padStart(40, '0')}`), topics: [] },
+  cursor: at(1),
+})
+
+describe('filters in memory', () => {
+  test('a poll moves the cursor only from where it read it: a second poll from the same place delivers nothing twice', () => {
+    const store = createMemoryFilterStore()
+    store.install('0xa', blocks(5))
+    expect(store.advance('0xa', at(5), at(7))).toBe(true)
+    expect(store.advance('0xa', at(5), at(6))).toBe(false)
+    expect(store.get('0xa')?.cursor).toEqual(at(7))
+    expect(store.advance('0xunknown', at(5), at(6))).toBe(false)
+    expect(store.remove('0xa')).toBe(true)
+    expect(store.remove('0xa')).toBe(false)
+    expect(store.get('0xa')).toBeNull()
+  })
+
+  test('a filter not polled within the timeout is gone; each poll restarts it', async () => {
+    const store = createMemoryFilterStore({ timeoutMs: 150 })
+    store.install('0xpolled', blocks(1))
+    store.install('0xidle', blocks(1))
+    for (let poll = 0; poll < 4; poll++) {
+      await sleep(60)
+      expect(store.get('0xpolled')).not.toBeNull()
+    }
+    expect(store.get('0xidle')).toBeNull()
+  })
+
+  test("the criteria's bytes are bounded: large abandoned filters go first, the least recently polled first", () => {
+    const store = createMemoryFilterStore({ maxBytes: 200_000 })
+    for (let filter = 0; filter < 10; filter++) store.install(`0x${filter}`, logs(1_000))
+    // ~43 KB each: four fit.
+    expect(store.size).toBe(4)
+    expect(store.get('0x9')).not.toBeNull()
+    expect(store.get('0x0')).toBeNull()
+    store.install('0xsmall', blocks(1))
+    expect(store.get('0xsmall')).not.toBeNull()
+  })
+
+  test('at most `max` filters', () => {
+    const store = createMemoryFilterStore({ max: 3 })
+    for (let filter = 0; filter < 5; filter++) store.install(`0x${filter}`, blocks(filter))
+    expect(store.size).toBe(3)
+    expect(store.get('0x1')).toBeNull()
+    expect(store.get('0x4')?.cursor).toEqual(at(4))
+  })
+})
+
+describe('filters in Redis (--redis-url)', () => {
+  const connections = useRedisPair()
+
+  test('a filter installed by one process is polled by another, and a poll from a stale cursor moves nothing', async () => {
+    const { redis, other } = connections()
+    const one = createFilterStore({ redis })
+    const two = createFilterStore({ redis: other })
+    const filter = logs(2)
+    await one.install('0xshared', filter)
+    expect(await two.get('0xshared')).toEqual(filter)
+    expect(await two.advance('0xshared', at(1), at(9, 3))).toBe(true)
+    expect(await one.advance('0xshared', at(1), at(2))).toBe(false)
+    expect((await one.get('0xshared'))?.cursor).toEqual(at(9, 3))
+    expect(await one.remove('0xshared')).toBe(true)
+    expect(await two.get('0xshared')).toBeNull()
+    expect(await two.remove('0xshared')).toBe(false)
+  })
+
+  test('expires when not polled; each poll restarts the timeout', async () => {
+    const { redis, other } = connections()
+    const one = createFilterStore({ redis, timeoutMs: 300 })
+    const two = createFilterStore({ redis: other, timeoutMs: 300 })
+    await one.install('0xpolled', blocks(1))
+    await one.install('0xidle', blocks(1))
+    for (let poll = 0; poll < 4; poll++) {
+      await sleep(120)
+      expect(await two.get('0xpolled')).not.toBeNull()
+    }
+    expect(await two.get('0xidle')).toBeNull()
+    expect(await redis.client.exists(redis.key('filter:0xidle'))).toBe(0)
+  })
+})

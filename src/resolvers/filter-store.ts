@@ -1,0 +1,180 @@
+import { LRUCache } from 'lru-cache'
+import type { Hash } from 'viem'
+import type { ClusterLink } from '../cluster/link.js'
+import type { SharedRedis } from '../redis/index.js'
+
+/** geth's deadline: a filter not polled for this long is uninstalled (eth/filters/api.go). */
+export const FILTER_TIMEOUT_MS = 5 * 60_000
+/** Filters one store keeps at most, the least recently polled going first when full. */
+export const MAX_FILTERS = 10_000
+/**
+ * …and the bytes of their criteria at most: a filter is a few hundred bytes, but the `eth_getLogs` parser lets
+ * one name up to 1,000 addresses and 1,000 topics per position (~300 KB), so the count alone does not bound
+ * the memory clients can fill by installing filters and abandoning them.
+ */
+export const MAX_FILTER_BYTES = 64 * 1024 * 1024
+/** A filter's own bytes besides its criteria: id, cursor, the map's entry. */
+const FILTER_OVERHEAD_BYTES = 256
+
+export type FilterKind = 'logs' | 'blocks' | 'pendingTransactions'
+
+/**
+ * Where a filter's next changes start. Blocks and logs: after block `number` (whose hash, when known, shows
+ * whether a reorg replaced it since). Pending transactions: at position `index` of block `number`, counting
+ * pre-confirmed and sealed blocks alike.
+ */
+export type FilterCursor = { number: number; hash: Hash | null; index: number }
+
+/** A filter as every process of a deployment sees it. `criteria`: the `eth_newFilter` object as sent (logs only). */
+export type StoredFilter = { kind: FilterKind; criteria: unknown; cursor: FilterCursor }
+
+/**
+ * The filters of a deployment, by id: in this process, in the primary of `serve --workers N` (so that a
+ * client's polls may land on any worker), or in Redis (`--redis-url`, so that they may land on any process).
+ * A poll reads the filter, works out the changes, then moves the cursor only if no other poll moved it
+ * meanwhile (`advance` compares): two polls of one filter never both deliver the same changes.
+ */
+export type FilterStore = {
+  install(id: string, filter: StoredFilter): Promise<void>
+  /** The filter, its timeout restarted; `null` when unknown or expired. */
+  get(id: string): Promise<StoredFilter | null>
+  /** Moves the cursor from `from` to `to`; `false` (and nothing changed) when it is no longer at `from`. */
+  advance(id: string, from: FilterCursor, to: FilterCursor): Promise<boolean>
+  remove(id: string): Promise<boolean>
+}
+
+const sameCursor = (a: FilterCursor, b: FilterCursor) => a.number === b.number && a.hash === b.hash && a.index === b.index
+
+/** Filters in this process's memory; also the primary's store for its workers. */
+export function createMemoryFilterStore({
+  timeoutMs = FILTER_TIMEOUT_MS,
+  max = MAX_FILTERS,
+  maxBytes = MAX_FILTER_BYTES,
+}: {
+  timeoutMs?: number
+  max?: number
+  maxBytes?: number
+} = {}) {
+  const filters = new LRUCache<string, { filter: StoredFilter; bytes: number }>({
+    max,
+    maxSize: maxBytes,
+    sizeCalculation: (entry) => entry.bytes,
+    ttl: timeoutMs,
+    updateAgeOnGet: true,
+  })
+  return {
+    install(id: string, filter: StoredFilter) {
+      const bytes = FILTER_OVERHEAD_BYTES + (filter.criteria === null ? 0 : JSON.stringify(filter.criteria).length)
+      filters.set(id, { filter, bytes })
+    },
+    get: (id: string): StoredFilter | null => filters.get(id)?.filter ?? null,
+    advance(id: string, from: FilterCursor, to: FilterCursor): boolean {
+      const entry = filters.get(id)
+      if (entry === undefined || !sameCursor(entry.filter.cursor, from)) return false
+      filters.set(id, { filter: { ...entry.filter, cursor: to }, bytes: entry.bytes })
+      return true
+    },
+    remove: (id: string): boolean => filters.delete(id),
+    get size() {
+      return filters.size
+    },
+  }
+}
+
+export type MemoryFilterStore = ReturnType<typeof createMemoryFilterStore>
+
+function asyncStore(memory: MemoryFilterStore): FilterStore {
+  return {
+    install: async (id, filter) => memory.install(id, filter),
+    get: async (id) => memory.get(id),
+    advance: async (id, from, to) => memory.advance(id, from, to),
+    remove: async (id) => memory.remove(id),
+  }
+}
+
+/** A worker's view of its primary's store. */
+function clusterStore(link: ClusterLink): FilterStore {
+  return {
+    install: async (id, filter) => {
+      await link.request('filterInstall', id, filter)
+    },
+    get: (id) => link.request('filterGet', id),
+    advance: (id, from, to) => link.request('filterAdvance', id, from, to),
+    remove: (id) => link.request('filterRemove', id),
+  }
+}
+
+/** Moves `c` only while it still holds the expected cursor, and restarts the filter's timeout. */
+const ADVANCE_SCRIPT = `if redis.call('HGET', KEYS[1], 'c') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'c', ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 1
+end
+return 0`
+
+/**
+ * Filters in Redis, one hash per filter (`f`: kind and criteria, `c`: the cursor), expiring as in memory.
+ * While Redis fails, this process's own memory answers (a filter installed in Redis is then not found, and
+ * clients install it again, as they do after a node restarts).
+ */
+function redisStore(redis: SharedRedis, timeoutMs: number): FilterStore {
+  const local = createMemoryFilterStore({ timeoutMs })
+  const key = (id: string) => redis.key(`filter:${id}`)
+  return {
+    install: (id, filter) =>
+      redis.attempt(
+        'filters',
+        async () => {
+          const cursor = JSON.stringify(filter.cursor)
+          await redis.client
+            .multi()
+            .hset(key(id), 'f', JSON.stringify({ kind: filter.kind, criteria: filter.criteria }), 'c', cursor)
+            .pexpire(key(id), timeoutMs)
+            .exec()
+        },
+        () => local.install(id, filter),
+      ),
+    get: (id) =>
+      redis.attempt(
+        'filters',
+        async () => {
+          const [[, values], [, extended]] = (await redis.client.multi().hmget(key(id), 'f', 'c').pexpire(key(id), timeoutMs).exec()) as [
+            [unknown, (string | null)[]],
+            [unknown, number],
+          ]
+          const [definition, cursor] = values
+          if (extended !== 1 || definition == null || cursor == null) return null
+          const { kind, criteria } = JSON.parse(definition) as Omit<StoredFilter, 'cursor'>
+          return { kind, criteria, cursor: JSON.parse(cursor) as FilterCursor }
+        },
+        () => local.get(id),
+      ),
+    advance: (id, from, to) =>
+      redis.attempt(
+        'filters',
+        async () => (await redis.client.eval(ADVANCE_SCRIPT, 1, key(id), JSON.stringify(from), JSON.stringify(to), timeoutMs)) === 1,
+        () => local.advance(id, from, to),
+      ),
+    remove: (id) =>
+      redis.attempt(
+        'filters',
+        async () => (await redis.client.del(key(id))) === 1,
+        () => local.remove(id),
+      ),
+  }
+}
+
+/** The deployment's store: Redis when configured, else the primary's for a worker, else this process's memory. */
+export function createFilterStore({
+  redis = null,
+  cluster = null,
+  timeoutMs = FILTER_TIMEOUT_MS,
+}: {
+  redis?: SharedRedis | null
+  cluster?: ClusterLink | null
+  timeoutMs?: number
+}): FilterStore {
+  if (redis !== null) return redisStore(redis, timeoutMs)
+  if (cluster !== null) return clusterStore(cluster)
+  return asyncStore(createMemoryFilterStore({ timeoutMs }))
+}

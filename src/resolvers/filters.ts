@@ -1,0 +1,225 @@
+import { randomBytes } from 'node:crypto'
+import { and, asc, between, gte, sql } from 'drizzle-orm'
+import type { Hash } from 'viem'
+import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.js'
+import { byteaToHex, type Db, schema } from '../db/index.js'
+import { FilterNotFoundError, LimitExceededError } from '../errors.js'
+import type { PendingBlock } from '../pending/index.js'
+import type { ChainState } from './chain.js'
+import type { FilterCursor, FilterKind, FilterStore, StoredFilter } from './filter-store.js'
+import type { GetLogsParameters, Log, LogLimits } from './logs.js'
+import type { PendingView } from './pending.js'
+
+/**
+ * Blocks one poll of a block or pending-transaction filter reads at most; a filter further behind (the index
+ * backfilling) catches up over the next polls. Base makes 150 blocks in a filter's 5-minute timeout.
+ */
+export const MAX_FILTER_BLOCKS_PER_POLL = 1_000
+/** Polls that found their filter moved by another poll meanwhile are done again at most this many times. */
+const MAX_CONTENDED_POLLS = 3
+
+const cursorAt = (number: number, hash: Hash | null, index = 0): FilterCursor => ({ number, hash, index })
+
+/** geth's filter ids: 16 random bytes in hex (rpc/subscription.go NewID). */
+const newFilterId = () => `0x${randomBytes(16).toString('hex')}`
+
+/**
+ * Stateful filters (`eth_newFilter`, `eth_newBlockFilter`, `eth_newPendingTransactionFilter`, polled with
+ * `eth_getFilterChanges`), as clients use them over HTTP: ethers' contract and `pending` listeners, viem's
+ * `watchPendingTransactions` and `createEventFilter`, web3.py's `create_filter`.
+ * https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_newfilter
+ *
+ * A filter is a cursor, not a buffer of events: each poll reads what lies past it from the index (and the
+ * pre-confirmed blocks, for pending transactions) and moves it. So any process holding the cursor answers a
+ * poll (the store: memory, the primary of the workers, or Redis), and a filter costs the same whether it is
+ * polled every second or every four minutes. As in geth, changes start after the head the filter was
+ * installed at, and a filter not polled for 5 minutes is gone (`filter not found`, which clients answer by
+ * installing it again). After a reorg, the changes start again at the first block of the cursor the new
+ * chain replaced (the replaced logs are not repeated with `removed: true`: their rows are gone).
+ */
+export function createFilterResolvers({
+  db,
+  chain,
+  pendingView,
+  getLogs,
+  store,
+}: {
+  db: Db
+  chain: ChainState
+  pendingView: PendingView
+  getLogs(parameters: GetLogsParameters): Promise<Log[]>
+  store: FilterStore
+}) {
+  async function head(): Promise<{ number: number; hash: Hash | null }> {
+    const view = await chain.view()
+    return view.head === null ? { number: -1, hash: null } : { number: view.head.number, hash: view.head.hash }
+  }
+
+  async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor): Promise<Hash> {
+    const id = newFilterId() as Hash
+    await store.install(id, { kind, criteria, cursor })
+    return id
+  }
+
+  /** Where a pending-transaction filter installed now starts: after every transaction known so far. */
+  async function pendingPosition(): Promise<FilterCursor> {
+    const newest = await pendingView.newest()
+    if (newest !== null) return cursorAt(newest.number, null, newest.transactionCount)
+    return cursorAt((await head()).number + 1, null)
+  }
+
+  /** The first block past the cursor not yet delivered: after it, or at it when a reorg replaced it. */
+  async function firstUndelivered(cursor: FilterCursor, tip: { number: number; hash: Hash | null }): Promise<number> {
+    if (cursor.hash === null || cursor.number > tip.number) return cursor.number + 1
+    if (cursor.number === tip.number) return cursor.hash === tip.hash ? cursor.number + 1 : cursor.number
+    return (await chain.blockByHash(cursor.hash)) === null ? cursor.number : cursor.number + 1
+  }
+
+  async function blockHashes(from: number, to: number): Promise<{ number: number; hash: Hash }[]> {
+    const rows = await db.drizzle
+      .select({ number: schema.blocks.number, hash: schema.blocks.hash })
+      .from(schema.blocks)
+      .where(between(schema.blocks.number, from, to))
+      .orderBy(asc(schema.blocks.number))
+    return rows.map((row) => ({ number: row.number, hash: byteaToHex(row.hash) }))
+  }
+
+  async function blockChanges(cursor: FilterCursor): Promise<{ changes: Hash[]; next: FilterCursor }> {
+    const tip = await head()
+    const from = await firstUndelivered(cursor, tip)
+    if (from > tip.number) return { changes: [], next: cursor }
+    const blocks = await blockHashes(from, Math.min(tip.number, from + MAX_FILTER_BLOCKS_PER_POLL - 1))
+    const last = blocks.at(-1)
+    return { changes: blocks.map((block) => block.hash), next: last === undefined ? cursor : cursorAt(last.number, last.hash) }
+  }
+
+  async function logChanges(filter: LogFilter, cursor: FilterCursor, limits: LogLimits): Promise<{ changes: Log[]; next: FilterCursor }> {
+    // A filter on one block hash has no new logs to report: its logs are eth_getFilterLogs'.
+    if (filter.blockHash !== undefined) return { changes: [], next: cursor }
+    const tip = await head()
+    let from = await firstUndelivered(cursor, tip)
+    if (filter.fromBlock.kind === 'number' && filter.fromBlock.number > BigInt(from)) from = Number(filter.fromBlock.number)
+    let to = Math.min(tip.number, from + limits.maxBlockRange - 1)
+    if (filter.toBlock.kind === 'number' && filter.toBlock.number < BigInt(to)) to = Number(filter.toBlock.number)
+    if (from > to) return { changes: [], next: cursor }
+    const read = (end: number) => getLogs({ filter: { ...filter, fromBlock: numbered(from), toBlock: numbered(end) }, limits })
+    let changes: Log[]
+    try {
+      changes = await read(to)
+    } catch (error) {
+      // Too many logs for one answer: the blocks that fit now, the rest on the next polls.
+      const fits = error instanceof LimitExceededError ? rangeThatFits(error) : null
+      if (fits === null || fits < from || fits >= to) throw error
+      to = fits
+      changes = await read(to)
+    }
+    return { changes, next: cursorAt(to, to === tip.number ? tip.hash : null) }
+  }
+
+  /** Transactions past the cursor: from sealed blocks it fell behind, then from the pre-confirmed ones. */
+  async function pendingTransactionChanges(cursor: FilterCursor): Promise<{ changes: Hash[]; next: FilterCursor }> {
+    const [tip, pendingBlocks] = await Promise.all([head(), pendingView.blocks()])
+    const changes: Hash[] = []
+    let next = cursor
+    if (cursor.number <= tip.number) {
+      const to = Math.min(tip.number, cursor.number + MAX_FILTER_BLOCKS_PER_POLL - 1)
+      const rows = await db.drizzle
+        .select({ hash: schema.transactions.hash })
+        .from(schema.transactions)
+        .where(
+          and(
+            between(schema.transactions.blockNumber, cursor.number, to),
+            gte(sql`(${schema.transactions.blockNumber}, ${schema.transactions.transactionIndex})`, sql`(${cursor.number}, ${cursor.index})`),
+          ),
+        )
+        .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex))
+      for (const row of rows) changes.push(byteaToHex(row.hash))
+      next = cursorAt(to + 1, null)
+      if (to < tip.number) return { changes, next }
+    }
+    for (const block of pendingBlocks) {
+      if (block.number < next.number) continue
+      const start = block.number === next.number ? next.index : 0
+      for (const transaction of pendingTransactions(block, start)) changes.push(transaction)
+      next = cursorAt(block.number, null, Math.max(start, block.transactionCount))
+    }
+    return { changes, next }
+  }
+
+  async function changesOf(filter: StoredFilter, limits: LogLimits): Promise<{ changes: unknown[]; next: FilterCursor }> {
+    switch (filter.kind) {
+      case 'blocks':
+        return blockChanges(filter.cursor)
+      case 'pendingTransactions':
+        return pendingTransactionChanges(filter.cursor)
+      case 'logs':
+        return logChanges(criteriaOf(filter), filter.cursor, limits)
+    }
+  }
+
+  async function found(id: string): Promise<StoredFilter> {
+    const filter = await store.get(id)
+    if (filter === null) throw new FilterNotFoundError()
+    return filter
+  }
+
+  return {
+    /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_newfilter */
+    async newFilter(filter: LogFilter): Promise<Hash> {
+      const tip = await head()
+      return install('logs', criteriaOnTheWire(filter), cursorAt(tip.number, tip.hash))
+    },
+    async newBlockFilter(): Promise<Hash> {
+      const tip = await head()
+      return install('blocks', null, cursorAt(tip.number, tip.hash))
+    },
+    async newPendingTransactionFilter(): Promise<Hash> {
+      return install('pendingTransactions', null, await pendingPosition())
+    },
+    /** Block hashes, transaction hashes or logs since the last poll, in chain order. */
+    async getFilterChanges({ id, limits }: { id: string; limits: LogLimits }): Promise<unknown[]> {
+      for (let attempt = 1; ; attempt++) {
+        const filter = await found(id)
+        const { changes, next } = await changesOf(filter, limits)
+        if (next === filter.cursor || (await store.advance(id, filter.cursor, next))) return changes
+        // Another poll moved the cursor meanwhile and delivered these: read again from where it left it.
+        if (attempt === MAX_CONTENDED_POLLS) return []
+      }
+    },
+    /** Every log the filter matches, as `eth_getLogs` with its criteria answers. */
+    async getFilterLogs({ id, limits }: { id: string; limits: LogLimits }): Promise<Log[]> {
+      const filter = await found(id)
+      if (filter.kind !== 'logs') throw new FilterNotFoundError()
+      return getLogs({ filter: criteriaOf(filter), limits })
+    },
+    uninstallFilter: (id: string): Promise<boolean> => store.remove(id),
+  }
+}
+
+const numbered = (number: number) => ({ kind: 'number' as const, number: BigInt(number) })
+
+/** A filter's criteria as `eth_newFilter` takes them (JSON, with no bigint): what a store keeps, in Redis too. */
+function criteriaOnTheWire(filter: LogFilter): Record<string, unknown> {
+  const selector = (block: BlockSelector) => (block.kind === 'number' ? `0x${block.number.toString(16)}` : block.kind === 'tag' ? block.tag : block.hash)
+  const criteria = { address: filter.addresses, topics: filter.topics }
+  return filter.blockHash !== undefined
+    ? { ...criteria, blockHash: filter.blockHash }
+    : { ...criteria, fromBlock: selector(filter.fromBlock), toBlock: selector(filter.toBlock) }
+}
+
+/** The criteria were checked when installed: parsed again here, the same way, wherever the poll lands. */
+function criteriaOf(filter: StoredFilter): LogFilter {
+  return logFilter.parse(filter.criteria)
+}
+
+/** The last block of the range a limit error suggests (`data.to`), if it names one. */
+function rangeThatFits(error: LimitExceededError): number | null {
+  const to = (error.data as { to?: unknown } | undefined)?.to
+  return typeof to === 'string' ? Number(to) : null
+}
+
+function pendingTransactions(block: PendingBlock, start: number): Hash[] {
+  return block.transactions.filter((transaction) => transaction.index >= start).map((transaction) => transaction.hash)
+}
+
+export type FilterResolvers = ReturnType<typeof createFilterResolvers>

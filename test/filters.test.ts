@@ -1,0 +1,267 @@
+// Stateful filters (eth_newFilter, eth_newBlockFilter, eth_newPendingTransactionFilter, eth_getFilterChanges,
+// eth_getFilterLogs, eth_uninstallFilter), as clients use them over HTTP: the changes equal those of anvil's own
+// filters on the same chain, viem's and ethers' watchers see every event once, and pending transactions are
+// reported at pre-confirmation, before their block is sealed.
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Contract, JsonRpcProvider } from 'ethers'
+import { type Address, createPublicClient, defineChain, encodeFunctionData, type Hash, type Hex, http, type Log } from 'viem'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
+import { TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { deployDevnetToken, result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+
+const CHAIN_ID = 31337
+const BLOCK_TIME_MS = 1_000
+const FLASHBLOCK_INTERVAL_MS = 100
+const POLL_MS = 100
+const WAIT_MS = 20_000
+const RECIPIENT: Address = `0x${'7e'.repeat(20)}`
+const DEPLOYER = DEV_ACCOUNTS[0]!
+
+const devnetChain = defineChain({
+  id: CHAIN_ID,
+  name: 'flashgate devnet',
+  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+  rpcUrls: { default: { http: [] } },
+})
+
+let devnet: Devnet
+let database: TestDatabase
+let gateway: TestGateway
+let token: Address
+
+type Json = Record<string, unknown>
+
+/** Sends `count` calls to the token from the (unlocked) deployer through the devnet, a few per block; their hashes. */
+async function transfers(count: number, { logsEach = 1 }: { logsEach?: number } = {}): Promise<Hash[]> {
+  const hashes: Hash[] = []
+  for (let sent = 0; sent < count; sent++) {
+    const data =
+      logsEach === 1
+        ? encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, BigInt(sent + 1)] })
+        : encodeFunctionData({ abi: tokenAbi, functionName: 'multi', args: [RECIPIENT, BigInt(logsEach)] })
+    hashes.push(await result<Hash>(devnet.rpcUrl, 'eth_sendTransaction', [{ from: DEPLOYER.address, to: token, data, gas: '0x100000' }]))
+    if (sent % 3 === 2) await sleep(BLOCK_TIME_MS / 2)
+  }
+  return hashes
+}
+
+/** The sealed block of each transaction, once flashgate has indexed it. */
+async function sealedBlockOf(hash: Hash): Promise<number> {
+  const deadline = Date.now() + WAIT_MS
+  for (;;) {
+    const receipt = await result<Json | null>(devnet.anvilRpcUrl, 'eth_getTransactionReceipt', [hash])
+    if (receipt !== null) {
+      const number = Number(receipt.blockNumber)
+      await gateway.ingester.waitForBlock(number, WAIT_MS)
+      return number
+    }
+    if (Date.now() > deadline) throw new Error(`${hash} was not sealed within ${WAIT_MS} ms`)
+    await sleep(POLL_MS)
+  }
+}
+
+/** Polls a filter until `done` says what it gathered is complete; everything it delivered, in order. */
+async function pollUntil<change>(url: string, id: Hex, done: (gathered: change[]) => boolean): Promise<change[]> {
+  const gathered: change[] = []
+  const deadline = Date.now() + WAIT_MS
+  for (;;) {
+    gathered.push(...(await result<change[]>(url, 'eth_getFilterChanges', [id])))
+    if (done(gathered)) return gathered
+    if (Date.now() > deadline) throw new Error(`filter ${id} did not deliver what was expected within ${WAIT_MS} ms (got ${gathered.length})`)
+    await sleep(POLL_MS)
+  }
+}
+
+const numberOf = (log: Json) => Number(log.blockNumber)
+
+beforeAll(async () => {
+  devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: BLOCK_TIME_MS, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS })
+  database = await createTestDatabase()
+  gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl })
+  const deployed = await deployDevnetToken(devnet.rpcUrl, DEPLOYER.address)
+  token = deployed.address
+  await gateway.ingester.waitForBlock(deployed.blockNumber, WAIT_MS)
+})
+
+afterAll(async () => {
+  await gateway?.stop()
+  await devnet?.stop()
+  await database?.drop()
+})
+
+describe('stateful filters', () => {
+  test("log and block filters deliver what anvil's own filters deliver on the same chain, each change once", async () => {
+    const criteria = { address: token, topics: [TRANSFER_TOPIC] }
+    const ours = { logs: await result<Hex>(gateway.url, 'eth_newFilter', [criteria]), blocks: await result<Hex>(gateway.url, 'eth_newBlockFilter') }
+    const anvils = {
+      logs: await result<Hex>(devnet.anvilRpcUrl, 'eth_newFilter', [criteria]),
+      blocks: await result<Hex>(devnet.anvilRpcUrl, 'eth_newBlockFilter'),
+    }
+    const firstOurs = Number(await result<Hex>(gateway.url, 'eth_blockNumber'))
+    const sent = await transfers(12)
+    const last = Math.max(...(await Promise.all(sent.map(sealedBlockOf))))
+
+    const ourLogs = await pollUntil<Json>(
+      gateway.url,
+      ours.logs,
+      (logs) => logs.filter((log) => sent.includes(log.transactionHash as Hash)).length === sent.length,
+    )
+    const ourBlocks = await pollUntil<Hash>(gateway.url, ours.blocks, (hashes) => hashes.length >= last - firstOurs)
+    const anvilLogs = await result<Json[]>(devnet.anvilRpcUrl, 'eth_getFilterChanges', [anvils.logs])
+    const anvilBlocks = await result<Hash[]>(devnet.anvilRpcUrl, 'eth_getFilterChanges', [anvils.blocks])
+
+    // The devnet mines each pre-confirmed block in anvil and takes it down again (src/devnet): anvil's filters
+    // report those blocks and their logs too, some twice (mined again with the same hash). Compared: what anvil
+    // reports of its canonical chain, each once, over the blocks both filters cover, up to the last transfer's.
+    const anvilBlock = (hash: unknown) => result<Json | null>(devnet.anvilRpcUrl, 'eth_getBlockByHash', [hash, false])
+    const canonical = (await Promise.all([...new Set(anvilBlocks)].map(anvilBlock))).filter((block): block is Json => block !== null)
+    const anvilNumbers = canonical.map((block) => Number(block.number))
+    const once = [...new Map(anvilLogs.map((log) => [`${log.blockHash}:${log.logIndex}`, log])).values()]
+    const canonicalLogs = (await Promise.all(once.map(async (log) => ((await anvilBlock(log.blockHash)) === null ? null : log)))).filter(
+      (log): log is Json => log !== null,
+    )
+    const common = (number: number) => number > Math.max(firstOurs, anvilNumbers[0]! - 1) && number <= last
+    expect(ourLogs.filter((log) => common(numberOf(log)))).toEqual(canonicalLogs.filter((log) => common(numberOf(log))))
+    expect(ourLogs.map((log) => log.transactionHash).filter((hash) => sent.includes(hash as Hash))).toEqual(sent)
+
+    const ourNumbers = await Promise.all(ourBlocks.map(async (hash) => Number((await result<Json>(gateway.url, 'eth_getBlockByHash', [hash, false])).number)))
+    // Every block after the one the filter was installed at, once, in order: no gap, no repeat.
+    expect(ourNumbers).toEqual(ourNumbers.map((_, offset) => ourNumbers[0]! + offset))
+    expect(ourNumbers[0]).toBeLessThanOrEqual(firstOurs + 1)
+    expect(ourBlocks.filter((_, at) => common(ourNumbers[at]!))).toEqual(canonical.filter((_, at) => common(anvilNumbers[at]!)).map((block) => block.hash))
+
+    // eth_getFilterLogs answers as eth_getLogs with the same criteria.
+    const range = { fromBlock: `0x${firstOurs.toString(16)}`, toBlock: `0x${last.toString(16)}` }
+    const ranged = await result<Hex>(gateway.url, 'eth_newFilter', [{ ...criteria, ...range }])
+    expect(await result(gateway.url, 'eth_getFilterLogs', [ranged])).toEqual(await result(gateway.url, 'eth_getLogs', [{ ...criteria, ...range }]))
+    expect(await result(gateway.url, 'eth_getFilterLogs', [ranged])).toEqual(await result(devnet.anvilRpcUrl, 'eth_getLogs', [{ ...criteria, ...range }]))
+  })
+
+  test('a pending transaction filter reports a transaction at pre-confirmation, before its block is sealed, once', async () => {
+    const id = await result<Hex>(gateway.url, 'eth_newPendingTransactionFilter')
+    const [hash] = await transfers(1)
+    const seen: Hash[] = []
+    let headWhenSeen = -1
+    const deadline = Date.now() + WAIT_MS
+    while (!seen.includes(hash!)) {
+      seen.push(...(await result<Hash[]>(gateway.url, 'eth_getFilterChanges', [id])))
+      headWhenSeen = Number(await result<Hex>(gateway.url, 'eth_blockNumber'))
+      if (Date.now() > deadline) throw new Error('the transaction was not reported')
+      await sleep(20)
+    }
+    expect(await sealedBlockOf(hash!)).toBeGreaterThan(headWhenSeen)
+    // Sealed since: not reported again.
+    await sleep(BLOCK_TIME_MS)
+    seen.push(...(await result<Hash[]>(gateway.url, 'eth_getFilterChanges', [id])))
+    expect(seen.filter((seenHash) => seenHash === hash)).toHaveLength(1)
+    expect(new Set(seen).size).toBe(seen.length)
+  })
+
+  test('a pending transaction filter polled after its transactions were sealed still reports each of them once', async () => {
+    const id = await result<Hex>(gateway.url, 'eth_newPendingTransactionFilter')
+    const sent = await transfers(6)
+    await Promise.all(sent.map(sealedBlockOf))
+    const reported = await result<Hash[]>(gateway.url, 'eth_getFilterChanges', [id])
+    expect(reported.filter((hash) => sent.includes(hash))).toEqual(sent)
+    expect(new Set(reported).size).toBe(reported.length)
+  })
+
+  test("viem's watchers over HTTP: watchPendingTransactions and watchContractEvent see every transaction and log once", async () => {
+    const client = createPublicClient({ chain: devnetChain, transport: http(gateway.url), pollingInterval: POLL_MS })
+    const pending: Hash[] = []
+    const events: Log[] = []
+    const failures: Error[] = []
+    const unwatchPending = client.watchPendingTransactions({
+      poll: true,
+      onTransactions: (hashes) => pending.push(...hashes),
+      onError: (e) => failures.push(e),
+    })
+    const unwatchEvents = client.watchContractEvent({
+      address: token,
+      abi: tokenAbi,
+      eventName: 'Transfer',
+      poll: true,
+      onLogs: (logs) => events.push(...logs),
+      onError: (e) => failures.push(e),
+    })
+    try {
+      // viem installs its filters on the first poll and reads changes from the next.
+      await sleep(3 * POLL_MS)
+      const sent = await transfers(6, { logsEach: 2 })
+      await Promise.all(sent.map(sealedBlockOf))
+      await expect.poll(() => sent.every((hash) => pending.includes(hash)), { timeout: WAIT_MS }).toBe(true)
+      await expect.poll(() => events.filter((log) => sent.includes(log.transactionHash!)).length, { timeout: WAIT_MS }).toBe(sent.length * 2)
+      expect(new Set(pending).size).toBe(pending.length)
+      const keys = events.map((log) => `${log.blockNumber}:${log.logIndex}`)
+      expect(new Set(keys).size).toBe(keys.length)
+      expect(failures).toEqual([])
+    } finally {
+      unwatchPending()
+      unwatchEvents()
+    }
+  })
+
+  test("viem's createEventFilter, getFilterChanges and getFilterLogs; createBlockFilter", async () => {
+    const client = createPublicClient({ chain: devnetChain, transport: http(gateway.url) })
+    const from = await client.getBlockNumber()
+    const filter = await client.createContractEventFilter({ address: token, abi: tokenAbi, eventName: 'Transfer', fromBlock: from })
+    const blocks = await client.createBlockFilter()
+    const sent = await transfers(3)
+    const last = Math.max(...(await Promise.all(sent.map(sealedBlockOf))))
+    const changes = await client.getFilterChanges({ filter })
+    expect(changes.map((log) => log.args.value)).toEqual([1n, 2n, 3n])
+    const logs = await client.getFilterLogs({ filter })
+    expect(logs).toEqual(await client.getContractEvents({ address: token, abi: tokenAbi, eventName: 'Transfer', fromBlock: from }))
+    const hashes = await client.getFilterChanges({ filter: blocks })
+    expect(hashes.length).toBeGreaterThanOrEqual(last - Number(from))
+    expect(await client.uninstallFilter({ filter })).toBe(true)
+    expect(await client.uninstallFilter({ filter })).toBe(false)
+  })
+
+  test("ethers 6: contract.on('Transfer') and provider.on('pending') over HTTP", async () => {
+    const provider = new JsonRpcProvider(gateway.url, CHAIN_ID, { staticNetwork: true, pollingInterval: POLL_MS })
+    try {
+      const contract = new Contract(token, tokenAbi, provider)
+      const values: bigint[] = []
+      const pending: string[] = []
+      await contract.on('Transfer', (_from: string, _to: string, value: bigint) => {
+        values.push(value)
+      })
+      await provider.on('pending', (hash: string) => {
+        pending.push(hash)
+      })
+      await sleep(5 * POLL_MS)
+      const sent = await transfers(3)
+      await Promise.all(sent.map(sealedBlockOf))
+      await expect.poll(() => values.length, { timeout: WAIT_MS }).toBeGreaterThanOrEqual(3)
+      expect(values.slice(-3)).toEqual([1n, 2n, 3n])
+      await expect.poll(() => sent.every((hash) => pending.includes(hash)), { timeout: WAIT_MS }).toBe(true)
+    } finally {
+      provider.destroy()
+    }
+  })
+
+  test("unknown, uninstalled and wrong-kind ids are geth's `filter not found`; bad criteria are refused as eth_getLogs refuses them", async () => {
+    const unknown = await rpc(gateway.url, 'eth_getFilterChanges', ['0x0123456789abcdef0123456789abcdef'])
+    expect(unknown.error).toEqual({ code: -32000, message: 'filter not found' })
+    const blocks = await result<Hex>(gateway.url, 'eth_newBlockFilter')
+    expect((await rpc(gateway.url, 'eth_getFilterLogs', [blocks])).error).toEqual({ code: -32000, message: 'filter not found' })
+    expect(await result(gateway.url, 'eth_uninstallFilter', [blocks])).toBe(true)
+    expect(await result(gateway.url, 'eth_uninstallFilter', [blocks])).toBe(false)
+    expect((await rpc(gateway.url, 'eth_getFilterChanges', [blocks])).error?.code).toBe(-32000)
+
+    for (const criteria of [{ address: '0x1234' }, { topics: ['nope'] }, { fromBlock: '0x1', blockHash: `0x${'11'.repeat(32)}` }, 7]) {
+      const asFilter = await rpc(gateway.url, 'eth_newFilter', [criteria])
+      const asLogs = await rpc(gateway.url, 'eth_getLogs', [criteria])
+      expect(asFilter.error).toEqual(asLogs.error)
+      expect(asFilter.error?.code).toBe(-32602)
+    }
+    expect((await rpc(gateway.url, 'eth_getFilterChanges', [42])).error?.code).toBe(-32602)
+    expect((await rpc(gateway.url, 'eth_getFilterChanges', ['0x'.padEnd(200, '1')])).error?.code).toBe(-32602)
+    expect((await rpc(gateway.url, 'eth_getFilterChanges', [])).error?.code).toBe(-32602)
+    expect((await rpc(gateway.url, 'eth_newPendingTransactionFilter', [true])).error?.code).toBe(-32602)
+  })
+})
