@@ -15,6 +15,16 @@ let database: TestDatabase
 let gateway: TestGateway
 const reorgs: { ancestor: number; removedLogs: number }[] = []
 
+async function filterOf(method: string, params: unknown[] = []): Promise<string> {
+  return (await rpc(gateway.url, method, params)).result as string
+}
+
+async function changesOf(filter: string): Promise<unknown[]> {
+  const answer = await rpc(gateway.url, 'eth_getFilterChanges', [filter])
+  expect(answer.error).toBeUndefined()
+  return answer.result as unknown[]
+}
+
 async function expectSameChain() {
   await waitForSameHead(gateway, anvil.rpcUrl)
   const senders = (await anvilCall<string[]>(anvil.rpcUrl, 'eth_accounts')).slice(0, 8) as `0x${string}`[]
@@ -47,16 +57,30 @@ describe('reorgs', () => {
   test('a longer competing branch replaces the indexed one, and the removed logs are reported', async () => {
     const ancestor = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
     const snapshot = await anvilCall<string>(anvil.rpcUrl, 'evm_snapshot')
+    const filters = { blocks: await filterOf('eth_newBlockFilter'), logs: await filterOf('eth_newFilter', [{}]) }
     await generateChain(anvil.rpcUrl, { seed: 2, blocks: 6 })
     await waitForSameHead(gateway, anvil.rpcUrl)
-    const orphaned = (await rpc(gateway.url, 'eth_getLogs', [{ fromBlock: `0x${(ancestor + 1).toString(16)}`, toBlock: 'latest' }])).result as unknown[]
+    const fromAncestor = { fromBlock: `0x${(ancestor + 1).toString(16)}`, toBlock: 'latest' }
+    const orphaned = (await rpc(gateway.url, 'eth_getLogs', [fromAncestor])).result as unknown[]
     expect(orphaned.length).toBeGreaterThan(0)
+    expect(await changesOf(filters.logs)).toEqual(orphaned)
+    const orphanedHead = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
+    expect(await changesOf(filters.blocks)).toHaveLength(orphanedHead - ancestor)
 
     expect(await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])).toBe(true)
     await generateChain(anvil.rpcUrl, { seed: 3, blocks: 9 })
     const { outcome } = await expectSameChain()
     expect(outcome.compared).toBeGreaterThan(QUERIES_AFTER_REORG)
     expect(reorgs.at(-1)).toEqual({ ancestor, removedLogs: orphaned.length })
+    // Filters polled across the reorg deliver the new branch from its fork: every block of it, all its logs.
+    const branchHead = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
+    const branch = await Promise.all(
+      Array.from({ length: branchHead - ancestor }, (_, offset) =>
+        anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${(ancestor + 1 + offset).toString(16)}`, false]),
+      ),
+    )
+    expect(await changesOf(filters.blocks)).toEqual(branch.map((block) => block.hash))
+    expect(await changesOf(filters.logs)).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [fromAncestor]))
   })
 
   test('a branch of the same height, and then a shorter one, replace the head', async () => {

@@ -3,7 +3,7 @@ import { describe, expect, test } from 'vitest'
 import { useRedisPair } from '../../test/fixtures/redis.js'
 import { createFilterStore, createMemoryFilterStore, type FilterCursor, type StoredFilter } from './filter-store.js'
 
-const at = (number: number, index = 0): FilterCursor => ({ number, hash: null, index })
+const at = (number: number, index = 0): FilterCursor => ({ number, index, hashes: [] })
 const blocks = (number: number): StoredFilter => ({ kind: 'blocks', criteria: null, cursor: at(number) })
 const logs = (addresses: number): StoredFilter => ({
   kind: 'logs',

@@ -19,11 +19,11 @@ const FILTER_OVERHEAD_BYTES = 256
 export type FilterKind = 'logs' | 'blocks' | 'pendingTransactions'
 
 /**
- * Where a filter's next changes start. Blocks and logs: after block `number` (whose hash, when known, shows
- * whether a reorg replaced it since). Pending transactions: at position `index` of block `number`, counting
- * pre-confirmed and sealed blocks alike.
+ * Where a filter's next changes start. Blocks and logs: after block `number`; `hashes` are those of the last
+ * blocks up to it, oldest first, so that a poll after a reorg finds where the chain it delivered forked.
+ * Pending transactions: at position `index` of block `number`, counting pre-confirmed and sealed blocks alike.
  */
-export type FilterCursor = { number: number; hash: Hash | null; index: number }
+export type FilterCursor = { number: number; index: number; hashes: Hash[] }
 
 /** A filter as every process of a deployment sees it. `criteria`: the `eth_newFilter` object as sent (logs only). */
 export type StoredFilter = { kind: FilterKind; criteria: unknown; cursor: FilterCursor }
@@ -43,7 +43,7 @@ export type FilterStore = {
   remove(id: string): Promise<boolean>
 }
 
-const sameCursor = (a: FilterCursor, b: FilterCursor) => a.number === b.number && a.hash === b.hash && a.index === b.index
+const sameCursor = (a: FilterCursor, b: FilterCursor) => a.number === b.number && a.index === b.index && a.hashes.at(-1) === b.hashes.at(-1)
 
 /** Filters in this process's memory; also the primary's store for its workers. */
 export function createMemoryFilterStore({

@@ -17,8 +17,13 @@ import type { PendingView } from './pending.js'
 export const MAX_FILTER_BLOCKS_PER_POLL = 1_000
 /** Polls that found their filter moved by another poll meanwhile are done again at most this many times. */
 const MAX_CONTENDED_POLLS = 3
+/**
+ * Hashes of the blocks last delivered that a block or log filter keeps: a reorg up to this deep is found and
+ * the new branch delivered from its fork; a deeper one is delivered from this far back.
+ */
+export const FILTER_REORG_DEPTH = 16
 
-const cursorAt = (number: number, hash: Hash | null, index = 0): FilterCursor => ({ number, hash, index })
+const cursorAt = (number: number, hashes: Hash[] = [], index = 0): FilterCursor => ({ number, index, hashes })
 
 /** geth's filter ids: 16 random bytes in hex (rpc/subscription.go NewID). */
 const newFilterId = () => `0x${randomBytes(16).toString('hex')}`
@@ -34,8 +39,8 @@ const newFilterId = () => `0x${randomBytes(16).toString('hex')}`
  * poll (the store: memory, the primary of the workers, or Redis), and a filter costs the same whether it is
  * polled every second or every four minutes. As in geth, changes start after the head the filter was
  * installed at, and a filter not polled for 5 minutes is gone (`filter not found`, which clients answer by
- * installing it again). After a reorg, the changes start again at the first block of the cursor the new
- * chain replaced (the replaced logs are not repeated with `removed: true`: their rows are gone).
+ * installing it again). After a reorg, the changes start again at the first block of the new branch (the
+ * replaced logs are not repeated with `removed: true`: their rows are gone).
  */
 export function createFilterResolvers({
   db,
@@ -64,15 +69,31 @@ export function createFilterResolvers({
   /** Where a pending-transaction filter installed now starts: after every transaction known so far. */
   async function pendingPosition(): Promise<FilterCursor> {
     const newest = await pendingView.newest()
-    if (newest !== null) return cursorAt(newest.number, null, newest.transactionCount)
-    return cursorAt((await head()).number + 1, null)
+    if (newest !== null) return cursorAt(newest.number, [], newest.transactionCount)
+    return cursorAt((await head()).number + 1)
   }
 
-  /** The first block past the cursor not yet delivered: after it, or at it when a reorg replaced it. */
+  /**
+   * The first block past the cursor not yet delivered: the one after it, or, when a reorg replaced blocks it
+   * delivered, the first block of the new branch (found by comparing the cursor's hashes with the chain's).
+   */
   async function firstUndelivered(cursor: FilterCursor, tip: { number: number; hash: Hash | null }): Promise<number> {
-    if (cursor.hash === null || cursor.number > tip.number) return cursor.number + 1
-    if (cursor.number === tip.number) return cursor.hash === tip.hash ? cursor.number + 1 : cursor.number
-    return (await chain.blockByHash(cursor.hash)) === null ? cursor.number : cursor.number + 1
+    const known = cursor.hashes
+    if (known.length === 0) return cursor.number + 1
+    if (cursor.number === tip.number && known.at(-1) === tip.hash) return cursor.number + 1
+    const oldest = cursor.number - known.length + 1
+    const chain = new Map((await blockHashes(oldest, Math.min(cursor.number, tip.number))).map((block) => [block.number, block.hash]))
+    for (let number = Math.min(cursor.number, tip.number); number >= oldest; number--)
+      if (chain.get(number) === known[number - oldest]) return number === cursor.number || number === tip.number ? cursor.number + 1 : number + 1
+    return oldest
+  }
+
+  /** The cursor after delivering up to block `to`, with the hashes of the blocks up to it. */
+  async function deliveredTo(to: number): Promise<FilterCursor> {
+    return cursorAt(
+      to,
+      (await blockHashes(Math.max(0, to - FILTER_REORG_DEPTH + 1), to)).map((block) => block.hash),
+    )
   }
 
   async function blockHashes(from: number, to: number): Promise<{ number: number; hash: Hash }[]> {
@@ -90,7 +111,7 @@ export function createFilterResolvers({
     if (from > tip.number) return { changes: [], next: cursor }
     const blocks = await blockHashes(from, Math.min(tip.number, from + MAX_FILTER_BLOCKS_PER_POLL - 1))
     const last = blocks.at(-1)
-    return { changes: blocks.map((block) => block.hash), next: last === undefined ? cursor : cursorAt(last.number, last.hash) }
+    return { changes: blocks.map((block) => block.hash), next: last === undefined ? cursor : await deliveredTo(last.number) }
   }
 
   async function logChanges(filter: LogFilter, cursor: FilterCursor, limits: LogLimits): Promise<{ changes: Log[]; next: FilterCursor }> {
@@ -113,7 +134,7 @@ export function createFilterResolvers({
       to = fits
       changes = await read(to)
     }
-    return { changes, next: cursorAt(to, to === tip.number ? tip.hash : null) }
+    return { changes, next: await deliveredTo(to) }
   }
 
   /** Transactions past the cursor: from sealed blocks it fell behind, then from the pre-confirmed ones. */
@@ -134,14 +155,14 @@ export function createFilterResolvers({
         )
         .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex))
       for (const row of rows) changes.push(byteaToHex(row.hash))
-      next = cursorAt(to + 1, null)
+      next = cursorAt(to + 1)
       if (to < tip.number) return { changes, next }
     }
     for (const block of pendingBlocks) {
       if (block.number < next.number) continue
       const start = block.number === next.number ? next.index : 0
       for (const transaction of pendingTransactions(block, start)) changes.push(transaction)
-      next = cursorAt(block.number, null, Math.max(start, block.transactionCount))
+      next = cursorAt(block.number, [], Math.max(start, block.transactionCount))
     }
     return { changes, next }
   }
@@ -166,12 +187,10 @@ export function createFilterResolvers({
   return {
     /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_newfilter */
     async newFilter(filter: LogFilter): Promise<Hash> {
-      const tip = await head()
-      return install('logs', criteriaOnTheWire(filter), cursorAt(tip.number, tip.hash))
+      return install('logs', criteriaOnTheWire(filter), await deliveredTo((await head()).number))
     },
     async newBlockFilter(): Promise<Hash> {
-      const tip = await head()
-      return install('blocks', null, cursorAt(tip.number, tip.hash))
+      return install('blocks', null, await deliveredTo((await head()).number))
     },
     async newPendingTransactionFilter(): Promise<Hash> {
       return install('pendingTransactions', null, await pendingPosition())
