@@ -1,7 +1,7 @@
 // Two serving processes on one Postgres and one Redis (`--redis-url`) act as one gateway: a client is rate
 // limited once across both, a key revoked through one is refused by the other at once, and a transaction
-// forwarded through one counts in the other's pending nonce at once (issue 14). Without Redis each process
-// limits alone, as before.
+// forwarded through one counts in the other's pending nonce at once (issue 14), and a filter installed through
+// one is polled through either. Without Redis each process limits alone, as before.
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { type Hex, parseGwei } from 'viem'
@@ -191,6 +191,34 @@ describe.runIf(postgresAvailable)('with --redis-url, two serving processes act a
     const sealed = async (gateway: TestGateway) => Number((await rpc(gateway.url, 'eth_getTransactionCount', [SENDER.address, 'latest'])).result)
     for (const gateway of shared) await expect.poll(() => sealed(gateway), { timeout: 4 * BLOCK_TIME_MS, interval: 100 }).toBe(first + 2)
     for (const gateway of shared) expect(await pendingNonce(gateway)).toBe(first + 2)
+  })
+
+  test('a filter installed through one process is polled through both, each block once; without Redis the other does not know it', async () => {
+    const [a, b] = shared
+    const id = (await rpc(a.url, 'eth_newBlockFilter')).result as string
+    const start = Number((await rpc(a.url, 'eth_blockNumber')).result)
+    const hashes: string[] = []
+    const poll = async (gateway: TestGateway) => {
+      const answer = await rpc(gateway.url, 'eth_getFilterChanges', [id])
+      expect(answer.error).toBeUndefined()
+      hashes.push(...(answer.result as string[]))
+      return hashes.length
+    }
+    await expect.poll(() => poll(hashes.length % 2 === 0 ? b : a), { timeout: 4 * BLOCK_TIME_MS, interval: 100 }).toBeGreaterThanOrEqual(2)
+    await poll(a)
+    await poll(b)
+    const numbers = await Promise.all(
+      hashes.map(async (hash) => Number(((await rpc(b.url, 'eth_getBlockByHash', [hash, false])).result as { number: string }).number)),
+    )
+    expect(numbers).toEqual(numbers.map((_, offset) => numbers[0]! + offset))
+    expect(numbers[0]).toBeLessThanOrEqual(start + 1)
+    expect((await rpc(b.url, 'eth_uninstallFilter', [id])).result).toBe(true)
+    expect((await rpc(a.url, 'eth_getFilterChanges', [id])).error).toEqual({ code: -32000, message: 'filter not found' })
+
+    const [c, d] = alone
+    const local = (await rpc(c.url, 'eth_newBlockFilter')).result as string
+    expect((await rpc(c.url, 'eth_getFilterChanges', [local])).error).toBeUndefined()
+    expect((await rpc(d.url, 'eth_getFilterChanges', [local])).error).toEqual({ code: -32000, message: 'filter not found' })
   })
 })
 
