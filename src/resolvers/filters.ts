@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { and, asc, between, gte, sql } from 'drizzle-orm'
-import type { Hash } from 'viem'
+import type { Hash, Hex } from 'viem'
 import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.js'
 import { byteaToHex, type Db, schema } from '../db/index.js'
 import { FilterNotFoundError, LimitExceededError } from '../errors.js'
@@ -26,7 +26,7 @@ export const FILTER_REORG_DEPTH = 16
 const cursorAt = (number: number, hashes: Hash[] = [], index = 0): FilterCursor => ({ number, index, hashes })
 
 /** geth's filter ids: 16 random bytes in hex (rpc/subscription.go NewID). */
-const newFilterId = () => `0x${randomBytes(16).toString('hex')}`
+const newFilterId = (): Hex => `0x${randomBytes(16).toString('hex')}`
 
 /**
  * Stateful filters (`eth_newFilter`, `eth_newBlockFilter`, `eth_newPendingTransactionFilter`, polled with
@@ -60,8 +60,8 @@ export function createFilterResolvers({
     return view.head === null ? { number: -1, hash: null } : { number: view.head.number, hash: view.head.hash }
   }
 
-  async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor): Promise<Hash> {
-    const id = newFilterId() as Hash
+  async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor): Promise<Hex> {
+    const id = newFilterId()
     await store.install(id, { kind, criteria, cursor })
     return id
   }
@@ -186,13 +186,13 @@ export function createFilterResolvers({
 
   return {
     /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_newfilter */
-    async newFilter(filter: LogFilter): Promise<Hash> {
+    async newFilter(filter: LogFilter): Promise<Hex> {
       return install('logs', criteriaOnTheWire(filter), await deliveredTo((await head()).number))
     },
-    async newBlockFilter(): Promise<Hash> {
+    async newBlockFilter(): Promise<Hex> {
       return install('blocks', null, await deliveredTo((await head()).number))
     },
-    async newPendingTransactionFilter(): Promise<Hash> {
+    async newPendingTransactionFilter(): Promise<Hex> {
       return install('pendingTransactions', null, await pendingPosition())
     },
     /** Block hashes, transaction hashes or logs since the last poll, in chain order. */
