@@ -15,6 +15,8 @@ import type { PendingView } from './pending.js'
  * backfilling) catches up over the next polls. Base makes 150 blocks in a filter's 5-minute timeout.
  */
 export const MAX_FILTER_BLOCKS_PER_POLL = 1_000
+/** Transaction hashes one poll of a pending-transaction filter answers at most (~700 KB); the rest come next. */
+export const MAX_FILTER_TRANSACTIONS_PER_POLL = 10_000
 /** Polls that found their filter moved by another poll meanwhile are done again at most this many times. */
 const MAX_CONTENDED_POLLS = 3
 /**
@@ -145,7 +147,7 @@ export function createFilterResolvers({
     if (cursor.number <= tip.number) {
       const to = Math.min(tip.number, cursor.number + MAX_FILTER_BLOCKS_PER_POLL - 1)
       const rows = await db.drizzle
-        .select({ hash: schema.transactions.hash })
+        .select({ hash: schema.transactions.hash, blockNumber: schema.transactions.blockNumber, index: schema.transactions.transactionIndex })
         .from(schema.transactions)
         .where(
           and(
@@ -154,7 +156,11 @@ export function createFilterResolvers({
           ),
         )
         .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex))
+        .limit(MAX_FILTER_TRANSACTIONS_PER_POLL)
       for (const row of rows) changes.push(byteaToHex(row.hash))
+      const last = rows.at(-1)
+      // A full answer stops after its last transaction: the next poll goes on from there.
+      if (last !== undefined && rows.length === MAX_FILTER_TRANSACTIONS_PER_POLL) return { changes, next: cursorAt(last.blockNumber, [], last.index + 1) }
       next = cursorAt(to + 1)
       if (to < tip.number) return { changes, next }
     }
