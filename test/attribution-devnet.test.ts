@@ -1,23 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { createWalletClient, defineChain, type Hex, http, parseGwei } from 'viem'
+import { createWalletClient, type Hex, http, parseGwei } from 'viem'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { attributionSuffix } from '../src/attribution/index.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { DEV_ACCOUNTS, DEVNET_CHAIN } from './fixtures/flashblocks.js'
 import { startTestGateway } from './fixtures/gateway.js'
 import { anvilCall } from './fixtures/sync.js'
 
 const AGENTS = [1, 2, 3] as const
 const TRANSACTIONS_PER_AGENT = 4
 const POLL_MS = 20
-const devnetChain = defineChain({
-  id: 31337,
-  name: 'devnet',
-  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-  rpcUrls: { default: { http: [] } },
-})
 
 let devnet: Devnet
 let database: TestDatabase
@@ -66,7 +60,7 @@ test('agents register and send with dataSuffix: counts move in pending first, th
   while ((await anvilCall<Hex>(devnet.rpcUrl, 'eth_blockNumber')) === sealed) await sleep(10)
   const sends = AGENTS.map(async (agent, index) => {
     const account = DEV_ACCOUNTS[agent]!
-    const wallet = createWalletClient({ account, chain: devnetChain, transport: http(devnet.rpcUrl) })
+    const wallet = createWalletClient({ account, chain: DEVNET_CHAIN, transport: http(devnet.rpcUrl) })
     let nonce = Number(await anvilCall<Hex>(devnet.rpcUrl, 'eth_getTransactionCount', [account.address, 'pending']))
     for (let sent = 0; sent < TRANSACTIONS_PER_AGENT; sent++)
       await wallet.sendTransaction({

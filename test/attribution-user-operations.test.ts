@@ -4,7 +4,7 @@
 // account (never to the bundler), with the gas the EntryPoint reported for it: pending first, then
 // confirmed, never both at once.
 import { setTimeout as sleep } from 'node:timers/promises'
-import { type Address, concat, createPublicClient, createWalletClient, decodeEventLog, defineChain, type Hex, http } from 'viem'
+import { type Address, concat, createPublicClient, createWalletClient, decodeEventLog, type Hex, http } from 'viem'
 import { entryPoint07Abi, entryPoint07Address } from 'viem/account-abstraction'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
@@ -12,17 +12,11 @@ import { attributionSuffix } from '../src/attribution/index.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { deploySmartAccounts, entryPointNonce, executeCall, type SmartAccount, signedUserOperation } from '../src/devnet/smart-accounts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { DEV_ACCOUNTS, DEVNET_CHAIN } from './fixtures/flashblocks.js'
 import { startTestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const CHAIN_ID = 31337
-const devnetChain = defineChain({
-  id: CHAIN_ID,
-  name: 'devnet',
-  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-  rpcUrls: { default: { http: [] } },
-})
 const DEPLOYER = DEV_ACCOUNTS[0]!
 const BUNDLER = DEV_ACCOUNTS[4]!
 const RECEIVER = `0x${'5e'.repeat(20)}` as Address
@@ -32,8 +26,8 @@ let database: TestDatabase
 let gateway: Gateway
 let accounts: SmartAccount[]
 
-const publicClient = () => createPublicClient({ chain: devnetChain, transport: http(devnet.rpcUrl) })
-const walletOf = (account: (typeof DEV_ACCOUNTS)[number]) => createWalletClient({ account, chain: devnetChain, transport: http(devnet.rpcUrl) })
+const publicClient = () => createPublicClient({ chain: DEVNET_CHAIN, transport: http(devnet.rpcUrl) })
+const walletOf = (account: (typeof DEV_ACCOUNTS)[number]) => createWalletClient({ account, chain: DEVNET_CHAIN, transport: http(devnet.rpcUrl) })
 
 async function mined(hash: Hex) {
   const receipt = await publicClient().waitForTransactionReceipt({ hash, pollingInterval: 50, timeout: 20_000 })
@@ -58,7 +52,7 @@ beforeAll(async () => {
   // The EntryPoint at its canonical address and two funded SimpleAccounts, from the published artifacts.
   accounts = await deploySmartAccounts({
     publicClient: publicClient(),
-    walletClient: createWalletClient({ chain: devnetChain, transport: http(devnet.rpcUrl) }),
+    walletClient: createWalletClient({ chain: DEVNET_CHAIN, transport: http(devnet.rpcUrl) }),
     operator: DEPLOYER.address,
     setCode: (address, code) => anvilCall(devnet.rpcUrl, 'anvil_setCode', [address, code]).then(() => undefined),
     count: 2,

@@ -9,24 +9,12 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { JsonRpcProvider, Wallet } from 'ethers'
-import {
-  type Address,
-  createPublicClient,
-  createWalletClient,
-  defineChain,
-  type Hash,
-  type Hex,
-  http,
-  keccak256,
-  parseGwei,
-  type TransactionReceipt,
-  toHex,
-} from 'viem'
+import { type Address, createPublicClient, createWalletClient, type Hash, type Hex, http, keccak256, parseGwei, type TransactionReceipt, toHex } from 'viem'
 import type { HDAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { DEV_ACCOUNTS, DEVNET_CHAIN } from './fixtures/flashblocks.js'
 import { resolveCastBinary } from './fixtures/cast.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
@@ -48,13 +36,6 @@ const ANVIL_ONLY_RECEIPT_FIELDS = ['blockTimestamp', 'blobGasPrice'] as const
 
 /** One dev account per client, so that their nonces never meet. */
 const ACCOUNTS = { viem: DEV_ACCOUNTS[1]!, ethers: DEV_ACCOUNTS[2]!, cast: DEV_ACCOUNTS[3]!, sync: DEV_ACCOUNTS[4]!, rawSync: DEV_ACCOUNTS[0]! }
-
-const devnetChain = defineChain({
-  id: CHAIN_ID,
-  name: 'flashgate devnet',
-  nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-  rpcUrls: { default: { http: [] } },
-})
 
 const castBinary = resolveCastBinary()
 
@@ -161,8 +142,8 @@ afterAll(async () => {
 describe('real clients through flashgate', () => {
   test(`viem: ${TRANSFERS} back-to-back sendTransaction with viem's own nonces, all included, none reused or skipped`, async () => {
     const account = ACCOUNTS.viem
-    const wallet = createWalletClient({ account, chain: devnetChain, transport: http(gateway.url) })
-    const reader = createPublicClient({ chain: devnetChain, transport: http(gateway.url), pollingInterval: RECEIPT_POLL_MS })
+    const wallet = createWalletClient({ account, chain: DEVNET_CHAIN, transport: http(gateway.url) })
+    const reader = createPublicClient({ chain: DEVNET_CHAIN, transport: http(gateway.url), pollingInterval: RECEIPT_POLL_MS })
     const nonceBefore = await reader.getTransactionCount({ address: account.address, blockTag: 'latest' })
 
     const hashes: Hash[] = []
@@ -280,8 +261,8 @@ describe('real clients through flashgate', () => {
 
   test('viem sendTransactionSync: the receipt comes back at pre-confirmation and equals the sealed one but for the block hash', async () => {
     const account = ACCOUNTS.sync
-    const wallet = createWalletClient({ account, chain: devnetChain, transport: http(gateway.url) })
-    const reader = createPublicClient({ chain: devnetChain, transport: http(gateway.url) })
+    const wallet = createWalletClient({ account, chain: DEVNET_CHAIN, transport: http(gateway.url) })
+    const reader = createPublicClient({ chain: DEVNET_CHAIN, transport: http(gateway.url) })
 
     let preconfirmed: TransactionReceipt | undefined
     for (let attempt = 0; attempt < SYNC_ATTEMPTS && preconfirmed === undefined; attempt++) {
