@@ -5,6 +5,7 @@ import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.j
 import { byteaToHex, type Db, schema } from '../db/index.js'
 import { FilterNotFoundError, LimitExceededError } from '../errors.js'
 import type { PendingBlock } from '../pending/index.js'
+import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 import type { FilterCursor, FilterKind, FilterStore, StoredFilter } from './filter-store.js'
 import type { GetLogsParameters, Log, LogLimits } from './logs.js'
@@ -27,6 +28,10 @@ export const FILTER_REORG_DEPTH = 16
 
 const cursorAt = (number: number, hashes: Hash[] = [], index = 0): FilterCursor => ({ number, index, hashes })
 
+type BlockHash = { number: number; hash: Hash }
+/** What a poll reads of the chain past a cursor: the block its changes start at, and the hashes up to where it may go. */
+type ChainRead = { from: number; hashes: BlockHash[] }
+
 /** geth's filter ids: 16 random bytes in hex (rpc/subscription.go NewID). */
 const newFilterId = (): Hex => `0x${randomBytes(16).toString('hex')}`
 
@@ -47,12 +52,14 @@ const newFilterId = (): Hex => `0x${randomBytes(16).toString('hex')}`
 export function createFilterResolvers({
   db,
   chain,
+  cache,
   pendingView,
   getLogs,
   store,
 }: {
   db: Db
   chain: ChainState
+  cache: AnswerCache
   pendingView: PendingView
   getLogs(parameters: GetLogsParameters): Promise<Log[]>
   store: FilterStore
@@ -75,54 +82,87 @@ export function createFilterResolvers({
     return cursorAt((await head()).number + 1)
   }
 
-  /**
-   * The first block past the cursor not yet delivered: the one after it, or, when a reorg replaced blocks it
-   * delivered, the first block of the new branch (found by comparing the cursor's hashes with the chain's).
-   */
-  async function firstUndelivered(cursor: FilterCursor, tip: { number: number; hash: Hash | null }): Promise<number> {
-    const known = cursor.hashes
-    if (known.length === 0) return cursor.number + 1
-    if (cursor.number === tip.number && known.at(-1) === tip.hash) return cursor.number + 1
-    const oldest = cursor.number - known.length + 1
-    const chain = new Map((await blockHashes(oldest, Math.min(cursor.number, tip.number))).map((block) => [block.number, block.hash]))
-    for (let number = Math.min(cursor.number, tip.number); number >= oldest; number--)
-      if (chain.get(number) === known[number - oldest]) return number === cursor.number || number === tip.number ? cursor.number + 1 : number + 1
-    return oldest
+  /** Nothing new for a block or log filter: the cursor is at the head it knows, or past it (a replica behind). */
+  function upToDate(cursor: FilterCursor, tip: { number: number; hash: Hash | null }): boolean {
+    if (cursor.number > tip.number) return cursor.hashes.length === 0
+    return cursor.number === tip.number && (cursor.hashes.length === 0 || cursor.hashes.at(-1) === tip.hash)
   }
 
-  /** The cursor after delivering up to block `to`, with the hashes of the blocks up to it. */
-  async function deliveredTo(to: number): Promise<FilterCursor> {
+  /**
+   * The chain past the cursor, in one read: the hashes from the oldest block the cursor remembers up to
+   * `blocks` past it, and the first block not yet delivered. That is the one after the cursor, or, when a
+   * reorg replaced blocks it delivered, the first of the new branch (where the hashes stop agreeing).
+   * `notBefore`: a filter's `fromBlock` still ahead of the cursor, where its changes start instead.
+   */
+  async function readPast(cursor: FilterCursor, tip: { number: number }, blocks: number, notBefore = 0): Promise<ChainRead> {
+    if (notBefore > cursor.number + 1) {
+      if (notBefore > tip.number) return { from: notBefore, hashes: [] }
+      return { from: notBefore, hashes: await blockHashes(Math.max(0, notBefore - FILTER_REORG_DEPTH), Math.min(tip.number, notBefore + blocks - 1)) }
+    }
+    const known = cursor.hashes
+    const oldest = cursor.number - known.length + 1
+    const hashes = await blockHashes(Math.max(0, oldest), Math.min(tip.number, cursor.number + blocks))
+    if (known.length === 0) return { from: cursor.number + 1, hashes }
+    const top = Math.min(cursor.number, tip.number)
+    const byNumber = new Map(hashes.map((block) => [block.number, block.hash]))
+    for (let number = top; number >= oldest; number--)
+      if (byNumber.get(number) === known[number - oldest]) return { from: number === top ? cursor.number + 1 : number + 1, hashes }
+    return { from: oldest, hashes }
+  }
+
+  /** The cursor after delivering up to block `to`, with the hashes read up to it. */
+  function deliveredThrough(hashes: BlockHash[], to: number): FilterCursor {
     return cursorAt(
       to,
-      (await blockHashes(Math.max(0, to - FILTER_REORG_DEPTH + 1), to)).map((block) => block.hash),
+      hashes
+        .filter((block) => block.number <= to)
+        .slice(-FILTER_REORG_DEPTH)
+        .map((block) => block.hash),
     )
   }
 
-  async function blockHashes(from: number, to: number): Promise<{ number: number; hash: Hash }[]> {
-    const rows = await db.drizzle
-      .select({ number: schema.blocks.number, hash: schema.blocks.hash })
-      .from(schema.blocks)
-      .where(between(schema.blocks.number, from, to))
-      .orderBy(asc(schema.blocks.number))
-    return rows.map((row) => ({ number: row.number, hash: byteaToHex(row.hash) }))
+  /** The cursor of a filter installed now: at the head, with the hashes of the blocks up to it. */
+  async function atHead(): Promise<FilterCursor> {
+    const tip = await head()
+    return deliveredThrough(await blockHashes(Math.max(0, tip.number - FILTER_REORG_DEPTH + 1), tip.number), tip.number)
+  }
+
+  /** Block hashes of a range of the index; kept in the answer cache (cleared on a reorg) for the other filters polling it. */
+  function blockHashes(from: number, to: number): Promise<BlockHash[]> {
+    if (from > to) return Promise.resolve([])
+    return cache.remember(
+      `filter-hashes:${from}-${to}`,
+      async () => {
+        const rows = await db.drizzle
+          .select({ number: schema.blocks.number, hash: schema.blocks.hash })
+          .from(schema.blocks)
+          .where(between(schema.blocks.number, from, to))
+          .orderBy(asc(schema.blocks.number))
+        return rows.map((row) => ({ number: row.number, hash: byteaToHex(row.hash) }))
+      },
+      (hashes) => hashes.length * 120,
+    )
   }
 
   async function blockChanges(cursor: FilterCursor): Promise<{ changes: Hash[]; next: FilterCursor }> {
     const tip = await head()
-    const from = await firstUndelivered(cursor, tip)
-    if (from > tip.number) return { changes: [], next: cursor }
-    const blocks = await blockHashes(from, Math.min(tip.number, from + MAX_FILTER_BLOCKS_PER_POLL - 1))
-    const last = blocks.at(-1)
-    return { changes: blocks.map((block) => block.hash), next: last === undefined ? cursor : await deliveredTo(last.number) }
+    if (upToDate(cursor, tip)) return { changes: [], next: cursor }
+    const { from, hashes } = await readPast(cursor, tip, MAX_FILTER_BLOCKS_PER_POLL)
+    const delivered = hashes.filter((block) => block.number >= from)
+    const last = delivered.at(-1)
+    if (last === undefined) return { changes: [], next: cursor }
+    return { changes: delivered.map((block) => block.hash), next: deliveredThrough(hashes, last.number) }
   }
 
   async function logChanges(filter: LogFilter, cursor: FilterCursor, limits: LogLimits): Promise<{ changes: Log[]; next: FilterCursor }> {
     // A filter on one block hash has no new logs to report: its logs are eth_getFilterLogs'.
     if (filter.blockHash !== undefined) return { changes: [], next: cursor }
     const tip = await head()
-    let from = await firstUndelivered(cursor, tip)
-    if (filter.fromBlock.kind === 'number' && filter.fromBlock.number > BigInt(from)) from = Number(filter.fromBlock.number)
-    let to = Math.min(tip.number, from + limits.maxBlockRange - 1)
+    if (upToDate(cursor, tip)) return { changes: [], next: cursor }
+    const window = Math.min(limits.maxBlockRange, MAX_FILTER_BLOCKS_PER_POLL)
+    const startsAt = filter.fromBlock.kind === 'number' && filter.fromBlock.number <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(filter.fromBlock.number) : 0
+    const { from, hashes } = await readPast(cursor, tip, window, startsAt)
+    let to = Math.min(hashes.at(-1)?.number ?? -1, from + window - 1)
     if (filter.toBlock.kind === 'number' && filter.toBlock.number < BigInt(to)) to = Number(filter.toBlock.number)
     if (from > to) return { changes: [], next: cursor }
     const read = (end: number) => getLogs({ filter: { ...filter, fromBlock: numbered(from), toBlock: numbered(end) }, limits })
@@ -136,7 +176,7 @@ export function createFilterResolvers({
       to = fits
       changes = await read(to)
     }
-    return { changes, next: await deliveredTo(to) }
+    return { changes, next: deliveredThrough(hashes, to) }
   }
 
   /** Transactions past the cursor: from sealed blocks it fell behind, then from the pre-confirmed ones. */
@@ -193,10 +233,10 @@ export function createFilterResolvers({
   return {
     /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_newfilter */
     async newFilter(filter: LogFilter): Promise<Hex> {
-      return install('logs', criteriaOnTheWire(filter), await deliveredTo((await head()).number))
+      return install('logs', criteriaOnTheWire(filter), await atHead())
     },
     async newBlockFilter(): Promise<Hex> {
-      return install('blocks', null, await deliveredTo((await head()).number))
+      return install('blocks', null, await atHead())
     },
     async newPendingTransactionFilter(): Promise<Hex> {
       return install('pendingTransactions', null, await pendingPosition())

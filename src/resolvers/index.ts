@@ -122,6 +122,7 @@ export function createResolvers(config: ResolversConfig) {
   const filters = createFilterResolvers({
     db,
     chain,
+    cache,
     pendingView,
     getLogs: logs.getLogs,
     store: createFilterStore({ redis: config.redis ?? null, cluster: config.cluster ?? null }),
