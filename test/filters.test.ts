@@ -28,7 +28,7 @@ let token: Address
 type Json = Record<string, unknown>
 
 /** Sends `count` calls to the token from the (unlocked) deployer through the devnet, a few per block; their hashes. */
-async function transfers(count: number, { logsEach = 1 }: { logsEach?: number } = {}): Promise<Hash[]> {
+async function transfers(count: number, { logsEach = 1, perBlock = 3 }: { logsEach?: number; perBlock?: number } = {}): Promise<Hash[]> {
   const hashes: Hash[] = []
   for (let sent = 0; sent < count; sent++) {
     const data =
@@ -36,19 +36,21 @@ async function transfers(count: number, { logsEach = 1 }: { logsEach?: number } 
         ? encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, BigInt(sent + 1)] })
         : encodeFunctionData({ abi: tokenAbi, functionName: 'multi', args: [RECIPIENT, BigInt(logsEach)] })
     hashes.push(await result<Hash>(devnet.rpcUrl, 'eth_sendTransaction', [{ from: DEPLOYER.address, to: token, data, gas: '0x100000' }]))
-    if (sent % 3 === 2) await sleep(BLOCK_TIME_MS / 2)
+    if (sent % perBlock === perBlock - 1) await sleep(BLOCK_TIME_MS / 2)
   }
   return hashes
 }
 
 /** The sealed block of each transaction, once flashgate has indexed it. */
-async function sealedBlockOf(hash: Hash): Promise<number> {
+const sealedBlockOf = (hash: Hash) => sealedBlockOn(hash, gateway)
+
+async function sealedBlockOn(hash: Hash, indexedBy: TestGateway): Promise<number> {
   const deadline = Date.now() + WAIT_MS
   for (;;) {
     const receipt = await result<Json | null>(devnet.anvilRpcUrl, 'eth_getTransactionReceipt', [hash])
     if (receipt !== null) {
       const number = Number(receipt.blockNumber)
-      await gateway.ingester.waitForBlock(number, WAIT_MS)
+      await indexedBy.ingester.waitForBlock(number, WAIT_MS)
       return number
     }
     if (Date.now() > deadline) throw new Error(`${hash} was not sealed within ${WAIT_MS} ms`)
@@ -283,5 +285,66 @@ describe('stateful filters', () => {
     expect((await rpc(gateway.url, 'eth_getFilterChanges', ['0x'.padEnd(200, '1')])).error?.code).toBe(-32602)
     expect((await rpc(gateway.url, 'eth_getFilterChanges', [])).error?.code).toBe(-32602)
     expect((await rpc(gateway.url, 'eth_newPendingTransactionFilter', [true])).error?.code).toBe(-32602)
+  })
+})
+
+describe('filters within the endpoint limits', () => {
+  let limited: TestGateway
+  let limitedDatabase: TestDatabase
+  const MAX_LOGS = 4
+  const MAX_BLOCK_RANGE = 3
+
+  beforeAll(async () => {
+    limitedDatabase = await createTestDatabase()
+    limited = await startTestGateway({
+      upstreamRpc: devnet.rpcUrl,
+      databaseUrl: limitedDatabase.databaseUrl,
+      publicMaxLogs: MAX_LOGS,
+      publicMaxBlockRange: MAX_BLOCK_RANGE,
+    })
+    await limited.ingester.waitForBlock(Number(await result<Hex>(devnet.rpcUrl, 'eth_blockNumber')), WAIT_MS)
+  })
+
+  afterAll(async () => {
+    await limited?.stop()
+    await limitedDatabase?.drop()
+  })
+
+  test('a log filter far behind gets, poll by poll, the blocks that fit the limits, and every log once in order', async () => {
+    const criteria = { address: token, topics: [TRANSFER_TOPIC] }
+    const id = await result<Hex>(limited.url, 'eth_newFilter', [criteria])
+    const first = Number(await result<Hex>(limited.url, 'eth_blockNumber'))
+    // One log every half block: at most three in a block, more than the limits allow in one answer over a few blocks.
+    const sent = await transfers(10, { perBlock: 1 })
+    const last = Math.max(...(await Promise.all(sent.map((hash) => sealedBlockOn(hash, limited)))))
+    const polls: Json[][] = []
+    const deadline = Date.now() + WAIT_MS
+    while (polls.flat().filter((log) => numberOf(log) <= last).length < sent.length) {
+      const answer = await rpc(limited.url, 'eth_getFilterChanges', [id])
+      expect(answer.error).toBeUndefined()
+      polls.push(answer.result as Json[])
+      if (Date.now() > deadline) throw new Error(`only ${polls.flat().length} logs after ${polls.length} polls`)
+    }
+    for (const poll of polls) expect(poll.length).toBeLessThanOrEqual(MAX_LOGS)
+    expect(polls.filter((poll) => poll.length > 0).length).toBeGreaterThan(2)
+    const expected = await result<Json[]>(limited.dedicatedUrl, 'eth_getLogs', [
+      { ...criteria, fromBlock: `0x${(first + 1).toString(16)}`, toBlock: `0x${last.toString(16)}` },
+    ])
+    expect(polls.flat().filter((log) => numberOf(log) <= last)).toEqual(expected)
+    expect(expected.map((log) => log.transactionHash)).toEqual(sent)
+  })
+
+  test("a log filter's fromBlock and toBlock bound its changes", async () => {
+    const head = Number(await result<Hex>(limited.url, 'eth_blockNumber'))
+    const range = { fromBlock: `0x${(head + 2).toString(16)}`, toBlock: `0x${(head + 3).toString(16)}` }
+    const id = await result<Hex>(limited.url, 'eth_newFilter', [{ address: token, ...range }])
+    const sent = await transfers(8, { perBlock: 1 })
+    await Promise.all(sent.map((hash) => sealedBlockOn(hash, limited)))
+    await limited.ingester.waitForBlock(head + 4, WAIT_MS)
+    const changes: Json[] = []
+    for (let poll = 0; poll < 4; poll++) changes.push(...(await result<Json[]>(limited.url, 'eth_getFilterChanges', [id])))
+    const expected = await result<Json[]>(limited.dedicatedUrl, 'eth_getLogs', [{ address: token, ...range }])
+    expect(expected.length).toBeGreaterThan(0)
+    expect(changes).toEqual(expected)
   })
 })
