@@ -1,11 +1,12 @@
 import { connect } from 'node:net'
+import { WebSocketProvider } from 'ethers'
 import { type Address, createPublicClient, encodeFunctionData, type Log, webSocket } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { TOKEN_DEPLOY_BYTECODE, TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
+import { DEV_ACCOUNTS, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
@@ -130,6 +131,41 @@ describe('eth_subscribe over WebSocket, through viem', () => {
     await expect.poll(() => pendingLogs.map((log) => log.transactionHash)).toEqual([logged.hash])
     await expect.poll(() => flashblocks.map((block) => block.number)).toEqual([`0x${(head + 1).toString(16)}`, `0x${(head + 1).toString(16)}`])
     for (const { unsubscribe } of subscriptions) await unsubscribe()
+  })
+
+  test("newPendingTransactions, as viem's watchPendingTransactions and ethers' WebSocketProvider ask for it: each transaction at pre-confirmation, as a hash or whole", async () => {
+    const hashes: string[] = []
+    const unwatch = client.watchPendingTransactions({ onTransactions: (batch) => void hashes.push(...batch) })
+    const provider = new WebSocketProvider(gateway.url.replace('http', 'ws'), Number((await rpc(anvil.rpcUrl, 'eth_chainId')).result))
+    const ethersHashes: string[] = []
+    await provider.on('pending', (hash: string) => void ethersHashes.push(hash))
+    const whole: { hash: string; from: string }[] = []
+    const subscription = await client.transport.subscribe({
+      params: ['newPendingTransactions', true],
+      onData: ({ result }: { result: { hash: string; from: string } }) => void whole.push(result),
+      onError: () => {},
+    })
+    try {
+      // A fresh block to pre-confirm, once every subscription is in place.
+      await anvilCall(anvil.rpcUrl, 'evm_mine')
+      const head = await waitForSameHead(gateway, anvil.rpcUrl)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      const sent = await Promise.all([signedTransfer({ from: 3, nonce: 60 }), signedTransfer({ from: 3, nonce: 61 })])
+      await feed.connected()
+      feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: sent }))
+      const expected = sent.map((transaction) => transaction.hash)
+      await expect.poll(() => hashes).toEqual(expected)
+      await expect.poll(() => ethersHashes).toEqual(expected)
+      await expect.poll(() => whole.map((transaction) => transaction.hash)).toEqual(expected)
+      expect(whole.map((transaction) => transaction.from.toLowerCase())).toEqual([
+        DEV_ACCOUNTS[3]!.address.toLowerCase(),
+        DEV_ACCOUNTS[3]!.address.toLowerCase(),
+      ])
+    } finally {
+      unwatch()
+      await subscription.unsubscribe()
+      await provider.destroy()
+    }
   })
 
   test('a bad subscription is a -32602 error and plain calls work on the socket', async () => {

@@ -20,6 +20,7 @@ const subscribeParams = z.union([
   z.tuple([z.literal('newFlashblocks')]),
   z.tuple([z.literal('pendingLogs')]).rest(z.unknown()),
   z.tuple([z.literal('newFlashblockTransactions')]).rest(z.unknown()),
+  z.tuple([z.literal('newPendingTransactions')]).rest(z.unknown()),
 ])
 
 const optionalFilter = logFilter.optional()
@@ -34,8 +35,9 @@ type Subscription =
 type Kind = Subscription['kind']
 
 /**
- * `eth_subscribe` on one WebSocket connection (`close` when the socket goes): `newHeads` and `logs` (with
- * `removed: true` for logs a reorg undid) as geth serves them, and Base's pre-confirmation streams
+ * `eth_subscribe` on one WebSocket connection (`close` when the socket goes): `newHeads`, `logs` (with
+ * `removed: true` for logs a reorg undid) and `newPendingTransactions` (hashes, or with `true` whole
+ * transactions, as they are pre-confirmed) as geth serves them, and Base's pre-confirmation streams
  * `newFlashblocks`, `pendingLogs` and `newFlashblockTransactions`. An adapter over the resolvers' one event
  * stream (resolvers/events.ts), which every process feeds, whether it ingests or not.
  * https://geth.ethereum.org/docs/interacting-with-geth/rpc/pubsub
@@ -99,17 +101,20 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
       if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error))
       if (active.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
         throw new LimitExceededError(`too many subscriptions on this connection: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION}; unsubscribe first`)
-      const [kind, argument] = parsed.data as [Kind, unknown]
+      const [kind, argument] = parsed.data as [Kind | 'newPendingTransactions', unknown]
       let subscription: Subscription
       if (kind === 'logs' || kind === 'pendingLogs') {
         const filter = optionalFilter.safeParse(argument === null ? undefined : argument)
         if (!filter.success) throw new InvalidParamsError(`invalid argument 1: ${filter.error.issues[0]?.message}`)
         subscription = { kind, filter: { addresses: filter.data?.addresses ?? null, topics: filter.data?.topics ?? [] } }
-      } else if (kind === 'newFlashblockTransactions') subscription = { kind, full: argument === true }
+      } else if (kind === 'newFlashblockTransactions' || kind === 'newPendingTransactions')
+        // geth's `newPendingTransactions` (what viem's and ethers' pending watchers ask for over a socket) is,
+        // on a flashblocks chain, the transactions as they are pre-confirmed: the same stream as Base's own.
+        subscription = { kind: 'newFlashblockTransactions', full: argument === true }
       else subscription = { kind }
       const id = `0x${randomBytes(16).toString('hex')}`
       active.set(id, subscription)
-      settle(kind)
+      settle(subscription.kind)
       return id
     },
     unsubscribe(id: unknown): boolean {
