@@ -56,6 +56,8 @@ export function createFilterResolvers({
   pendingView,
   getLogs,
   store,
+  maxBlocksPerPoll = MAX_FILTER_BLOCKS_PER_POLL,
+  maxTransactionsPerPoll = MAX_FILTER_TRANSACTIONS_PER_POLL,
 }: {
   db: Db
   chain: ChainState
@@ -63,6 +65,9 @@ export function createFilterResolvers({
   pendingView: PendingView
   getLogs(parameters: GetLogsParameters): Promise<Log[]>
   store: FilterStore
+  /** Bounds of one poll (tests make them small). */
+  maxBlocksPerPoll?: number
+  maxTransactionsPerPoll?: number
 }) {
   async function head(): Promise<{ number: number; hash: Hash | null }> {
     const view = await chain.view()
@@ -147,7 +152,7 @@ export function createFilterResolvers({
   async function blockChanges(cursor: FilterCursor): Promise<{ changes: Hash[]; next: FilterCursor }> {
     const tip = await head()
     if (upToDate(cursor, tip)) return { changes: [], next: cursor }
-    const { from, hashes } = await readPast(cursor, tip, MAX_FILTER_BLOCKS_PER_POLL)
+    const { from, hashes } = await readPast(cursor, tip, maxBlocksPerPoll)
     const delivered = hashes.filter((block) => block.number >= from)
     const last = delivered.at(-1)
     if (last === undefined) return { changes: [], next: cursor }
@@ -159,7 +164,7 @@ export function createFilterResolvers({
     if (filter.blockHash !== undefined) return { changes: [], next: cursor }
     const tip = await head()
     if (upToDate(cursor, tip)) return { changes: [], next: cursor }
-    const window = Math.min(limits.maxBlockRange, MAX_FILTER_BLOCKS_PER_POLL)
+    const window = Math.min(limits.maxBlockRange, maxBlocksPerPoll)
     const startsAt = filter.fromBlock.kind === 'number' && filter.fromBlock.number <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(filter.fromBlock.number) : 0
     const { from, hashes } = await readPast(cursor, tip, window, startsAt)
     let to = Math.min(hashes.at(-1)?.number ?? -1, from + window - 1)
@@ -185,7 +190,7 @@ export function createFilterResolvers({
     const changes: Hash[] = []
     let next = cursor
     if (cursor.number <= tip.number) {
-      const to = Math.min(tip.number, cursor.number + MAX_FILTER_BLOCKS_PER_POLL - 1)
+      const to = Math.min(tip.number, cursor.number + maxBlocksPerPoll - 1)
       const rows = await db.drizzle
         .select({ hash: schema.transactions.hash, blockNumber: schema.transactions.blockNumber, index: schema.transactions.transactionIndex })
         .from(schema.transactions)
@@ -196,11 +201,11 @@ export function createFilterResolvers({
           ),
         )
         .orderBy(asc(schema.transactions.blockNumber), asc(schema.transactions.transactionIndex))
-        .limit(MAX_FILTER_TRANSACTIONS_PER_POLL)
+        .limit(maxTransactionsPerPoll)
       for (const row of rows) changes.push(byteaToHex(row.hash))
       const last = rows.at(-1)
       // A full answer stops after its last transaction: the next poll goes on from there.
-      if (last !== undefined && rows.length === MAX_FILTER_TRANSACTIONS_PER_POLL) return { changes, next: cursorAt(last.blockNumber, [], last.index + 1) }
+      if (last !== undefined && rows.length === maxTransactionsPerPoll) return { changes, next: cursorAt(last.blockNumber, [], last.index + 1) }
       next = cursorAt(to + 1)
       if (to < tip.number) return { changes, next }
     }
