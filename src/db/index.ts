@@ -10,6 +10,7 @@ import { isPostgresUrl } from './urls.js'
 export { schema }
 export { type LogRow, SYNC_KEYS } from './schema.js'
 export * from './bytes.js'
+export { blockHashesBetween } from './block-hashes.js'
 export { DatabaseInUseError, DIRECTORY_LOCK_FILE, type DirectoryLock, directoryHolder, type LockHolder, lockDirectory } from './lock.js'
 export type { CopyRows } from './copy.js'
 export { isPostgresUrl, pgliteDirectory } from './urls.js'

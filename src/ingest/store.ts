@@ -3,7 +3,7 @@ import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
 export type { RegistryProgress }
-import { arrayLiteral, byteaToHex, type CopyRows, type DbSession, SYNC_KEYS, rowsOf, schema, sqlState } from '../db/index.js'
+import { arrayLiteral, blockHashesBetween, byteaToHex, type CopyRows, type DbSession, SYNC_KEYS, rowsOf, schema, sqlState } from '../db/index.js'
 import { logAddressIsAnyOf } from '../db/log-keys.js'
 import { createLogPartitioner, logPartitions } from '../db/log-partitions.js'
 import { notifyChain } from '../db/notifications.js'
@@ -38,11 +38,7 @@ export function createStore({ db }: { db: DbSession }) {
   }
 
   async function hashesFrom(fromNumber: number, toNumber: number): Promise<Map<number, `0x${string}`>> {
-    const rows = await db.drizzle
-      .select({ number: schema.blocks.number, hash: schema.blocks.hash })
-      .from(schema.blocks)
-      .where(sql`${schema.blocks.number} between ${fromNumber} and ${toNumber}`)
-    return new Map(rows.map((row) => [row.number, byteaToHex(row.hash)]))
+    return new Map((await blockHashesBetween(db, fromNumber, toNumber)).map((block) => [block.number, block.hash]))
   }
 
   async function syncState(): Promise<Map<string, unknown>> {

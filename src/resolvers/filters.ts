@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { and, asc, between, gte, sql } from 'drizzle-orm'
 import type { Hash, Hex } from 'viem'
 import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.js'
-import { byteaToHex, type Db, schema } from '../db/index.js'
+import { blockHashesBetween, byteaToHex, type Db, schema } from '../db/index.js'
 import { FilterNotFoundError, LimitExceededError } from '../errors.js'
 import type { PendingBlock } from '../pending/index.js'
 import type { AnswerCache } from './cache.js'
@@ -137,14 +137,7 @@ export function createFilterResolvers({
     if (from > to) return Promise.resolve([])
     return cache.remember(
       `filter-hashes:${from}-${to}`,
-      async () => {
-        const rows = await db.drizzle
-          .select({ number: schema.blocks.number, hash: schema.blocks.hash })
-          .from(schema.blocks)
-          .where(between(schema.blocks.number, from, to))
-          .orderBy(asc(schema.blocks.number))
-        return rows.map((row) => ({ number: row.number, hash: byteaToHex(row.hash) }))
-      },
+      () => blockHashesBetween(db, from, to),
       (hashes) => hashes.length * 120,
     )
   }
