@@ -5,16 +5,10 @@ import { byteaToHex, type LogRow } from '../db/index.js'
 /** `eth_getLogs` adds `blockTimestamp`, as reth and anvil do. */
 export type Log = RpcLog & { blockTimestamp: `0x${string}` }
 
-/**
- * A stored log's fields already in their JSON-RPC form: as `formatLog` converts a row, or as Postgres writes
- * them itself (`'0x' || encode(…, 'hex')`, `'0x' || to_hex(…)`: resolvers/logs.ts).
- */
-export type HexLogFields = {
+/** A log in `eth_getLogs` form whose block and position are known (sealed or pre-confirmed): no field null. */
+export type PlacedLog = {
   address: Address
-  topic0: Hash | null
-  topic1: Hash | null
-  topic2: Hash | null
-  topic3: Hash | null
+  topics: Hash[]
   data: Hex
   blockHash: Hash
   blockNumber: Hex
@@ -22,6 +16,18 @@ export type HexLogFields = {
   transactionHash: Hash
   transactionIndex: Hex
   logIndex: Hex
+  removed: boolean
+}
+
+/**
+ * A stored log's fields already in their JSON-RPC form, its topics in their columns: as `formatLog` converts
+ * a row, or as Postgres writes them itself (`'0x' || encode(…, 'hex')`, `'0x' || to_hex(…)`: resolvers/logs.ts).
+ */
+export type HexLogFields = Omit<PlacedLog, 'topics' | 'removed'> & {
+  topic0: Hash | null
+  topic1: Hash | null
+  topic2: Hash | null
+  topic3: Hash | null
 }
 
 /** A log as nodes write it, from its fields in JSON-RPC form: the one place that gives a log its keys and their order. */

@@ -7,7 +7,7 @@ import { keccak256OfHex } from '../codecs/keccak.js'
 import type { LogRow } from '../db/index.js'
 import type { FeedReceipt } from '../pending/message.js'
 import type { PendingTransaction } from '../pending/transactions.js'
-import { formatLog } from './log.js'
+import { formatLog, type PlacedLog } from './log.js'
 
 /** Pending answers carry this block hash: the block is not sealed (Base's own node does the same). */
 export const PENDING_BLOCK_HASH: Hash = `0x${'00'.repeat(32)}`
@@ -46,19 +46,8 @@ export type PendingReceipt = Record<string, unknown> & {
   transactionHash: Hash
 }
 
-export type PendingLog = {
-  address: Address
-  topics: Hash[]
-  data: Hex
-  blockHash: Hash
-  blockNumber: Hex
-  blockTimestamp: Hex
-  transactionHash: Hash
-  transactionIndex: Hex
-  logIndex: Hex
-  /** `true` only when announced again because it was withdrawn (it differed from the sealed block). */
-  removed: boolean
-}
+/** A pre-confirmed log; `removed` is `true` only when announced again because it was withdrawn (it differed from the sealed block). */
+export type PendingLog = PlacedLog
 
 /** The price a transaction pays per gas in a block with this base fee (EIP-1559; `gasPrice` before it). */
 export function effectiveGasPrice(fields: Record<string, unknown>, baseFee: bigint): bigint {
