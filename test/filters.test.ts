@@ -212,6 +212,8 @@ describe('stateful filters', () => {
       const keys = events.map((log) => `${log.blockNumber}:${log.logIndex}`)
       expect(new Set(keys).size).toBe(keys.length)
       expect(failures).toEqual([])
+      // The events came through the filter: viem polls eth_getLogs instead only when it could not install one.
+      expect(asked.has('eth_getLogs')).toBe(false)
     } finally {
       unwatchPending()
       unwatchEvents()
@@ -261,6 +263,8 @@ describe('stateful filters', () => {
       await expect.poll(() => values.length, { timeout: WAIT_MS }).toBeGreaterThanOrEqual(3)
       expect(values.slice(-3)).toEqual([1n, 2n, 3n])
       await expect.poll(() => sent.every((hash) => pending.includes(hash)), { timeout: WAIT_MS }).toBe(true)
+      // Through the filters: ethers polls eth_getLogs instead only when eth_newFilter fails.
+      expect(asked.has('eth_getLogs')).toBe(false)
     } finally {
       provider.destroy()
     }
