@@ -284,5 +284,3 @@ function rangeThatFits(error: LimitExceededError): number | null {
 function pendingTransactions(block: PendingBlock, start: number): Hash[] {
   return block.transactions.filter((transaction) => transaction.index >= start).map((transaction) => transaction.hash)
 }
-
-export type FilterResolvers = ReturnType<typeof createFilterResolvers>
