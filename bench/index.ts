@@ -6,7 +6,7 @@ import { pino } from 'pino'
 import type { Gateway } from '../src/app.js'
 import { startAnvil } from '../src/devnet/anvil.js'
 import { runAttributionBench } from './attribution.js'
-import { measureBackfill, measureWritePath } from './backfill.js'
+import { measureBackfill, measureWritePath, waitUntilSealed } from './backfill.js'
 import { generateChain } from './chain.js'
 import { createCleanup } from './cleanup.js'
 import { createBenchDatabase, describePostgres } from './databases.js'
@@ -109,6 +109,14 @@ async function main(): Promise<number> {
     })
     gateway = gateway!
     stamp(`backfill: ${backfill.result.seconds.toFixed(1)} s, ${Math.round(backfill.result.logsPerSecond)} logs/s`)
+    if (!options.pglite) {
+      const waited = await waitUntilSealed({ databaseUrl: gatewayDatabase.databaseUrl, head: chain.head })
+      stamp(
+        waited === null
+          ? 'sealing: partitions still unsealed after 5 min; measuring anyway'
+          : `sealing: the backfill's partitions sealed (waited ${waited.toFixed(1)} s)`,
+      )
+    }
 
     // The gateway keeps following anvil, which mines nothing more: its ingester idles from here on.
     const writeDatabase = await createBenchDatabase(options)

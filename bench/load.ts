@@ -85,13 +85,23 @@ export type InterleavedReport = LoadReport & {
 }
 
 /**
- * Jobs measured against each other on a shared machine: run in alternation, `rounds` times, each time in the
- * reverse order of the time before (A B, B A, A B …), and each reported by its median round. Run one after
- * the other, a pair sees different noise (the machine's load moves by 20–50% within a bench run, and a
- * target's work winds down after its run); alternated, both see the same.
+ * Untimed load each job of a pair gets before its timed rounds. Without it the first round of a server
+ * measures its warm-up: V8 compiling its hot paths and its caches filling. flashgate's rounds rose round
+ * after round (cached eth_getTransactionCount: 26,062, 30,371, 33,691 req/s) while the floor's, a few lines
+ * of code, were flat from the first (38,500, 37,532, 40,833).
+ */
+export const WARM_UP_S = 2
+
+/**
+ * Jobs measured against each other on a shared machine: each first warmed up (`WARM_UP_S`, untimed), then run
+ * in alternation, `rounds` times, each time in the reverse order of the time before (A B, B A, A B …), and
+ * each reported by its median round. Run one after the other, a pair sees different noise (the machine's
+ * load moves by 20–50% within a bench run, and a target's work winds down after its run); alternated, both
+ * see the same.
  */
 export async function runInterleaved<name extends string>(jobs: Record<name, LoadJob>, rounds: number): Promise<Record<name, InterleavedReport>> {
   const names = Object.keys(jobs) as name[]
+  for (const key of names) await runLoad({ ...jobs[key], durationS: WARM_UP_S })
   const reports = Object.fromEntries(names.map((key) => [key, [] as LoadReport[]])) as Record<name, LoadReport[]>
   for (let round = 0; round < rounds; round++) {
     for (const key of round % 2 === 0 ? names : names.slice().reverse()) reports[key].push(await runLoad(jobs[key]))

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { BackfillResult, WritePathResult } from './backfill.js'
+import { WARM_UP_S } from './load.js'
 import type { BenchChain } from './chain.js'
 import type { BenchOptions } from './options.js'
 import type { PendingFigures } from './pending.js'
@@ -152,7 +153,7 @@ export function formatReport(results: BenchResults): string {
   lines.push(`  "fg no cache": a second flashgate on the same database with --answer-cache-mb 0, the same distinct requests (Postgres only);`)
   lines.push(`  "floor": a bare Node HTTP server (bench/floor-server.ts) writing the same answers to the cached bodies from a table;`)
   lines.push(
-    '  fg cached and the floor, and fg no cache and anvil, are measured in alternation (3 rounds of half the duration each, the order reversed each round), each the median round',
+    `  fg cached and the floor, and fg no cache and anvil, are measured in alternation (each first warmed up ${WARM_UP_S} s untimed, then 3 rounds of half the duration each, the order reversed each round), each the median round`,
   )
   lines.push(table(rows, (column) => column > 0))
   for (const [key, client] of [
