@@ -66,6 +66,11 @@ describe('reorgs', () => {
     expect(await changesOf(filters.logs)).toEqual(orphaned)
     const orphanedHead = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
     expect(await changesOf(filters.blocks)).toHaveLength(orphanedHead - ancestor)
+    // Installed on the branch about to be replaced: as in geth, it hears of the replaced logs it matches too.
+    const emitter = (orphaned[0] as { address: string }).address
+    const byEmitter = (logs: unknown[]) => logs.filter((log) => (log as { address: string }).address === emitter)
+    const emitterFilter = await filterOf('eth_newFilter', [{ address: emitter, fromBlock: fromAncestor.fromBlock }])
+    expect(byEmitter(orphaned).length).toBeLessThan(orphaned.length)
 
     expect(await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])).toBe(true)
     await generateChain(anvil.rpcUrl, { seed: 3, blocks: 9 })
@@ -80,7 +85,13 @@ describe('reorgs', () => {
       ),
     )
     expect(await changesOf(filters.blocks)).toEqual(branch.map((block) => block.hash))
-    expect(await changesOf(filters.logs)).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [fromAncestor]))
+    // A log filter first takes back the logs it delivered from the replaced blocks (geth: `removed: true`, in
+    // the order they came), then delivers the new branch's.
+    const replacement = await anvilCall<unknown[]>(anvil.rpcUrl, 'eth_getLogs', [fromAncestor])
+    const takenBack = (logs: unknown[]) => logs.map((log) => ({ ...(log as object), removed: true }))
+    expect(await changesOf(filters.logs)).toEqual([...takenBack(orphaned), ...replacement])
+    expect(await changesOf(emitterFilter)).toEqual([...takenBack(byEmitter(orphaned)), ...byEmitter(replacement)])
+    expect(await changesOf(filters.logs)).toEqual([])
   })
 
   test('a branch of the same height, and then a shorter one, replace the head', async () => {
@@ -90,6 +101,13 @@ describe('reorgs', () => {
     await generateChain(anvil.rpcUrl, { seed: 4, blocks: 3 })
     await waitForSameHead(gateway, anvil.rpcUrl)
     const height = Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)
+    const fromAncestor = { fromBlock: `0x${(ancestor + 1).toString(16)}`, toBlock: 'latest' }
+    const logsAbove = async () => (await rpc(gateway.url, 'eth_getLogs', [fromAncestor])).result as object[]
+    const takenBack = (logs: object[]) => logs.map((log) => ({ ...log, removed: true }))
+    // A log filter that knows the blocks about to be replaced (installed at their head, as in geth).
+    const logFilter = await filterOf('eth_newFilter', [{}])
+    const first = await logsAbove()
+    expect(first.length).toBeGreaterThan(0)
 
     // Same height, other blocks.
     await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])
@@ -97,12 +115,15 @@ describe('reorgs', () => {
     await generateChain(anvil.rpcUrl, { seed: 5, blocks: 3 })
     expect(Number.parseInt(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'), 16)).toBe(height)
     await expectSameChain()
+    const second = await logsAbove()
+    expect(await changesOf(logFilter)).toEqual([...takenBack(first), ...second])
 
     // Shorter: back to the ancestor plus one new empty block.
     await anvilCall(anvil.rpcUrl, 'evm_revert', [again])
     await anvilCall(anvil.rpcUrl, 'evm_mine')
     const { facts } = await expectSameChain()
     expect(facts.head).toBe(ancestor + 1)
+    expect(await changesOf(logFilter)).toEqual(takenBack(second))
     expect(reorgs.length).toBeGreaterThanOrEqual(before + 2)
     expect(reorgs.slice(before).every((reorg) => reorg.ancestor === ancestor)).toBe(true)
   })

@@ -114,34 +114,50 @@ export const blockTransactions = pgTable('block_transactions', {
  * address + topic0 over a block range, topic0 alone over a range, a topic1 or topic2 (a wallet's own
  * transfers) over a range, and whole blocks (by number or hash).
  */
-export const logs = pgTable(
-  'logs',
-  {
-    blockNumber: blockNumber('block_number').notNull(),
-    logIndex: integer('log_index').notNull(),
-    blockHash: bytea('block_hash').notNull(),
-    blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
-    transactionHash: bytea('transaction_hash').notNull(),
-    transactionIndex: integer('transaction_index').notNull(),
-    address: bytea('address').notNull(),
-    topic0: bytea('topic0'),
-    topic1: bytea('topic1'),
-    topic2: bytea('topic2'),
-    topic3: bytea('topic3'),
-    data: bytea('data').notNull(),
-  },
-  (t) => [
-    primaryKey({ columns: [t.blockNumber, t.logIndex] }),
-    // Keyed on 8 bytes of the address and of topic0 (db/log-keys.ts, migration 0011).
-    index('logs_address_topic0_idx').on(sql`substr(${t.address}, 13, 8)`, sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
-    index('logs_topic0_idx').on(sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
-    // topic1 and topic2 keyed on their last 8 bytes (an address's, when they hold one): migration 0012.
-    index('logs_topic1_idx').on(sql`substr(${t.topic1}, 25, 8)`, t.blockNumber),
-    index('logs_topic2_idx').on(sql`substr(${t.topic2}, 25, 8)`, t.blockNumber),
-  ],
-)
+/** A log's columns, as `logs` stores them and `undone_logs` keeps them after a reorg (fresh builders per table). */
+const logColumns = () => ({
+  blockNumber: blockNumber('block_number').notNull(),
+  logIndex: integer('log_index').notNull(),
+  blockHash: bytea('block_hash').notNull(),
+  blockTimestamp: bigint('block_timestamp', { mode: 'number' }).notNull(),
+  transactionHash: bytea('transaction_hash').notNull(),
+  transactionIndex: integer('transaction_index').notNull(),
+  address: bytea('address').notNull(),
+  topic0: bytea('topic0'),
+  topic1: bytea('topic1'),
+  topic2: bytea('topic2'),
+  topic3: bytea('topic3'),
+  data: bytea('data').notNull(),
+})
+
+export const logs = pgTable('logs', logColumns(), (t) => [
+  primaryKey({ columns: [t.blockNumber, t.logIndex] }),
+  // Keyed on 8 bytes of the address and of topic0 (db/log-keys.ts, migration 0011).
+  index('logs_address_topic0_idx').on(sql`substr(${t.address}, 13, 8)`, sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
+  index('logs_topic0_idx').on(sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
+  // topic1 and topic2 keyed on their last 8 bytes (an address's, when they hold one): migration 0012.
+  index('logs_topic1_idx').on(sql`substr(${t.topic1}, 25, 8)`, t.blockNumber),
+  index('logs_topic2_idx').on(sql`substr(${t.topic2}, 25, 8)`, t.blockNumber),
+])
 
 export type LogRow = typeof logs.$inferSelect
+
+/**
+ * The logs of blocks a reorg undid, moved here by the rewind that deletes them from `logs` (ingest/store.ts):
+ * a log filter polled across the reorg reports those it had delivered again with `removed: true`, as geth's
+ * filters do (resolvers/filters.ts). Kept for the newest blocks above the fork (`UNDONE_LOG_BLOCKS`) and for
+ * longer than a filter lives unpolled; the next rewind deletes older rows. Keyed by block hash: a filter knows
+ * the hashes of the blocks it delivered.
+ */
+export const undoneLogs = pgTable(
+  'undone_logs',
+  {
+    ...logColumns(),
+    /** When the rewind moved it here, in ms since the epoch. */
+    undoneAt: bigint('undone_at', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.blockHash, t.logIndex] })],
+)
 
 /**
  * Balance and nonce of an account after each block that changed them, with the values before that block,

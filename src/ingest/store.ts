@@ -1,4 +1,4 @@
-import { asc, desc, getTableName, gt, type SQL, sql } from 'drizzle-orm'
+import { asc, desc, getTableColumns, getTableName, gt, type SQL, sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type RegistryProgress, registryEvents } from '../attribution/registry.js'
 
@@ -18,6 +18,15 @@ function upsertSyncState(key: string, value: unknown): SQL {
 
 /** SQLSTATE of a row no partition of `logs` accepts (as of a CHECK constraint). */
 const CHECK_VIOLATION = '23514'
+
+/**
+ * Undone blocks whose logs a rewind keeps in `undone_logs`, the newest: more than log filters remember
+ * (the last 16 blocks each delivered: FILTER_REORG_DEPTH in resolvers/filters.ts), so that a filter polled
+ * up to 48 blocks behind the old head still finds what it delivered.
+ */
+export const UNDONE_LOG_BLOCKS = 64
+/** How long undone logs are kept: twice as long as a filter lives without being polled (filter-store.ts). */
+export const UNDONE_LOG_TTL_MS = 10 * 60_000
 
 /** Rows per INSERT: well under Postgres' 65,535 parameters at 7 columns. */
 const INSERT_CHUNK_ROWS = 1_000
@@ -66,6 +75,28 @@ export function createStore({ db }: { db: DbSession }) {
   }
 
   /**
+   * Copies the logs of the blocks a rewind to `ancestor` undoes (the newest `UNDONE_LOG_BLOCKS` of them) to
+   * `undone_logs`, for the log filters that delivered them (resolvers/filters.ts), and deletes the rows of
+   * rewinds older than `UNDONE_LOG_TTL_MS`. A block undone twice keeps its rows of the first time (same hash,
+   * same logs).
+   */
+  async function keepUndoneLogs(tx: Pick<DbSession['drizzle'], 'execute'>, ancestor: number) {
+    const now = Date.now()
+    const { undoneLogs, logs } = schema
+    await tx.execute(sql`delete from ${undoneLogs} where ${undoneLogs.undoneAt} < ${now - UNDONE_LOG_TTL_MS}`)
+    // The columns `undone_logs` shares with `logs`: all of the latter's.
+    const columns = sql.raw(
+      Object.values(getTableColumns(logs))
+        .map((column) => column.name)
+        .join(', '),
+    )
+    await tx.execute(sql`insert into ${undoneLogs} (${columns}, undone_at)
+      select ${columns}, ${now}::bigint from ${logs}
+      where ${logs.blockNumber} > greatest(${ancestor}::bigint, (select max(${schema.blocks.number}) from ${schema.blocks}) - ${UNDONE_LOG_BLOCKS}::bigint)
+      on conflict do nothing`)
+  }
+
+  /**
    * Deletes every block above `ancestor` and what hangs off it, in one transaction that also announces the
    * rewind, and returns how many logs went with them (subscribers learn which from the event stream).
    */
@@ -74,6 +105,7 @@ export function createStore({ db }: { db: DbSession }) {
       // A deep rewind deletes millions of rows, for longer than the statement timeout set for reads: cancelled
       // by it, the same rewind would be retried forever. `local`: it ends with the transaction.
       await tx.execute(sql`set local statement_timeout = 0`)
+      await keepUndoneLogs(tx, ancestor)
       // Logs first, counted; the block headers last (COPY order reversed).
       let removed = 0
       for (const [key, { table, blockNumber }] of [...blockTables].reverse()) {

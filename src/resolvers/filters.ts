@@ -1,15 +1,16 @@
 import { randomBytes } from 'node:crypto'
-import { and, asc, between, gte, sql } from 'drizzle-orm'
+import { and, asc, between, gte, inArray, sql } from 'drizzle-orm'
 import type { Hash, Hex } from 'viem'
 import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.js'
-import { blockHashesBetween, byteaToHex, type Db, schema } from '../db/index.js'
+import { blockHashesBetween, byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { FilterNotFoundError, LimitExceededError } from '../errors.js'
+import { formatLog } from '../objects/log.js'
 import type { PendingBlock } from '../pending/index.js'
 import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
 import type { FilterCursor, FilterKind, FilterStore, StoredFilter } from './filter-store.js'
 import type { GetLogsParameters, Log, LogLimits } from './logs.js'
-import type { PendingView } from './pending.js'
+import { matchesFilter, type PendingView } from './pending.js'
 
 /**
  * Blocks one poll of a block or pending-transaction filter reads at most; a filter further behind (the index
@@ -29,8 +30,11 @@ export const FILTER_REORG_DEPTH = 16
 const cursorAt = (number: number, hashes: Hash[] = [], index = 0): FilterCursor => ({ number, index, hashes })
 
 type BlockHash = { number: number; hash: Hash }
-/** What a poll reads of the chain past a cursor: the block its changes start at, and the hashes up to where it may go. */
-type ChainRead = { from: number; hashes: BlockHash[] }
+/**
+ * What a poll reads of the chain past a cursor: the block its changes start at, the hashes up to where it
+ * may go, and the hashes of blocks the cursor delivered that a reorg replaced (none without one).
+ */
+type ChainRead = { from: number; hashes: BlockHash[]; undone: Hash[] }
 
 /** geth's filter ids: 16 random bytes in hex (rpc/subscription.go NewID). */
 const newFilterId = (): Hex => `0x${randomBytes(16).toString('hex')}`
@@ -46,8 +50,8 @@ const newFilterId = (): Hex => `0x${randomBytes(16).toString('hex')}`
  * poll (the store: memory, the primary of the workers, or Redis), and a filter costs the same whether it is
  * polled every second or every four minutes. As in geth, changes start after the head the filter was
  * installed at, and a filter not polled for 5 minutes is gone (`filter not found`, which clients answer by
- * installing it again). After a reorg, the changes start again at the first block of the new branch (the
- * replaced logs are not repeated with `removed: true`: their rows are gone).
+ * installing it again). After a reorg, the changes start again at the first block of the new branch; a log
+ * filter first reports the logs it matched in the replaced blocks again, with `removed: true`, as geth does.
  */
 export function createFilterResolvers({
   db,
@@ -101,18 +105,24 @@ export function createFilterResolvers({
    */
   async function readPast(cursor: FilterCursor, tip: { number: number }, blocks: number, notBefore = 0): Promise<ChainRead> {
     if (notBefore > cursor.number + 1) {
-      if (notBefore > tip.number) return { from: notBefore, hashes: [] }
-      return { from: notBefore, hashes: await blockHashes(Math.max(0, notBefore - FILTER_REORG_DEPTH), Math.min(tip.number, notBefore + blocks - 1)) }
+      if (notBefore > tip.number) return { from: notBefore, hashes: [], undone: [] }
+      const hashes = await blockHashes(Math.max(0, notBefore - FILTER_REORG_DEPTH), Math.min(tip.number, notBefore + blocks - 1))
+      return { from: notBefore, hashes, undone: [] }
     }
     const known = cursor.hashes
     const oldest = cursor.number - known.length + 1
     const hashes = await blockHashes(Math.max(0, oldest), Math.min(tip.number, cursor.number + blocks))
-    if (known.length === 0) return { from: cursor.number + 1, hashes }
+    if (known.length === 0) return { from: cursor.number + 1, hashes, undone: [] }
     const top = Math.min(cursor.number, tip.number)
     const byNumber = new Map(hashes.map((block) => [block.number, block.hash]))
+    // A cursor above the tip with its tip block still canonical is not a reorg (a replica behind, or a
+    // rewind whose new branch is not indexed yet): nothing is delivered or taken back until the chain shows.
     for (let number = top; number >= oldest; number--)
-      if (byNumber.get(number) === known[number - oldest]) return { from: number === top ? cursor.number + 1 : number + 1, hashes }
-    return { from: oldest, hashes }
+      if (byNumber.get(number) === known[number - oldest]) {
+        if (number === top) return { from: cursor.number + 1, hashes, undone: [] }
+        return { from: number + 1, hashes, undone: known.slice(number + 1 - oldest) }
+      }
+    return { from: oldest, hashes, undone: known }
   }
 
   /** The cursor after delivering up to block `to`, with the hashes read up to it. */
@@ -159,10 +169,11 @@ export function createFilterResolvers({
     if (upToDate(cursor, tip)) return { changes: [], next: cursor }
     const window = Math.min(limits.maxBlockRange, maxBlocksPerPoll)
     const startsAt = filter.fromBlock.kind === 'number' && filter.fromBlock.number <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(filter.fromBlock.number) : 0
-    const { from, hashes } = await readPast(cursor, tip, window, startsAt)
+    const { from, hashes, undone } = await readPast(cursor, tip, window, startsAt)
+    const removed = undone.length === 0 ? [] : await undoneLogs(filter, undone, limits)
     let to = Math.min(hashes.at(-1)?.number ?? -1, from + window - 1)
     if (filter.toBlock.kind === 'number' && filter.toBlock.number < BigInt(to)) to = Number(filter.toBlock.number)
-    if (from > to) return { changes: [], next: cursor }
+    if (from > to) return { changes: removed, next: removed.length === 0 ? cursor : deliveredThrough(hashes, from - 1) }
     const read = (end: number) => getLogs({ filter: { ...filter, fromBlock: numbered(from), toBlock: numbered(end) }, limits })
     let changes: Log[]
     try {
@@ -174,7 +185,32 @@ export function createFilterResolvers({
       to = fits
       changes = await read(to)
     }
-    return { changes, next: deliveredThrough(hashes, to) }
+    return { changes: removed.length === 0 ? changes : [...removed, ...changes], next: deliveredThrough(hashes, to) }
+  }
+
+  /**
+   * The logs of the replaced blocks `undone` that match the filter, with `removed: true`, in the order they
+   * were delivered: what geth's filters report of a reorg before the new branch's logs. The rewind kept them
+   * (ingest/store.ts keepUndoneLogs); at most the endpoint's `eth_getLogs` count, the oldest first.
+   */
+  async function undoneLogs(filter: LogFilter, undone: Hash[], limits: LogLimits): Promise<Log[]> {
+    const { undoneLogs } = schema
+    const rows = await db.drizzle
+      .select()
+      .from(undoneLogs)
+      .where(inArray(undoneLogs.blockHash, undone.map(hexToBytea)))
+      .orderBy(asc(undoneLogs.blockNumber), asc(undoneLogs.logIndex))
+    const numberOf = (selector: BlockSelector | undefined) => (selector?.kind === 'number' ? selector.number : null)
+    const fromNumber = numberOf(filter.fromBlock)
+    const toNumber = numberOf(filter.toBlock)
+    const removed: Log[] = []
+    for (const row of rows) {
+      if (removed.length >= limits.maxLogs) break
+      if ((fromNumber !== null && BigInt(row.blockNumber) < fromNumber) || (toNumber !== null && BigInt(row.blockNumber) > toNumber)) continue
+      const log = formatLog(row)
+      if (matchesFilter(log, filter)) removed.push({ ...log, removed: true })
+    }
+    return removed
   }
 
   /** Transactions past the cursor: from sealed blocks it fell behind, then from the pre-confirmed ones. */
