@@ -65,3 +65,21 @@ export async function describePostgres(databaseUrl: string): Promise<Record<stri
     await client.end({ timeout: 5 })
   }
 }
+
+/**
+ * Flushes what the phases before left dirty in Postgres' buffers (the backfill and the write path wrote a
+ * gigabyte or more at 1M logs), so that a checkpoint does not start in the middle of the serving figures and
+ * take a core from whichever target is measured then. `CHECKPOINT` needs a superuser (or, from Postgres 15,
+ * pg_checkpoint): without one the bench goes on and says so.
+ */
+export async function checkpoint(databaseUrl: string): Promise<boolean> {
+  const client = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    await client`checkpoint`
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end({ timeout: 5 })
+  }
+}

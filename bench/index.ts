@@ -9,7 +9,7 @@ import { runAttributionBench } from './attribution.js'
 import { measureBackfill, measureWritePath, waitUntilSealed } from './backfill.js'
 import { generateChain } from './chain.js'
 import { createCleanup } from './cleanup.js'
-import { createBenchDatabase, describePostgres } from './databases.js'
+import { checkpoint, createBenchDatabase, describePostgres } from './databases.js'
 import { killLoadWorkers } from './load.js'
 import { describeStorage, explainAddressTopicQuery } from './logs-plan.js'
 import { parseBenchOptions } from './options.js'
@@ -125,6 +125,8 @@ async function main(): Promise<number> {
     const writePath = await measureWritePath({ rpcUrl: anvil.rpcUrl, databaseUrl: writeDatabase.databaseUrl, head: chain.head, log })
     await writeDatabase.drop()
     stamp(`write path: ${Math.round(writePath.logsPerSecond)} logs/s`)
+    if (!options.pglite && !(await checkpoint(gatewayDatabase.databaseUrl)))
+      log('  note: CHECKPOINT refused (not a superuser): a checkpoint may run during the serving figures')
 
     // A second, serving-only gateway on the same database with no answer cache: every answer comes from
     // Postgres. It runs as `flashgate serve` in a process of its own, as anvil and the floor do and as
