@@ -87,9 +87,8 @@ export async function measureBackfill({
 
 /**
  * Waits until the gateway has sealed every logs partition its backfill left behind (src/ingest/seal-logs.ts
- * rewrites each one, seconds of Postgres' time per million logs, every 30 s), so that the phases after
- * the backfill are measured on a quiet database and on the layout a running gateway serves from. Measured
- * while a seal ran beside it, the write path took 57,671 logs/s on a full run; on its own, ~96,000.
+ * rewrites each one, seconds of Postgres' time per million logs, looking every 30 s), so that the phases
+ * after the backfill are measured on the layout a running gateway serves from, and not beside a seal.
  * Returns the seconds waited, or `null` when the partitions were still unsealed after `SEALED_TIMEOUT_MS`.
  */
 export async function waitUntilSealed({ databaseUrl, head }: { databaseUrl: string; head: number }): Promise<number | null> {

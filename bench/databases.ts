@@ -67,9 +67,9 @@ export async function describePostgres(databaseUrl: string): Promise<Record<stri
 }
 
 /**
- * Flushes what the phases before left dirty in Postgres' buffers (the backfill and the write path wrote a
- * gigabyte or more at 1M logs), so that a checkpoint does not start in the middle of the serving figures and
- * take a core from whichever target is measured then. `CHECKPOINT` needs a superuser (or, from Postgres 15,
+ * Flushes what the phases before left dirty in Postgres' buffers (the backfill and the write path each write
+ * a gigabyte or more at 1M logs), so that a checkpoint does not start in the middle of the next phase's
+ * figures and take a core (and the disk) from whatever is measured then. `CHECKPOINT` needs a superuser (or, from Postgres 15,
  * pg_checkpoint): without one the bench goes on and says so.
  */
 export async function checkpoint(databaseUrl: string): Promise<boolean> {

@@ -73,6 +73,10 @@ async function main(): Promise<number> {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => abort(`received ${signal}`, 130))
   setTimeout(() => abort(`bench exceeded its ${options.deadlineMs / 60_000} min deadline`, 1), options.deadlineMs).unref()
   const logger = pino({ level: process.env.BENCH_LOG_LEVEL ?? 'warn' }, pino.destination(2))
+  /** Each Postgres phase starts with what the one before wrote flushed (bench/databases.ts checkpoint). */
+  const quiet = async (databaseUrl: string) => {
+    if (!(await checkpoint(databaseUrl))) log('  note: CHECKPOINT refused (not a superuser): a checkpoint may run during the next figures')
+  }
   const loadAtStart = loadavg()[0]!
   if (loadAtStart > BUSY_LOAD_AVERAGE) log(`note: load average ${loadAtStart.toFixed(2)} at start: other processes share the CPUs`)
 
@@ -116,6 +120,7 @@ async function main(): Promise<number> {
           ? 'sealing: partitions still unsealed after 5 min; measuring anyway'
           : `sealing: the backfill's partitions sealed (waited ${waited.toFixed(1)} s)`,
       )
+      await quiet(gatewayDatabase.databaseUrl)
     }
 
     // The gateway keeps following anvil, which mines nothing more: its ingester idles from here on.
@@ -125,8 +130,7 @@ async function main(): Promise<number> {
     const writePath = await measureWritePath({ rpcUrl: anvil.rpcUrl, databaseUrl: writeDatabase.databaseUrl, head: chain.head, log })
     await writeDatabase.drop()
     stamp(`write path: ${Math.round(writePath.logsPerSecond)} logs/s`)
-    if (!options.pglite && !(await checkpoint(gatewayDatabase.databaseUrl)))
-      log('  note: CHECKPOINT refused (not a superuser): a checkpoint may run during the serving figures')
+    if (!options.pglite) await quiet(gatewayDatabase.databaseUrl)
 
     // A second, serving-only gateway on the same database with no answer cache: every answer comes from
     // Postgres. It runs as `flashgate serve` in a process of its own, as anvil and the floor do and as
