@@ -109,11 +109,6 @@ export const blockTransactions = pgTable('block_transactions', {
   segmentOffsets: integer('segment_offsets').array().notNull(),
 })
 
-/**
- * One row per log. The indexes follow the `eth_getLogs` shapes clients send most (see bench/logs-plan.ts):
- * address + topic0 over a block range, topic0 alone over a range, a topic1 or topic2 (a wallet's own
- * transfers) over a range, and whole blocks (by number or hash).
- */
 /** A log's columns, as `logs` stores them and `undone_logs` keeps them after a reorg (fresh builders per table). */
 const logColumns = () => ({
   blockNumber: blockNumber('block_number').notNull(),
@@ -130,6 +125,11 @@ const logColumns = () => ({
   data: bytea('data').notNull(),
 })
 
+/**
+ * One row per log. The indexes follow the `eth_getLogs` shapes clients send most (see bench/logs-plan.ts):
+ * address + topic0 over a block range, topic0 alone over a range, a topic1 or topic2 (a wallet's own
+ * transfers) over a range, and whole blocks (by number or hash).
+ */
 export const logs = pgTable('logs', logColumns(), (t) => [
   primaryKey({ columns: [t.blockNumber, t.logIndex] }),
   // Keyed on 8 bytes of the address and of topic0 (db/log-keys.ts, migration 0011).
