@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import { createDb, type Db, type IngestLock, sqlState } from '../src/db/index.js'
 import { attachLogPartitions } from '../src/db/log-partitions.js'
-import { createStore } from '../src/ingest/store.js'
+import { createStore, UNDONE_LOG_BLOCKS, UNDONE_LOG_TTL_MS } from '../src/ingest/store.js'
 import type { TestDatabase } from './fixtures/db.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
@@ -63,6 +63,9 @@ test.skipIf(!SHARED_POSTGRES_AVAILABLE)(
     expect(await failureOf(ingest.query(sql`select pg_sleep(1)`))).toBe(QUERY_CANCELED)
 
     const store = createStore({ db: ingest })
+    // A log kept by a rewind longer ago than undone logs live: this rewind deletes it.
+    await untimed.query(sql`insert into undone_logs (block_hash, log_index, block_number, block_timestamp, transaction_hash, transaction_index, address, data, undone_at)
+      values (sha256('stale'::bytea), 0, 1, 1, sha256('stale'::bytea), 0, substr(sha256('stale'::bytea), 1, 20), ''::bytea, ${Date.now() - UNDONE_LOG_TTL_MS - 1})`)
     const startedAt = performance.now()
     const removed = await store.rewindTo(ANCESTOR)
     const elapsedMs = performance.now() - startedAt
@@ -76,6 +79,10 @@ test.skipIf(!SHARED_POSTGRES_AVAILABLE)(
       (select count(*)::int from logs where block_number > ${ANCESTOR}) as logs,
       (select count(*)::int from logs where block_number <= ${ANCESTOR}) as below`)
     expect(left).toEqual({ blocks: 0, logs: 0, below: (ANCESTOR + 1) * LOGS_PER_BLOCK })
+    // The logs of the newest UNDONE_LOG_BLOCKS undone blocks are kept for log filters, whole; nothing older.
+    const [kept] = await untimed.query<{ rows: number; first: number; last: number; hashes: boolean }>(sql`select count(*)::int as rows,
+      min(block_number)::int as first, max(block_number)::int as last, bool_and(block_hash = sha256(int8send(block_number))) as hashes from undone_logs`)
+    expect(kept).toEqual({ rows: UNDONE_LOG_BLOCKS * LOGS_PER_BLOCK, first: BLOCKS - UNDONE_LOG_BLOCKS, last: BLOCKS - 1, hashes: true })
     // The timeout still holds for everything else on that session once the rewind has committed.
     expect(await failureOf(ingest.query(sql`select pg_sleep(1)`))).toBe(QUERY_CANCELED)
   },
