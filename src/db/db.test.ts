@@ -1,7 +1,7 @@
 import { asc, eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../../test/fixtures/db.js'
-import { arrayLiteral, createDb, type Db, hexToBytea, byteaToHex, schema } from './index.js'
+import { arrayLiteral, createDb, type Db, hexToBytea, byteaToHex, renderStatement, schema } from './index.js'
 import { attachLogPartitions } from './log-partitions.js'
 
 let database: TestDatabase
@@ -37,6 +37,24 @@ describe(`createDb (${process.env.DATABASE_URL ? 'Postgres' : 'PGlite'})`, () =>
     expect(row!.texts).toEqual(texts)
     expect(row!.numbers).toEqual(numbers.map(String))
     expect(arrayLiteral(new Set([3, 3, 4]))).toBe('{3,4}')
+  })
+
+  test('a statement rendered once runs with the values of each call, bytes and numbers as drizzle SQL reads them, and refuses a wrong count', async () => {
+    const bytes = hexToBytea('0x00ff10')
+    const rendered = renderStatement(sql`select ${''}::bytea as bytes, ${''}::bigint as number, octet_length(${''}::text) as length`)
+    for (const [value, number, text] of [
+      [bytes, 9_007_199_254_740_991, 'é,"'],
+      [hexToBytea('0x'), 0, ''],
+    ] as const) {
+      const [fromRendered] = await db.query<Record<string, unknown>>(rendered.withParameters(value, number, text))
+      const [fromSql] = await db.query<Record<string, unknown>>(
+        sql`select ${value}::bytea as bytes, ${number}::bigint as number, octet_length(${text}::text) as length`,
+      )
+      expect(fromRendered).toEqual(fromSql)
+      expect(byteaToHex(fromRendered!.bytes as Uint8Array)).toBe(byteaToHex(value))
+      expect(String(fromRendered!.number)).toBe(String(number))
+    }
+    expect(() => rendered.withParameters(bytes, 1)).toThrow(/takes 3 parameters, not 2/)
   })
 
   test('COPY round-trips bytes, nulls, JSON with characters COPY treats specially, and numerics', async () => {

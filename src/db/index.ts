@@ -22,7 +22,10 @@ export {
   type IngestLock,
   IngestLockLostError,
   isIngestLockLost,
+  isSql,
   PLAN_FOR_VALUES,
+  type RenderedStatement,
+  renderStatement,
   rowsOf,
   sqlState,
 } from './session.js'

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm'
+import { type SQL, sql } from 'drizzle-orm'
 import { LOG_INDEX_KEYS } from './log-keys.js'
 import { type DbSession, rowsOf, sqlState } from './session.js'
 
@@ -41,7 +41,8 @@ const SEAL_LOCK_ID = 0x6667736c
 const BOUND = /^FOR VALUES FROM \((MINVALUE|'?(-?\d+)'?)\) TO \('?(\d+)'?\)$/
 
 /** Every partition of `logs`, oldest first. */
-export async function logPartitions(db: Pick<DbSession, 'query'>): Promise<LogPartition[]> {
+/** `db`: any session, or a transaction's statements (drizzle SQL only). */
+export async function logPartitions(db: { query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]> }): Promise<LogPartition[]> {
   const rows = await db.query<{ name: string; bound: string; comment: string | null }>(sql`
     select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound, obj_description(c.oid, 'pg_class') as comment
     from pg_inherits i join pg_class c on c.oid = i.inhrelid

@@ -4,7 +4,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { encodeCopy } from './copy.js'
 import { type DirectoryLock, lockDirectory } from './lock.js'
 import * as schema from './schema.js'
-import { type Db, type DbConfig, type Drizzle, dialect, MIGRATIONS_FOLDER } from './session.js'
+import { type Db, type DbConfig, type Drizzle, dialect, isSql, MIGRATIONS_FOLDER } from './session.js'
 import { pgliteDirectory } from './urls.js'
 
 // PGlite: the embedded database, one process's, in a directory or in memory.
@@ -31,7 +31,7 @@ export async function openPglite(config: DbConfig): Promise<Db> {
     drizzle: drizzle as unknown as Drizzle,
     transaction: (work) => drizzle.transaction((tx) => work(tx as unknown as Drizzle)),
     async query(statement) {
-      const result = await drizzle.execute(statement)
+      const result = isSql(statement) ? await drizzle.execute(statement) : await client.query(statement.sql, statement.params as unknown[])
       return result.rows as never
     },
     async copyInTransaction(batches, statements = []) {

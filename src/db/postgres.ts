@@ -13,6 +13,7 @@ import {
   type Drizzle,
   dialect,
   INGEST_LOCK_LOST_SQLSTATE,
+  isSql,
   MIGRATIONS_FOLDER,
   PLAN_FOR_VALUES_COMMENT,
   sqlState,
@@ -313,13 +314,15 @@ function postgresSession(
   watched: WatchedSession,
   { lockSession, unanswered }: { lockSession: boolean; unanswered: Unanswered },
 ): DbSession {
-  const drizzle = drizzlePostgres(preparingStatements(client, unanswered), { schema })
+  const preparing = preparingStatements(client, unanswered)
+  const drizzle = drizzlePostgres(preparing, { schema })
   const guard = lockSession ? dialect.sqlToQuery(INGEST_LOCK_GUARD) : null
   const watchedStatement = (statement: postgres.PendingQuery<postgres.Row[]>) => unanswered.watch(statement, statement)
   return {
     drizzle: drizzle as unknown as Drizzle,
     async query(statement) {
-      return (await drizzle.execute(statement)) as never
+      if (isSql(statement)) return (await drizzle.execute(statement)) as never
+      return (await preparing.unsafe(statement.sql, statement.params as never[])) as never
     },
     transaction(work) {
       return drizzle.transaction((tx) =>

@@ -3,7 +3,7 @@ import { BATCH_PER_TURN } from './batching.js'
 import { sql } from 'drizzle-orm'
 import type { Address, Hex } from 'viem'
 import { type BlockSelector, toQuantity } from '../codecs/index.js'
-import { arrayLiteral, type Db, hexToBytea, schema } from '../db/index.js'
+import { arrayLiteral, type Db, hexToBytea, renderStatement, schema } from '../db/index.js'
 import { HeaderNotFoundError, UpstreamError } from '../errors.js'
 import { LRUCache } from 'lru-cache'
 import type { ForwardedTransactions } from '../pending/index.js'
@@ -60,6 +60,28 @@ const MAX_UPSTREAM_READS = 100_000
 /** Upstream pending reads kept (one per account and pending version), and for how long at most. */
 const UPSTREAM_PENDING_READS = 10_000
 const UPSTREAM_PENDING_TTL_MS = 1_000
+
+const changes = schema.accountChanges
+/**
+ * Each (address, block) asked for, by its position in the arrays: the account's balance and nonce after its
+ * latest change at or before the block, else the "before" values of its first change after it. Rendered
+ * once: it runs for every batch of account reads.
+ */
+const CHANGED_STATE = renderStatement(sql`
+  select asked.position::text as position, found.balance, found.nonce
+  from unnest(${''}::text[], ${''}::bigint[]) with ordinality as asked(address, number, position)
+  cross join lateral (
+    (select ${changes.balance}::text as balance, ${changes.nonce}::text as nonce, 0 as side
+      from ${changes}
+      where ${changes.address} = decode(asked.address, 'hex') and ${changes.blockNumber} <= asked.number
+      order by ${changes.blockNumber} desc limit 1)
+    union all
+    (select ${changes.balanceBefore}::text, ${changes.nonceBefore}::text, 1
+      from ${changes}
+      where ${changes.address} = decode(asked.address, 'hex') and ${changes.blockNumber} > asked.number
+      order by ${changes.blockNumber} asc limit 1)
+    order by side limit 1
+  ) as found`)
 
 export function createAccountResolvers({
   db,
@@ -128,22 +150,9 @@ export function createAccountResolvers({
     // same for any batch; the addresses are checked hex (the key is made below from a validated address).
     if (!addresses.every((address) => ADDRESS_HEX.test(address)) || !numbers.every(Number.isSafeInteger))
       throw new TypeError('account reads need addresses and whole block numbers')
-    const changes = schema.accountChanges
-    const rows = await db.query<{ position: string; balance: string; nonce: string }>(sql`
-        select asked.position::text as position, found.balance, found.nonce
-        from unnest(${arrayLiteral(addresses)}::text[], ${arrayLiteral(numbers)}::bigint[]) with ordinality as asked(address, number, position)
-        cross join lateral (
-          (select ${changes.balance}::text as balance, ${changes.nonce}::text as nonce, 0 as side
-            from ${changes}
-            where ${changes.address} = decode(asked.address, 'hex') and ${changes.blockNumber} <= asked.number
-            order by ${changes.blockNumber} desc limit 1)
-          union all
-          (select ${changes.balanceBefore}::text, ${changes.nonceBefore}::text, 1
-            from ${changes}
-            where ${changes.address} = decode(asked.address, 'hex') and ${changes.blockNumber} > asked.number
-            order by ${changes.blockNumber} asc limit 1)
-          order by side limit 1
-        ) as found`)
+    const rows = await db.query<{ position: string; balance: string; nonce: string }>(
+      CHANGED_STATE.withParameters(arrayLiteral(addresses), arrayLiteral(numbers)),
+    )
     const states: (AccountState | null)[] = keys.map(() => null)
     for (const row of rows) states[Number(row.position) - 1] = { balance: BigInt(row.balance), nonce: BigInt(row.nonce) }
     return states
@@ -294,7 +303,6 @@ export function createAccountResolvers({
   async function loadAccountHistory(address: Address): Promise<{ history: AccountHistory | null }> {
     // The head first: every change at or below it is committed, so the rows below are complete up to it.
     const upTo = (await chain.view()).head?.number ?? -1
-    const changes = schema.accountChanges
     const rows = await db.query<{ block_number: string; balance: string; nonce: string; balance_before: string; nonce_before: string }>(sql`
       select ${changes.blockNumber}::text as block_number, ${changes.balance}::text as balance, ${changes.nonce}::text as nonce,
         ${changes.balanceBefore}::text as balance_before, ${changes.nonceBefore}::text as nonce_before

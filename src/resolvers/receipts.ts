@@ -4,12 +4,22 @@ import { eq, sql } from 'drizzle-orm'
 import type { Hash } from 'viem'
 import type { DeflatedText } from '../codecs/deflated.js'
 import type { BlockSelector } from '../codecs/index.js'
-import { arrayLiteral, hexToBytea, schema } from '../db/index.js'
+import { arrayLiteral, hexToBytea, renderStatement, schema } from '../db/index.js'
 import type { ReadContext } from './context.js'
 import { RawJson } from './raw-json.js'
 import { createBlockBodies } from './block-bodies.js'
 
 const { blockReceipts } = schema
+
+/**
+ * The stored answers of some blocks, by number: one parameter, an array literal (the client sends no array
+ * types), so that the statement's text is the same for any batch. Rendered once: it runs for every batch.
+ */
+const STORED_RECEIPTS = renderStatement(
+  sql`select ${blockReceipts.blockNumber} as number, ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength",
+          ${blockReceipts.adler32} as adler32, ${blockReceipts.crc32} as crc32
+        from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${''}::bigint[])`,
+)
 
 type StoredBlockReceipts = {
   number: number
@@ -64,13 +74,8 @@ export function createReceiptResolvers({ db, chain, cache, pendingView, history 
    * (that is the answer cache's job, and `--answer-cache-mb 0` must read the database each time).
    */
   const storedReceipts = new DataLoader<number, StoredBlockReceipts | undefined>(async (numbers) => {
-    // One parameter, an array literal (the client sends no array types), so that the statement text is the same for any batch.
     if (!numbers.every(Number.isSafeInteger)) throw new TypeError('block numbers must be integers')
-    const rows = await db.query<StoredBlockReceipts>(
-      sql`select ${blockReceipts.blockNumber} as number, ${blockReceipts.deflated} as deflated, ${blockReceipts.plainLength} as "plainLength",
-              ${blockReceipts.adler32} as adler32, ${blockReceipts.crc32} as crc32
-            from ${blockReceipts} where ${blockReceipts.blockNumber} = any(${arrayLiteral(new Set(numbers))}::bigint[])`,
-    )
+    const rows = await db.query<StoredBlockReceipts>(STORED_RECEIPTS.withParameters(arrayLiteral(new Set(numbers))))
     const byNumber = new Map(rows.map((row) => [Number(row.number), row]))
     return numbers.map((number) => byNumber.get(number))
   }, BATCH_PER_TURN)
