@@ -94,7 +94,9 @@ describe.skipIf(!SHARED_POSTGRES_AVAILABLE || SAME_IN_EVERY_PASS)('signals outsi
     // Then a new block, which the ingester writes into the half-open connection, and waits.
     relay.freeze()
     await rpc(anvil.rpcUrl, 'evm_mine')
-    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    // Signalled once a statement has gone into a frozen connection: a fixed wait could end before the ingester,
+    // slow on a loaded machine, wrote anything, and the stop would then find nothing unanswered to give up.
+    await expect.poll(() => relay.unrelayedBytes(), { timeout: 30_000, interval: 100 }).toBeGreaterThan(0)
     const signalledAt = Date.now()
     run.child.kill('SIGTERM')
     // Without an answer past the statement timeout (10 s) and 10 s more, the connections are given up: the stop
