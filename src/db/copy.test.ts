@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { describe, expect, test } from 'vitest'
 import { useTestDb } from '../../test/fixtures/db.js'
-import { encodeCopy } from './copy.js'
+import { COPY_PIECE_ROWS, encodeCopy, encodeCopyPieces } from './copy.js'
 import { hexToBytea, schema } from './index.js'
 
 const testDb = useTestDb()
@@ -76,5 +76,45 @@ describe('binary COPY', () => {
   test('a numeric value that is not a whole number is refused before anything is sent', () => {
     const row = { address: new Uint8Array(20), blockNumber: 1, balanceBefore: '1.5', nonceBefore: 0, balance: '1', nonce: 0 }
     expect(() => encodeCopy({ table: schema.accountChanges, rows: [row] })).toThrow(/whole number/)
+  })
+
+  test('pieces joined are the whole COPY, for counts of rows around the piece size', () => {
+    const rowsOf = (count: number) =>
+      Array.from({ length: count }, (_, index) => ({
+        address: hexToBytea(`0x${(index % 256).toString(16).padStart(2, '0').repeat(20)}`),
+        blockNumber: index,
+        balanceBefore: String(index * 7),
+        nonceBefore: index,
+        balance: String(index * 11),
+        nonce: index + 1,
+      }))
+    for (const count of [0, 1, 2, 3, 4, 6, 7]) {
+      const batch = { table: schema.accountChanges, rows: rowsOf(count) }
+      const pieces = [...{ [Symbol.iterator]: () => encodeCopyPieces(batch, 3).pieces }]
+      expect(pieces).toHaveLength(Math.max(1, Math.ceil(count / 3)))
+      expect(Buffer.concat(pieces)).toEqual(Buffer.from(encodeCopy(batch).payload))
+    }
+  })
+
+  test('a table of several pieces lands whole; a bad value in a later piece fails the batch, which leaves nothing, and the next batch lands', async () => {
+    const rows = Array.from({ length: 2 * COPY_PIECE_ROWS + 1 }, (_, index) => ({
+      address: hexToBytea(`0x${'7e'.repeat(12)}${index.toString(16).padStart(16, '0')}`),
+      blockNumber: index,
+      balanceBefore: String(index),
+      nonceBefore: index,
+      balance: String(index + 1),
+      nonce: index + 1,
+    }))
+    const stored = async () =>
+      (
+        await testDb().query<{ count: number; sum: string }>(sql`
+          select count(*)::int as count, coalesce(sum(${schema.accountChanges.blockNumber} + ${schema.accountChanges.balance}), 0)::text as sum
+          from ${schema.accountChanges} where substr(${schema.accountChanges.address}, 1, 12) = ${hexToBytea(`0x${'7e'.repeat(12)}`)}`)
+      )[0]!
+    const bad = rows.map((row, index) => (index === COPY_PIECE_ROWS + 5 ? { ...row, balance: '0.5' } : row))
+    await expect(testDb().copyInTransaction([{ table: schema.accountChanges, rows: bad }])).rejects.toThrow(/whole number/)
+    expect(await stored()).toEqual({ count: 0, sum: '0' })
+    await testDb().copyInTransaction([{ table: schema.accountChanges, rows }])
+    expect(await stored()).toEqual({ count: rows.length, sum: String(rows.reduce((sum, row) => sum + row.blockNumber + Number(row.balance), 0)) })
   })
 })

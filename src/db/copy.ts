@@ -161,17 +161,21 @@ function fieldEncoder(sqlType: string): (writer: Writer, value: unknown) => void
 }
 
 /**
- * Binary COPY: no hex or escaping for the bytea-heavy tables, about half the bytes of the text form.
+ * Binary COPY of `rows[start, end)`: no hex or escaping for the bytea-heavy tables, about half the bytes of
+ * the text form. The format's header goes in the first piece of a table, its trailer in the last.
  * https://www.postgresql.org/docs/current/sql-copy.html#id-1.9.3.55.9.4
  */
-function encodeBinary(columns: [string, PgColumn][], rows: Record<string, unknown>[]): Uint8Array {
+function encodeBinary(columns: [string, PgColumn][], rows: Record<string, unknown>[], { start, end, first, last }: PieceBounds): Uint8Array {
   const writer = createWriter()
-  writer.bytes(BINARY_SIGNATURE)
-  writer.int32(0) // flags
-  writer.int32(0) // header extension length
+  if (first) {
+    writer.bytes(BINARY_SIGNATURE)
+    writer.int32(0) // flags
+    writer.int32(0) // header extension length
+  }
   const keys = columns.map(([key]) => key)
   const encoders = columns.map(([, column]) => fieldEncoder(baseType(column.getSQLType())))
-  for (const row of rows) {
+  for (let at = start; at < end; at++) {
+    const row = rows[at]!
     writer.int16(keys.length)
     for (let index = 0; index < keys.length; index++) {
       const value = row[keys[index]!]
@@ -179,7 +183,7 @@ function encodeBinary(columns: [string, PgColumn][], rows: Record<string, unknow
       else encoders[index]!(writer, value)
     }
   }
-  writer.int16(-1)
+  if (last) writer.int16(-1)
   return writer.done()
 }
 
@@ -197,9 +201,29 @@ function encodeTextValue(value: unknown): string {
   return escapeText(JSON.stringify(value))
 }
 
-function encodeText(columns: [string, PgColumn][], rows: Record<string, unknown>[]): Uint8Array {
-  const lines = rows.map((row) => columns.map(([key]) => encodeTextValue(row[key])).join('\t'))
+function encodeText(columns: [string, PgColumn][], rows: Record<string, unknown>[], { start, end }: PieceBounds): Uint8Array {
+  const lines = rows.slice(start, end).map((row) => columns.map(([key]) => encodeTextValue(row[key])).join('\t'))
   return Buffer.from(lines.length === 0 ? '' : `${lines.join('\n')}\n`)
+}
+
+/** Which rows a piece of a table's COPY data holds, and whether it is the table's first or last piece. */
+type PieceBounds = { start: number; end: number; first: boolean; last: boolean }
+
+/** Rows per piece of a streamed COPY (`encodeCopyPieces`): ~600 KB and ~5 ms of encoding for logs. */
+export const COPY_PIECE_ROWS = 2_000
+
+/** A table's COPY data in pieces, each encoded only when taken: Postgres takes in one while the next is encoded. */
+export type CopyPieces = Omit<EncodedCopy, 'payload'> & { pieces: Iterator<Uint8Array, undefined> }
+
+function copyShape(table: PgTable) {
+  const columns = Object.entries(getTableColumns(table)) as [string, PgColumn][]
+  const binary = columns.every(([, column]) => BINARY_TYPES.has(baseType(column.getSQLType())))
+  return {
+    tableName: `"${getTableName(table)}"`,
+    columns: columns.map(([, column]) => `"${column.name}"`).join(', '),
+    format: binary ? ('binary' as const) : ('text' as const),
+    encode: (rows: Record<string, unknown>[], bounds: PieceBounds) => (binary ? encodeBinary(columns, rows, bounds) : encodeText(columns, rows, bounds)),
+  }
 }
 
 /**
@@ -207,13 +231,26 @@ function encodeText(columns: [string, PgColumn][], rows: Record<string, unknown>
  * faster than multi-row INSERT for backfill, on Postgres and PGlite alike.
  */
 export function encodeCopy({ table, rows }: CopyRows): EncodedCopy {
-  const columns = Object.entries(getTableColumns(table)) as [string, PgColumn][]
-  const binary = columns.every(([, column]) => BINARY_TYPES.has(baseType(column.getSQLType())))
+  const { encode, ...shape } = copyShape(table)
   const records = rows as Record<string, unknown>[]
-  return {
-    tableName: `"${getTableName(table)}"`,
-    columns: columns.map(([, column]) => `"${column.name}"`).join(', '),
-    format: binary ? 'binary' : 'text',
-    payload: binary ? encodeBinary(columns, records) : encodeText(columns, records),
+  return { ...shape, payload: encode(records, { start: 0, end: records.length, first: true, last: true }) }
+}
+
+/**
+ * As `encodeCopy`, but the data in pieces of `rowsPerPiece` rows, encoded as they are taken: streamed, a large
+ * table's rows reach Postgres while the rest are still being encoded, instead of after all of them (the logs
+ * of a 100-block batch took ~44 ms to encode, during which Postgres waited).
+ */
+export function encodeCopyPieces({ table, rows }: CopyRows, rowsPerPiece = COPY_PIECE_ROWS): CopyPieces {
+  const { encode, ...shape } = copyShape(table)
+  const records = rows as Record<string, unknown>[]
+  function* pieces(): Generator<Uint8Array, undefined> {
+    let start = 0
+    do {
+      const end = Math.min(start + rowsPerPiece, records.length)
+      yield encode(records, { start, end, first: start === 0, last: end === records.length })
+      start = end
+    } while (start < records.length)
   }
+  return { ...shape, pieces: pieces() }
 }

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
-import { encodeCopy } from './copy.js'
+import { type CopyPieces, type CopyRows, encodeCopyPieces } from './copy.js'
 import * as schema from './schema.js'
 import {
   type Db,
@@ -338,20 +338,22 @@ function postgresSession(
           begun()
           return transactionBody(async () => {
             if (guard !== null) await watchedStatement(tx.unsafe(guard.sql, guard.params as never[]))
-            // Each table's rows are encoded while Postgres takes in the previous table's: the two overlap.
+            // Encoding overlaps Postgres taking rows in: a table streams in pieces (each encoded once the one before
+            // is on its way), and the first piece of the next table is encoded while Postgres finishes this one.
             const tables = batches.filter((batch) => batch.rows.length > 0)
-            let next = tables.length === 0 ? null : encodeCopy(tables[0]!)
+            let next = tables.length === 0 ? null : startPieces(tables[0]!)
             for (let index = 0; next !== null; index++) {
-              const { tableName, columns, format, payload } = next
+              const { tableName, columns, format, pieces } = next
               const copy = tx.unsafe(`copy ${tableName} (${columns}) from stdin with (format ${format})`)
               const refused = refusalOf(copy)
               const writable = await copy.writable()
-              const copied = Promise.race([pipeline(Readable.from([payload]), writable), refused])
+              // One piece ahead at most (`highWaterMark: 1`): a piece is encoded when the one before has left.
+              const copied = Promise.race([pipeline(Readable.from(pieces, { highWaterMark: 1 }), writable), refused])
               // Awaited below, after a turn: a failure meanwhile (the connection lost) must not count as unhandled.
               copied.catch(() => {})
-              // Let the payload reach the socket before encoding the next table on this thread.
+              // Let the first piece reach the socket before encoding the next table's on this thread.
               await new Promise<void>((resolve) => setImmediate(resolve))
-              next = index + 1 < tables.length ? encodeCopy(tables[index + 1]!) : null
+              next = index + 1 < tables.length ? startPieces(tables[index + 1]!) : null
               await unanswered.watch(copied)
             }
             for (const statement of statements) {
@@ -361,6 +363,22 @@ function postgresSession(
           }, watched).finally(bodyDone)
         }),
       )
+    },
+  }
+}
+
+/** A table's COPY pieces with the first one already encoded (see copyInTransaction), as an iterable. */
+function startPieces(batch: CopyRows): Omit<CopyPieces, 'pieces'> & { pieces: Iterable<Uint8Array> } {
+  const { pieces, ...shape } = encodeCopyPieces(batch)
+  const first = pieces.next()
+  return {
+    ...shape,
+    pieces: {
+      *[Symbol.iterator]() {
+        if (first.done) return
+        yield first.value
+        for (let piece = pieces.next(); !piece.done; piece = pieces.next()) yield piece.value
+      },
     },
   }
 }
