@@ -40,8 +40,7 @@ const SEAL_LOCK_ID = 0x6667736c
 
 const BOUND = /^FOR VALUES FROM \((MINVALUE|'?(-?\d+)'?)\) TO \('?(\d+)'?\)$/
 
-/** Every partition of `logs`, oldest first. */
-/** `db`: any session, or a transaction's statements (drizzle SQL only). */
+/** Every partition of `logs`, oldest first. `db`: any session, or a transaction's statements (drizzle SQL only). */
 export async function logPartitions(db: { query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]> }): Promise<LogPartition[]> {
   const rows = await db.query<{ name: string; bound: string; comment: string | null }>(sql`
     select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound, obj_description(c.oid, 'pg_class') as comment
