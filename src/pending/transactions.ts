@@ -13,6 +13,7 @@ import {
 } from 'viem'
 import { parseTransaction } from 'viem/op-stack'
 import { toQuantity } from '../codecs/index.js'
+import { signingPayload } from '../codecs/signing-payload.js'
 import { bytesToHexText, keccak256Bytes, keccak256OfHex } from '../codecs/keccak.js'
 
 /** A pre-confirmed transaction, decoded from its EIP-2718 bytes, with its sender recovered. */
@@ -53,8 +54,11 @@ const recoverPublicKey: (digest: Uint8Array, signature: Uint8Array, recoveryId: 
   }
 })()
 
-/** The sender of a signed transaction; viem's recovery stays as the fallback for anything unusual. */
-async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise<{ address: Address; publicKey?: Uint8Array }> {
+/**
+ * The sender of a signed transaction (`bytes`: its encoding, when its hex was well formed); viem's recovery
+ * stays as the fallback for anything unusual.
+ */
+async function recoverSender(raw: Hex, bytes: Uint8Array | null, parsed: Record<string, unknown>): Promise<{ address: Address; publicKey?: Uint8Array }> {
   try {
     const { r, s, v, yParity, ...unsigned } = parsed as Record<string, unknown> & { r: Hex; s: Hex; v?: bigint; yParity?: number }
     const legacyV = v === undefined ? undefined : Number(v)
@@ -63,7 +67,8 @@ async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise
     const signature = new Uint8Array(64)
     signature.set(hexToBytes(r, { size: 32 }), 0)
     signature.set(hexToBytes(s, { size: 32 }), 32)
-    const digest = keccak256OfHex(serializeTransaction(unsigned as TransactionSerializable))
+    const payload = bytes === null ? null : signingPayload(bytes, v)
+    const digest = payload === null ? keccak256OfHex(serializeTransaction(unsigned as TransactionSerializable)) : keccak256Bytes(payload)
     const publicKey = recoverPublicKey(digest, signature, recoveryId)
     if (publicKey === null) throw new Error('no key')
     return { address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), publicKey: publicKey.subarray(1) }
@@ -76,7 +81,10 @@ async function recoverSender(raw: Hex, parsed: Record<string, unknown>): Promise
 export async function decodePendingTransaction(raw: Hex): Promise<PendingTransaction> {
   const parsed = parseTransaction(raw) as Record<string, unknown> & { type: string }
   const type = TYPE_BY_NAME[parsed.type] ?? 0
-  const sender = type === 0x7e ? { address: parsed.from as Address } : await recoverSender(raw, parsed)
+  // Its bytes, once: for its hash and for the payload its sender signed (hex that Buffer would misread goes to viem).
+  const decoded = Buffer.from(raw.slice(2), 'hex')
+  const bytes = decoded.length * 2 === raw.length - 2 ? decoded : null
+  const sender = type === 0x7e ? { address: parsed.from as Address } : await recoverSender(raw, bytes, parsed)
   const from = sender.address
   const fields: Record<string, unknown> = { type: toQuantity(type) }
   if (parsed.chainId !== undefined) fields.chainId = toQuantity(parsed.chainId as number)
@@ -103,7 +111,7 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
     fields.v = type === 0 ? toQuantity((parsed.v as bigint | undefined) ?? 0n) : toQuantity((parsed.yParity as number | undefined) ?? 0)
   }
   return {
-    hash: bytesToHexText(keccak256OfHex(raw)),
+    hash: bytesToHexText(bytes === null ? keccak256OfHex(raw) : keccak256Bytes(bytes)),
     index: -1,
     raw,
     from: from.toLowerCase() as Address,
