@@ -2,7 +2,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { format } from 'node:util'
 import { maxAliasesPlugin } from '@escape.tech/graphql-armor-max-aliases'
 import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens'
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql'
 import { GraphQLError } from 'graphql'
 import { createYoga, type GraphiQLOptions, maskError } from 'graphql-yoga'
 import type { Logger } from 'pino'
@@ -68,7 +67,7 @@ export type GraphqlServerConfig = {
   logger: Logger
   chainEvents?: ChainEvents | null
   /** GraphiQL's page; by default the library's, which inlines its 9 MB of scripts (src/server serves them apart). */
-  renderGraphiQL?: (options?: GraphiQLOptions) => string
+  renderGraphiQL?: (options?: GraphiQLOptions) => string | Promise<string>
 }
 
 /**
@@ -94,7 +93,8 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
       chainEvents: config.chainEvents ?? null,
     }),
     graphiql: { title: 'flashgate GraphiQL', defaultQuery: DEFAULT_GRAPHIQL_QUERY },
-    renderGraphiQL: config.renderGraphiQL ?? renderGraphiQL,
+    // The library's page imported when first asked for: its bundle is ~28 MB of heap (src/server/graphiql.ts).
+    renderGraphiQL: config.renderGraphiQL ?? (async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options)),
     // yoga reports every error it answers with; the unexpected ones are logged at `error` by `maskError`.
     logging: { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('debug') },
     maskedErrors: {

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { css, editorWorkerService, graphqlWorker, js, jsonWorker } from '@graphql-yoga/render-graphiql/graphiql'
 import type { GraphiQLOptions } from 'graphql-yoga'
 import { compressStatic, type ContentCoding, negotiateEncoding } from '../http/compress.js'
 import { etagMatches } from '../http/etag.js'
@@ -21,21 +20,36 @@ function asset(name: string, extension: string, contentType: string, text: strin
   return { path: `${GRAPHIQL_ASSETS_PATH}${name}.${hash}.${extension}`, contentType, body, etag: `W/"${hash}"`, encoded: {} }
 }
 
-let built: { script: Asset; style: Asset; workers: Record<string, Asset>; byPath: Map<string, Asset> } | null = null
+type Assets = { script: Asset; style: Asset; workers: Record<string, Asset>; byPath: Map<string, Asset> }
 
-/** The library's bundle split into files, hashed once per process on first use. */
-function graphiqlAssets() {
-  if (built !== null) return built
-  const script = asset('graphiql', 'js', JAVASCRIPT, js)
-  const style = asset('graphiql', 'css', 'text/css; charset=utf-8', css)
-  // Monaco asks for its workers by label; the library makes Blob URLs of them, we serve them as files.
-  const workers = {
-    editorWorkerService: asset('editor.worker', 'js', JAVASCRIPT, editorWorkerService),
-    json: asset('json.worker', 'js', JAVASCRIPT, jsonWorker),
-    graphql: asset('graphql.worker', 'js', JAVASCRIPT, graphqlWorker),
-  }
-  const byPath = new Map([script, style, ...Object.values(workers)].map((entry) => [entry.path, entry]))
-  built = { script, style, workers, byPath }
+let built: Promise<Assets> | null = null
+
+/**
+ * The library's bundle split into files, hashed once per process on first use. The bundle is imported then,
+ * not when the server starts: its module holds ~28 MB of strings in the heap (its 9 MB of source, kept by V8,
+ * and the text it exports), which a process that never shows GraphiQL (every worker behind a load
+ * balancer but the one a developer's browser reaches) would carry for nothing.
+ */
+function graphiqlAssets(): Promise<Assets> {
+  built ??= import('@graphql-yoga/render-graphiql/graphiql').then(
+    ({ css, editorWorkerService, graphqlWorker, js, jsonWorker }) => {
+      const script = asset('graphiql', 'js', JAVASCRIPT, js)
+      const style = asset('graphiql', 'css', 'text/css; charset=utf-8', css)
+      // Monaco asks for its workers by label; the library makes Blob URLs of them, we serve them as files.
+      const workers = {
+        editorWorkerService: asset('editor.worker', 'js', JAVASCRIPT, editorWorkerService),
+        json: asset('json.worker', 'js', JAVASCRIPT, jsonWorker),
+        graphql: asset('graphql.worker', 'js', JAVASCRIPT, graphqlWorker),
+      }
+      const byPath = new Map([script, style, ...Object.values(workers)].map((entry) => [entry.path, entry]))
+      return { script, style, workers, byPath }
+    },
+    (error: unknown) => {
+      // The next request tries again rather than failing for the life of the process.
+      built = null
+      throw error
+    },
+  )
   return built
 }
 
@@ -52,8 +66,8 @@ function escapeHtml(text: string): string {
  * GraphiQL's page as @graphql-yoga/render-graphiql renders it, minus the 9 MB it inlines: the bundle, styles
  * and Monaco workers are linked as cacheable files, so the page itself is a couple of kilobytes.
  */
-export function renderGraphiqlPage(options?: GraphiQLOptions): string {
-  const { script, style, workers } = graphiqlAssets()
+export async function renderGraphiqlPage(options?: GraphiQLOptions): Promise<string> {
+  const { script, style, workers } = await graphiqlAssets()
   const workerUrls = Object.fromEntries(Object.entries(workers).map(([label, entry]) => [label, entry.path]))
   return `<!doctype html>
 <html lang="en">
@@ -84,7 +98,7 @@ export function renderGraphiqlPage(options?: GraphiQLOptions): string {
  * coding and kept. Returns `false` when the path names no asset.
  */
 export async function serveGraphiqlAsset(request: IncomingMessage, response: ServerResponse, path: string): Promise<boolean> {
-  const entry = graphiqlAssets().byPath.get(path)
+  const entry = (await graphiqlAssets()).byPath.get(path)
   if (entry === undefined) return false
   const headers = { 'content-type': entry.contentType, 'cache-control': IMMUTABLE_CACHE_CONTROL, etag: entry.etag, vary: 'Accept-Encoding' }
   if (etagMatches(request.headers['if-none-match'], entry.etag)) {
