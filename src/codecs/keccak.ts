@@ -9,10 +9,16 @@ import { type Hex, keccak256 } from 'viem'
 /** The digest of `bytes`, as bytes. */
 export const keccak256Bytes = (bytes: Uint8Array): Uint8Array => keccak_256(bytes)
 
+/** `0x`-prefixed hex data as bytes, converted by Buffer; `null` where Buffer would read it otherwise than viem (an odd length, a non-hex digit). */
+export function hexBytes(hex: Hex): Buffer | null {
+  const bytes = Buffer.from(hex.slice(2), 'hex')
+  return bytes.length * 2 === hex.length - 2 ? bytes : null
+}
+
 /** The digest of `0x`-prefixed hex data, as bytes. */
 export function keccak256OfHex(hex: Hex): Uint8Array {
-  const bytes = Buffer.from(hex.slice(2), 'hex')
-  if (bytes.length * 2 === hex.length - 2) return keccak_256(bytes)
+  const bytes = hexBytes(hex)
+  if (bytes !== null) return keccak_256(bytes)
   return Buffer.from(keccak256(hex).slice(2), 'hex')
 }
 

@@ -14,7 +14,7 @@ import {
 import { parseTransaction } from 'viem/op-stack'
 import { toQuantity } from '../codecs/index.js'
 import { signingPayload } from '../codecs/signing-payload.js'
-import { bytesToHexText, keccak256Bytes, keccak256OfHex } from '../codecs/keccak.js'
+import { bytesToHexText, hexBytes, keccak256Bytes, keccak256OfHex } from '../codecs/keccak.js'
 
 /** A pre-confirmed transaction, decoded from its EIP-2718 bytes, with its sender recovered. */
 export type PendingTransaction = {
@@ -54,13 +54,19 @@ const recoverPublicKey: (digest: Uint8Array, signature: Uint8Array, recoveryId: 
   }
 })()
 
+/** A parsed transaction without its signature: what viem re-encodes when the signed bytes cannot be cut. */
+function unsignedFields(parsed: Record<string, unknown>): TransactionSerializable {
+  const { r: _r, s: _s, v: _v, yParity: _yParity, ...unsigned } = parsed
+  return unsigned as TransactionSerializable
+}
+
 /**
  * The sender of a signed transaction (`bytes`: its encoding, when its hex was well formed); viem's recovery
  * stays as the fallback for anything unusual.
  */
 async function recoverSender(raw: Hex, bytes: Uint8Array | null, parsed: Record<string, unknown>): Promise<{ address: Address; publicKey?: Uint8Array }> {
   try {
-    const { r, s, v, yParity, ...unsigned } = parsed as Record<string, unknown> & { r: Hex; s: Hex; v?: bigint; yParity?: number }
+    const { r, s, v, yParity } = parsed as Record<string, unknown> & { r: Hex; s: Hex; v?: bigint; yParity?: number }
     const legacyV = v === undefined ? undefined : Number(v)
     const recoveryId = yParity ?? (legacyV === undefined ? undefined : legacyV <= 28 ? legacyV - 27 : (legacyV - 35) % 2)
     if (recoveryId !== 0 && recoveryId !== 1) throw new Error('no recovery id')
@@ -68,7 +74,7 @@ async function recoverSender(raw: Hex, bytes: Uint8Array | null, parsed: Record<
     signature.set(hexToBytes(r, { size: 32 }), 0)
     signature.set(hexToBytes(s, { size: 32 }), 32)
     const payload = bytes === null ? null : signingPayload(bytes, v)
-    const digest = payload === null ? keccak256OfHex(serializeTransaction(unsigned as TransactionSerializable)) : keccak256Bytes(payload)
+    const digest = payload === null ? keccak256OfHex(serializeTransaction(unsignedFields(parsed))) : keccak256Bytes(payload)
     const publicKey = recoverPublicKey(digest, signature, recoveryId)
     if (publicKey === null) throw new Error('no key')
     return { address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), publicKey: publicKey.subarray(1) }
@@ -82,8 +88,7 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
   const parsed = parseTransaction(raw) as Record<string, unknown> & { type: string }
   const type = TYPE_BY_NAME[parsed.type] ?? 0
   // Its bytes, once: for its hash and for the payload its sender signed (hex that Buffer would misread goes to viem).
-  const decoded = Buffer.from(raw.slice(2), 'hex')
-  const bytes = decoded.length * 2 === raw.length - 2 ? decoded : null
+  const bytes = hexBytes(raw)
   const sender = type === 0x7e ? { address: parsed.from as Address } : await recoverSender(raw, bytes, parsed)
   const from = sender.address
   const fields: Record<string, unknown> = { type: toQuantity(type) }
