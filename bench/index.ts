@@ -127,7 +127,13 @@ async function main(): Promise<number> {
     const writeDatabase = await createBenchDatabase(options)
     cleanup.defer(`drop ${writeDatabase.label}`, writeDatabase.drop)
     stamp(`write path: writeBlocks into ${writeDatabase.label}`)
-    const writePath = await measureWritePath({ rpcUrl: anvil.rpcUrl, databaseUrl: writeDatabase.databaseUrl, head: chain.head, log })
+    const writePath = await measureWritePath({
+      rpcUrl: anvil.rpcUrl,
+      databaseUrl: writeDatabase.databaseUrl,
+      head: chain.head,
+      bareBackfill: !options.pglite,
+      log,
+    })
     await writeDatabase.drop()
     stamp(`write path: ${Math.round(writePath.logsPerSecond)} logs/s`)
     if (!options.pglite) await quiet(gatewayDatabase.databaseUrl)

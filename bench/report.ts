@@ -105,6 +105,11 @@ export function formatReport(results: BenchResults): string {
   lines.push(
     `  (write path excludes fetching, ${writePath.fetchSeconds.toFixed(1)} s, and toRows, ${writePath.toRowsSeconds.toFixed(1)} s; accounts served from: ${backfill.accountSource})`,
   )
+  // Older results (before bare partitions) have neither figure.
+  if ((writePath.barePartitions ?? 0) > 0)
+    lines.push(
+      `  (${writePath.barePartitions} of its partitions written bare, far below the head; their seals, which build the indexes, took ${writePath.sealSeconds.toFixed(1)} s after it, in the background when the ingester writes)`,
+    )
   lines.push('')
   const rows = [
     [

@@ -198,6 +198,8 @@ export async function startGateway({
     registry: config.builderCodeRegistry,
     entryPoints,
     keepRecentStateDiffs: executor !== null,
+    // Where it ingests, the leader seals (below): PGlite has no sealer.
+    sealsLogs: isPostgresUrl(config.databaseUrl),
   })
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres
   // NOTIFY (below), and subscribers everywhere through `resolvers.events`.

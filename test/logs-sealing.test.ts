@@ -26,7 +26,7 @@ const followed = useFollowedChain({
   },
 })
 
-const partition = (name: string, from: number | null, to: number, sealed = false): LogPartition => ({ name, from, to, sealed })
+const partition = (name: string, from: number | null, to: number, sealed = false): LogPartition => ({ name, from, to, sealed, bare: false })
 
 describe('partitionsToSeal', () => {
   const partitions = [

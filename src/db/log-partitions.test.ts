@@ -27,7 +27,7 @@ import { MIGRATIONS_FOLDER } from './session.js'
 const usesPostgres = isPostgresUrl(process.env.DATABASE_URL ?? '')
 const testDb = useTestDb()
 
-const part = (from: number | null, to: number): LogPartition => ({ name: `logs_${from ?? 'old'}`, from, to, sealed: false })
+const part = (from: number | null, to: number): LogPartition => ({ name: `logs_${from ?? 'old'}`, from, to, sealed: false, bare: false })
 
 describe('missingLogRanges', () => {
   test('aligned ranges of the partition size, from the first block missing to past the last', () => {
@@ -82,6 +82,21 @@ const physicalOrder = (db: Db, name: string) =>
   db.query<{ key: string }>(sql`select encode(substr(address, 13, 8), 'hex') || ':' || coalesce(encode(substr(topic0, 1, 8), 'hex'), '~') || ':'
     || lpad(block_number::text, 12, '0') as key from ${sql.identifier(name)} order by ctid`)
 
+/** The keys of a table's indexes, sorted: what it is indexed by, whatever the indexes are named. */
+const indexKeys = async (db: Db, table: string) =>
+  (await db.query<{ indexdef: string }>(sql`select indexdef from pg_indexes where tablename = ${table}`))
+    .map((row) => row.indexdef.replace(/^.* USING btree /, ''))
+    .sort()
+
+/** A partition with every index: its primary key and the secondary indexes of `LOG_INDEX_KEYS`. */
+const EVERY_INDEX = [
+  '(block_number, log_index)',
+  '(substr(address, 13, 8), substr(topic0, 1, 8), block_number)',
+  '(substr(topic0, 1, 8), block_number)',
+  '(substr(topic1, 25, 8), block_number)',
+  '(substr(topic2, 25, 8), block_number)',
+]
+
 /** How many neighbours lie out of order: about half of randomly placed rows, none of sorted ones. */
 const outOfOrder = (keys: string[]) => keys.filter((key, index) => index > 0 && key < keys[index - 1]!).length
 
@@ -121,13 +136,13 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     expect([...sealedOrder].sort()).toEqual([...order].sort())
     expect(outOfOrder(sealedOrder)).toBeLessThanOrEqual(order.length / 100)
     expect(await everyLog(db)).toEqual(before)
-    // The parent's indexes and primary key cover the new table: a duplicate is refused, a selective read uses them.
+    // The parent's primary key covers the new table, which has the secondary indexes of its own: a duplicate is
+    // refused, a selective read uses them.
     const attached = await db.query<{ name: string }>(sql`select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
-      where i.inhparent in ('logs_address_topic0_idx'::regclass, 'logs_topic0_idx'::regclass, 'logs_topic1_idx'::regclass, 'logs_topic2_idx'::regclass,
-        'logs_block_number_log_index_pk'::regclass) order by 1`)
-    expect(attached.map((row) => row.name)).toEqual(
-      expect.arrayContaining(['logs_100_address_topic0_idx', 'logs_100_pk', 'logs_100_topic0_idx', 'logs_100_topic1_idx', 'logs_100_topic2_idx']),
-    )
+      where i.inhparent = 'logs_block_number_log_index_pk'::regclass order by 1`)
+    expect(attached.map((row) => row.name)).toContain('logs_100_pk')
+    expect(await indexKeys(db, 'logs_100')).toEqual(EVERY_INDEX)
+    expect((await logPartitions(db)).find((each) => each.name === 'logs_100')?.bare).toBe(false)
     await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(105, 106, 1) }])).rejects.toMatchObject({ code: '23505' })
     const plan = await db.query<{ plan: string }>(sql`explain (format text) select * from logs
       where ${logAddressIsAnyOf(schema.logs.address, [`0x${'0'.repeat(39)}3`])} and ${logTopic0IsAnyOf(schema.logs.topic0, [`0x01${'0'.repeat(62)}`])}
@@ -200,6 +215,57 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     expect(await dropLogPartition(db, first!)).toBe(true)
     expect(await everyLog(db)).toEqual(before.filter((row) => Number(row.block_number) >= 110))
     expect((await logPartitions(db)).map((partition) => partition.name)).toEqual(['logs_110'])
+  })
+
+  test('a bare partition is written and read without its secondary indexes, which the partitioner builds before it writes there near the head, and a seal builds', async () => {
+    const db = testDb()
+    const partitioner = createLogPartitioner(db, { size: 10, aheadBlocks: 0 })
+    const partitionOf = async (from: number) => (await logPartitions(db)).find((each) => each.from === from)!
+    try {
+      // Far below the head (it ends at or below `bareBelow`): bare, its primary key alone.
+      await partitioner.ensure(500, 503, { bareBelow: 530 })
+      expect(await partitionOf(500)).toMatchObject({ bare: true, sealed: false })
+      expect(await indexKeys(db, 'logs_500')).toEqual(['(block_number, log_index)'])
+      const rows = logRows(500, 510, 30)
+      await db.copyInTransaction([{ table: schema.logs, rows }])
+      const address = `0x${'0'.repeat(39)}3` as const
+      const topic0 = `0x01${'0'.repeat(62)}` as const
+      const selective = () =>
+        db.query<{ block: string; index: number }>(sql`select block_number::text as block, log_index as index from logs
+          where ${logAddressIsAnyOf(schema.logs.address, [address])} and ${logTopic0IsAnyOf(schema.logs.topic0, [topic0])}
+            and block_number between 500 and 509 order by 1, 2`)
+      const expected = rows
+        .filter(
+          (row) => Buffer.from(row.address).toString('hex').endsWith('3') && row.topic0 !== null && Buffer.from(row.topic0).toString('hex').startsWith('01'),
+        )
+        .map((row) => ({ block: String(row.blockNumber), index: row.logIndex }))
+      expect(expected.length).toBeGreaterThan(10)
+      expect(await selective()).toEqual(expected)
+      // A duplicate is refused: the primary key is there.
+      await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(505, 506, 1) }])).rejects.toMatchObject({ code: '23505' })
+
+      // A partition that ends above `bareBelow` is attached with its indexes.
+      await partitioner.ensure(510, 512, { bareBelow: 515 })
+      expect(await partitionOf(510)).toMatchObject({ bare: false })
+      expect(await indexKeys(db, 'logs_510')).toEqual(EVERY_INDEX)
+
+      // The head came to lie in the bare one (the upstream's moved back): indexed before the batch is written.
+      await partitioner.ensure(508, 509, { bareBelow: 400 })
+      expect(await partitionOf(500)).toMatchObject({ bare: false, sealed: false })
+      expect(await indexKeys(db, 'logs_500')).toEqual(EVERY_INDEX)
+      expect(await selective()).toEqual(expected)
+
+      // Another bare one, sealed: the seal builds every index.
+      await partitioner.ensure(520, 521, { bareBelow: 1_000 })
+      await db.copyInTransaction([{ table: schema.logs, rows: logRows(520, 530, 5) }])
+      expect(await partitionOf(520)).toMatchObject({ bare: true })
+      expect(await sealLogPartition(db, await partitionOf(520))).toBe('sealed')
+      expect(await partitionOf(520)).toMatchObject({ bare: false, sealed: true })
+      expect(await indexKeys(db, 'logs_520')).toEqual(EVERY_INDEX)
+      expect((await everyLog(db)).filter((row) => Number(row.block_number) >= 520).length).toBe(50)
+    } finally {
+      for (const from of [500, 510, 520]) await dropLogPartition(db, await partitionOf(from))
+    }
   })
 
   test('a partitioner that remembers a partition dropped since attaches it again once it forgets', async () => {
@@ -278,8 +344,11 @@ describe.skipIf(!usesPostgres)('sealing beside readers (Postgres)', () => {
   })
 })
 
-/** An index as an older flashgate wrote it: the migrations up to and including `lastTag` only, and `rows` in `logs`. */
-async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof schema.logs.$inferInsert)[]): Promise<void> {
+/**
+ * An index as an older flashgate wrote it: the migrations up to and including `lastTag` only, then the
+ * `statements`, and `rows` in `logs`.
+ */
+async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof schema.logs.$inferInsert)[], statements: string[] = []): Promise<void> {
   const folder = mkdtempSync(join(tmpdir(), 'flashgate-migrations-'))
   try {
     cpSync(MIGRATIONS_FOLDER, folder, { recursive: true })
@@ -291,12 +360,14 @@ async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof sc
       const client = postgres(databaseUrl, { max: 1, onnotice: () => {} })
       const db = drizzlePostgres(client)
       await migratePostgres(db, { migrationsFolder: folder })
+      for (const statement of statements) await db.execute(sql.raw(statement))
       await db.insert(schema.logs).values(rows)
       await client.end()
     } else {
       const client = new PGlite(databaseUrl)
       const db = drizzlePglite(client)
       await migratePglite(db, { migrationsFolder: folder })
+      for (const statement of statements) await db.execute(sql.raw(statement))
       await db.insert(schema.logs).values(rows)
       await client.close()
     }
@@ -316,7 +387,7 @@ test('an index written before partitioning keeps its logs in one partition, read
 
     const db = await createDb({ databaseUrl })
     try {
-      expect(await logPartitions(db)).toEqual([{ name: 'logs_unpartitioned', from: null, to: 15_000, sealed: false }])
+      expect(await logPartitions(db)).toEqual([{ name: 'logs_unpartitioned', from: null, to: 15_000, sealed: false, bare: false }])
       expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
       await attachLogPartitions(db, 15_000, 15_001)
       await db.copyInTransaction([{ table: schema.logs, rows: logRows(15_000, 15_002, 2) }])
@@ -325,15 +396,46 @@ test('an index written before partitioning keeps its logs in one partition, read
         ['logs_15000', 15_000, 20_000],
       ])
       expect((await everyLog(db)).length).toBe(rows.length + 4)
-      // Its indexes are keyed as the new partitions' are (migrations 0011 and 0012).
-      const definitions = await db.query<{ indexdef: string }>(sql`select indexdef from pg_indexes where tablename = 'logs_unpartitioned' order by indexname`)
-      expect(definitions.map((row) => row.indexdef.replace(/^.* USING btree /, '')).sort()).toEqual([
-        '(block_number, log_index)',
-        '(substr(address, 13, 8), substr(topic0, 1, 8), block_number)',
-        '(substr(topic0, 1, 8), block_number)',
-        '(substr(topic1, 25, 8), block_number)',
-        '(substr(topic2, 25, 8), block_number)',
+      // Its indexes are keyed as the new partitions' are (migrations 0011 and 0012), and its own (0015).
+      expect(await indexKeys(db, 'logs_unpartitioned')).toEqual(EVERY_INDEX)
+      expect(await indexKeys(db, 'logs_15000')).toEqual(EVERY_INDEX)
+    } finally {
+      await db.close()
+    }
+  } finally {
+    await database?.drop()
+    if (directory !== null) rmSync(directory, { recursive: true, force: true })
+  }
+})
+
+test('an index whose partitions shared the parent\u2019s indexes keeps them as each partition\u2019s own, with every log and answer', async () => {
+  // A fresh database at migration 0014: partitions made then take the parent's indexes, one of them sealed.
+  const database = usesPostgres ? await createTestDatabase() : null
+  const directory = database === null ? mkdtempSync(join(tmpdir(), 'flashgate-shared-indexes-')) : null
+  const databaseUrl = database?.databaseUrl ?? join(directory!, 'pglite')
+  try {
+    const rows = [...logRows(10, 20, 12), ...logRows(5_000, 5_010, 12)]
+    await olderIndex(databaseUrl, '0014_undone_logs', rows, [
+      'create table logs_0 partition of logs for values from (0) to (5000)',
+      'alter table logs_0 add constraint logs_0_range check (block_number >= 0 and block_number < 5000)',
+      "comment on table logs_0 is 'flashgate: sealed'",
+      'create table logs_5000 partition of logs for values from (5000) to (10000)',
+    ])
+    const db = await createDb({ databaseUrl })
+    try {
+      // The parent keeps its primary key alone; each partition has every index, the primary key still the parent's.
+      expect(await indexKeys(db, 'logs')).toEqual(['(block_number, log_index)'])
+      expect(await indexKeys(db, 'logs_0')).toEqual(EVERY_INDEX)
+      expect(await indexKeys(db, 'logs_5000')).toEqual(EVERY_INDEX)
+      expect(await logPartitions(db)).toEqual([
+        { name: 'logs_0', from: 0, to: 5_000, sealed: true, bare: false },
+        { name: 'logs_5000', from: 5_000, to: 10_000, sealed: false, bare: false },
       ])
+      expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
+      await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(15, 16, 1) }])).rejects.toMatchObject({ code: '23505' })
+      // New partitions get the indexes of their own too.
+      await attachLogPartitions(db, 10_000, 10_001)
+      expect(await indexKeys(db, 'logs_10000')).toEqual(EVERY_INDEX)
     } finally {
       await db.close()
     }

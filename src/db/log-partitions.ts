@@ -15,6 +15,15 @@ import { type DbSession, rowsOf, sqlState } from './session.js'
  * - the ingester attaches empty partitions ahead of the blocks it writes (`createLogPartitioner`);
  * - the ingest leader seals the partitions the head has left (`sealLogPartition`, ingest/seal-logs.ts);
  * - retention drops the partitions wholly below the first block kept (`dropLogPartition`).
+ *
+ * The secondary indexes (`LOG_INDEX_KEYS`) are each partition's own, not the parent's (migration 0015), so that
+ * a partition can be written without them: a *bare* partition. The ingester makes one where a backfill far
+ * below the head fills it whole and the seal, which rebuilds every index anyway, follows soon after. Its logs
+ * are then written at ~3 times the rate (measured on the bench's chain: 193k against 68k logs/s in one
+ * run), because four B-trees are no longer updated a row at a time only to be thrown away by the seal. Until
+ * then a query of it reads it by block range through the primary key: the answers are the same, slower.
+ * Should the head come to lie in a bare partition (the upstream's head moved back), the ingester builds its
+ * indexes before it writes there.
  */
 
 /** Blocks per partition: ~7.5M logs of Base's shape (~2.8 hours of Base), sealed in about a minute. */
@@ -26,8 +35,14 @@ export const LOG_PARTITION_AHEAD_BLOCKS = 1_000
 /** The comment a sealed partition carries: the rewrite is done, nothing is left to do with it. */
 export const SEALED_COMMENT = 'flashgate: sealed'
 
-/** A partition of `logs`: blocks [from, to); `from` is null for the partition of logs indexed before 0010 (MINVALUE). */
-export type LogPartition = { name: string; from: number | null; to: number; sealed: boolean }
+/**
+ * A partition of `logs`: blocks [from, to); `from` is null for the partition of logs indexed before 0010
+ * (MINVALUE). `bare`: it lacks a secondary index (written by a backfill, waiting for its seal).
+ */
+export type LogPartition = { name: string; from: number | null; to: number; sealed: boolean; bare: boolean }
+
+/** A partition's indexes when it has them all: its primary key and `LOG_INDEX_KEYS`. */
+const FULL_INDEX_COUNT = 1 + Object.keys(LOG_INDEX_KEYS).length
 
 /** How long a partition swap or drop waits for the readers of `logs` before it gives up and tries later. */
 const SWAP_LOCK_TIMEOUT_MS = 200
@@ -42,15 +57,22 @@ const BOUND = /^FOR VALUES FROM \((MINVALUE|'?(-?\d+)'?)\) TO \('?(\d+)'?\)$/
 
 /** Every partition of `logs`, oldest first. `db`: any session, or a transaction's statements (drizzle SQL only). */
 export async function logPartitions(db: { query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]> }): Promise<LogPartition[]> {
-  const rows = await db.query<{ name: string; bound: string; comment: string | null }>(sql`
-    select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound, obj_description(c.oid, 'pg_class') as comment
+  const rows = await db.query<{ name: string; bound: string; comment: string | null; indexes: number }>(sql`
+    select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound, obj_description(c.oid, 'pg_class') as comment,
+      (select count(*) from pg_index x where x.indrelid = c.oid)::int as indexes
     from pg_inherits i join pg_class c on c.oid = i.inhrelid
     where i.inhparent = 'logs'::regclass`)
   return rows
-    .map(({ name, bound, comment }) => {
+    .map(({ name, bound, comment, indexes }) => {
       const match = BOUND.exec(bound)
       if (match === null) throw new Error(`logs partition ${name}: unexpected bound "${bound}"`)
-      return { name, from: match[2] === undefined ? null : Number(match[2]), to: Number(match[3]), sealed: comment === SEALED_COMMENT }
+      return {
+        name,
+        from: match[2] === undefined ? null : Number(match[2]),
+        to: Number(match[3]),
+        sealed: comment === SEALED_COMMENT,
+        bare: Number(indexes) < FULL_INDEX_COUNT,
+      }
     })
     .sort((left, right) => (left.from ?? Number.NEGATIVE_INFINITY) - (right.from ?? Number.NEGATIVE_INFINITY))
 }
@@ -87,36 +109,75 @@ export function missingLogRanges(
 }
 
 /**
- * Attaches an empty partition for blocks [from, to). ATTACH (unlike CREATE TABLE … PARTITION OF) takes only
- * a SHARE UPDATE EXCLUSIVE lock on `logs`: reads and writes of the other partitions go on meanwhile.
+ * The statements that give `table` the secondary indexes of a partition of `logs`, named `<prefix>_<key>`
+ * (`IF NOT EXISTS`: a build cut short by a crash is completed, not repeated).
  */
-async function attachEmptyPartition(db: DbSession, { from, to }: { from: number; to: number }): Promise<void> {
-  const name = sql.identifier(`logs_${from}`)
+function secondaryIndexes(table: string, prefix = table): SQL[] {
+  return Object.entries(LOG_INDEX_KEYS).map(
+    ([suffix, keys]) => sql`create index if not exists ${sql.identifier(`${prefix}_${suffix}`)} on ${sql.identifier(table)} (${sql.raw(keys)})`,
+  )
+}
+
+/**
+ * Attaches an empty partition for blocks [from, to), with its secondary indexes unless `bare`. ATTACH (unlike
+ * CREATE TABLE … PARTITION OF) takes only a SHARE UPDATE EXCLUSIVE lock on `logs`: reads and writes of the
+ * other partitions go on meanwhile.
+ */
+async function attachEmptyPartition(db: DbSession, { from, to }: { from: number; to: number }, bare: boolean): Promise<void> {
+  const table = `logs_${from}`
   await db.transaction(async (tx) => {
-    await tx.execute(sql`create table ${name} (like logs)`)
-    await tx.execute(sql`alter table logs attach partition ${name} for values from (${sql.raw(String(from))}) to (${sql.raw(String(to))})`)
+    await tx.execute(sql`create table ${sql.identifier(table)} (like logs)`)
+    if (!bare) for (const statement of secondaryIndexes(table)) await tx.execute(statement)
+    await tx.execute(sql`alter table logs attach partition ${sql.identifier(table)} for values from (${sql.raw(String(from))}) to (${sql.raw(String(to))})`)
   })
 }
 
-/** Attaches whatever partitions blocks `first` to `last` lack; answers the partitions as they are then. */
-export async function attachLogPartitions(db: DbSession, first: number, last: number, size = LOG_PARTITION_BLOCKS): Promise<LogPartition[]> {
+/**
+ * Attaches whatever partitions blocks `first` to `last` lack; answers the partitions as they are then. Those
+ * that end at or below `bareBelow` are attached bare (the caller knows they will be sealed once written).
+ */
+export async function attachLogPartitions(
+  db: DbSession,
+  first: number,
+  last: number,
+  size = LOG_PARTITION_BLOCKS,
+  bareBelow = Number.NEGATIVE_INFINITY,
+): Promise<LogPartition[]> {
   const partitions = await logPartitions(db)
   const missing = missingLogRanges(partitions, first, last, size)
   if (missing.length === 0) return partitions
-  for (const range of missing) await attachEmptyPartition(db, range)
+  for (const range of missing) await attachEmptyPartition(db, range, range.to <= bareBelow)
   return logPartitions(db)
+}
+
+/**
+ * Builds the secondary indexes a bare partition lacks, in bulk. CREATE INDEX locks out writes to the
+ * partition (the ingester, the only writer, is the caller), not reads.
+ */
+export async function indexBarePartition(db: DbSession, partition: LogPartition): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`set local statement_timeout = 0`)
+    await tx.execute(sql`set local maintenance_work_mem = '512MB'`)
+    for (const statement of secondaryIndexes(partition.name)) await tx.execute(statement)
+  })
 }
 
 /**
  * The ingester's side: before a batch of blocks is written, the partitions it falls in (and the next
  * `aheadBlocks`) exist. Known partitions are remembered, so a batch that needs none costs no query.
+ * `bareBelow`: partitions that end at or below it are made bare (a backfill far below the head: see above);
+ * a bare partition the batch falls in that does not is given its indexes first.
  */
 export function createLogPartitioner(db: DbSession, { size = LOG_PARTITION_BLOCKS, aheadBlocks = LOG_PARTITION_AHEAD_BLOCKS } = {}) {
   let known: LogPartition[] = []
   return {
-    async ensure(first: number, last: number): Promise<void> {
-      if (missingLogRanges(known, first, last + aheadBlocks, size).length === 0) return
-      known = await attachLogPartitions(db, first, last + aheadBlocks, size)
+    async ensure(first: number, last: number, { bareBelow = Number.NEGATIVE_INFINITY }: { bareBelow?: number } = {}): Promise<void> {
+      if (missingLogRanges(known, first, last + aheadBlocks, size).length > 0) known = await attachLogPartitions(db, first, last + aheadBlocks, size, bareBelow)
+      const written = (partition: LogPartition) => (partition.from === null || partition.from <= last) && first < partition.to
+      const toIndex = known.filter((partition) => partition.bare && written(partition) && partition.to > bareBelow)
+      if (toIndex.length === 0) return
+      for (const partition of toIndex) await indexBarePartition(db, partition)
+      known = await logPartitions(db)
     },
     /** Partitions can be dropped (retention) or swapped (sealing) by others: the next batch looks again. */
     forget() {
@@ -160,8 +221,7 @@ export async function sealLogPartition(
       await tx.execute(sql`create table ${fresh} (like logs)`)
       await tx.execute(sql`insert into ${fresh} select * from ${old} order by ${sql.raw(LOG_INDEX_KEYS.address_topic0_idx)}, log_index`)
       await tx.execute(sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_pk`)} primary key (block_number, log_index)`)
-      for (const [suffix, keys] of Object.entries(LOG_INDEX_KEYS))
-        await tx.execute(sql`create index ${sql.identifier(`${building}_${suffix}`)} on ${fresh} (${sql.raw(keys)})`)
+      for (const statement of secondaryIndexes(building)) await tx.execute(statement)
       await tx.execute(
         sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
       )

@@ -126,19 +126,13 @@ const logColumns = () => ({
 })
 
 /**
- * One row per log. The indexes follow the `eth_getLogs` shapes clients send most (see bench/logs-plan.ts):
- * address + topic0 over a block range, topic0 alone over a range, a topic1 or topic2 (a wallet's own
- * transfers) over a range, and whole blocks (by number or hash).
+ * One row per log, partitioned by block range (db/log-partitions.ts). The primary key is the parent's; the
+ * secondary indexes are each partition's own (migration 0015), built by db/log-partitions.ts from
+ * `LOG_INDEX_KEYS` (db/log-keys.ts). They follow the `eth_getLogs` shapes clients send most (see
+ * bench/logs-plan.ts): address + topic0 over a block range, topic0 alone over a range, a topic1 or topic2 (a
+ * wallet's own transfers) over a range, and whole blocks (by number or hash).
  */
-export const logs = pgTable('logs', logColumns(), (t) => [
-  primaryKey({ columns: [t.blockNumber, t.logIndex] }),
-  // Keyed on 8 bytes of the address and of topic0 (db/log-keys.ts, migration 0011).
-  index('logs_address_topic0_idx').on(sql`substr(${t.address}, 13, 8)`, sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
-  index('logs_topic0_idx').on(sql`substr(${t.topic0}, 1, 8)`, t.blockNumber),
-  // topic1 and topic2 keyed on their last 8 bytes (an address's, when they hold one): migration 0012.
-  index('logs_topic1_idx').on(sql`substr(${t.topic1}, 25, 8)`, t.blockNumber),
-  index('logs_topic2_idx').on(sql`substr(${t.topic2}, 25, 8)`, t.blockNumber),
-])
+export const logs = pgTable('logs', logColumns(), (t) => [primaryKey({ columns: [t.blockNumber, t.logIndex] })])
 
 export type LogRow = typeof logs.$inferSelect
 

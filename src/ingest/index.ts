@@ -56,6 +56,11 @@ export type IngesterConfig = {
   keepRecentStateDiffs?: boolean
   /** Default `UPSTREAM_BEHIND_GRACE_MS`. */
   upstreamBehindGraceMs?: number
+  /**
+   * The leader also seals the partitions of `logs` (Postgres): a backfill then leaves the secondary indexes of
+   * the partitions it fills far below the head to the seal (ingest/store.ts `bareBackfill`).
+   */
+  sealsLogs?: boolean
 }
 
 export type IngesterEvents = {
@@ -70,7 +75,7 @@ export type IngesterEvents = {
 export function createIngester(config: IngesterConfig) {
   const { db, upstream, logger } = config
   // Bound to the ingest lock's session once the lock is held (see acquireLock).
-  let store: Store = createStore({ db })
+  let store: Store = createStore({ db, bareBackfill: config.sealsLogs })
   const capabilities: UpstreamCapabilities = { blockReceipts: true, tracing: true }
   const fetcher = createBlockFetcher({
     upstream,
@@ -176,7 +181,7 @@ export function createIngester(config: IngesterConfig) {
     while (!stopping) {
       lock = await db.tryIngestLock()
       if (lock !== null) {
-        store = createStore({ db: lock.db })
+        store = createStore({ db: lock.db, bareBackfill: config.sealsLogs })
         status.leader = true
         logger.info('holding the ingest lock')
         return true

@@ -14,6 +14,11 @@ const SEAL_INTERVAL_MS = 30_000
  */
 export const SEAL_MARGIN_BLOCKS = 300
 
+/** The partitions of `logs` that end at or below this block are sealed once the index's head is `head`. */
+export function sealableBelow(head: number, marginBlocks = SEAL_MARGIN_BLOCKS): number {
+  return head - marginBlocks + 1
+}
+
 export type LogSealer = { stop(): Promise<void>; status(): { sealed: number; lastError: string | null } }
 
 /**
@@ -35,7 +40,7 @@ export function partitionsToSeal(
       !partition.sealed &&
       partition.from !== null &&
       partition.to - partition.from <= maxBlocks &&
-      partition.to - 1 <= head - marginBlocks &&
+      partition.to <= sealableBelow(head, marginBlocks) &&
       (firstBlock === null || partition.to > firstBlock),
   )
 }

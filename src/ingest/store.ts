@@ -9,6 +9,7 @@ import { createLogPartitioner, logPartitions } from '../db/log-partitions.js'
 import { notifyChain } from '../db/notifications.js'
 import { type BlockRows, registryEventRows } from './block-data.js'
 import { blockTables } from './block-tables.js'
+import { sealableBelow } from './seal-logs.js'
 
 function upsertSyncState(key: string, value: unknown): SQL {
   return sql`insert into ${schema.syncState} (${sql.identifier('key')}, ${sql.identifier('value')}) values (${key}, ${JSON.stringify(value)}::jsonb)
@@ -33,8 +34,13 @@ const INSERT_CHUNK_ROWS = 1_000
 
 export type StoredHead = { number: number; hash: `0x${string}` }
 
-/** The ingester's only door to the database: batched, transactional writes and the reads it needs. */
-export function createStore({ db }: { db: DbSession }) {
+/**
+ * The ingester's only door to the database: batched, transactional writes and the reads it needs.
+ * `bareBackfill`: the ingest leader seals the partitions of `logs` (ingest/seal-logs.ts, Postgres only), so a
+ * backfill that fills a partition far enough below the upstream's head to be sealed once written makes it
+ * bare, leaving its secondary indexes to the seal (db/log-partitions.ts).
+ */
+export function createStore({ db, bareBackfill = false }: { db: DbSession; bareBackfill?: boolean }) {
   const partitioner = createLogPartitioner(db)
   async function head(): Promise<StoredHead | null> {
     const rows = await db.drizzle
@@ -57,11 +63,13 @@ export function createStore({ db }: { db: DbSession }) {
 
   /**
    * Writes consecutive blocks in one transaction (COPY): all of them land, or none. The same transaction
-   * announces the new head to processes that do not ingest (db/notifications.ts).
+   * announces the new head to processes that do not ingest (db/notifications.ts). `target`: the upstream's
+   * head the ingester is syncing to, which says which partitions the seal will soon rewrite (`bareBackfill`).
    */
-  async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}) {
+  async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}, { target }: { target?: number } = {}) {
     const last = batch[batch.length - 1]!.block
-    await partitioner.ensure(batch[0]!.block.number, last.number)
+    const bareBelow = bareBackfill && target !== undefined ? sealableBelow(target) : undefined
+    await partitioner.ensure(batch[0]!.block.number, last.number, { bareBelow })
     try {
       await db.copyInTransaction(blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[], [
         ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),

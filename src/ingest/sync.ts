@@ -103,7 +103,7 @@ export function createBlockSync(config: BlockSyncConfig) {
         const rows = accepted.map((data) => toRows(data, config.rowOptions()))
         const tracing = accepted.every((block) => block.accountChanges !== null)
         prefetched = fetchBatch(next + accepted.length, target)
-        await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' })
+        await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' }, { target })
         const last = accepted[accepted.length - 1]!.block
         const committed = { number: Number.parseInt(last.number, 16), hash: last.hash as Hash }
         status.head = committed.number
