@@ -14,8 +14,8 @@ import { createUpstream } from '../upstream/index.js'
 import { createIngester } from './index.js'
 import { SEAL_MARGIN_BLOCKS } from './seal-logs.js'
 
-// A backfill writes what lies more than the seal's margin below the upstream's head without the secondary
-// indexes of `logs`, which the seal builds (db/log-partitions.ts): the ingester tells the store its target.
+// A backfill that fills a partition of `logs` far enough below the upstream's head to be sealed once written
+// leaves its secondary indexes to the seal (db/log-partitions.ts): the ingester tells the store its target.
 
 /** A contract whose every call emits one empty LOG0: init code returning the runtime `PUSH1 0 PUSH1 0 LOG0 STOP`. */
 const EMITTER_INIT_CODE = '0x6560006000a0006000526006601af3'
@@ -75,8 +75,7 @@ test('a backfill far below the head writes bare partitions, the one at the head 
     await ingester.stop()
   }
   const partitions = await logPartitions(db)
-  // Blocks [0, 5000) end more than the seal's margin below the head: bare, for the seal. The head's partition
-  // was bare too until the backfill came within the margin, and was then indexed before it was written on.
+  // Blocks [0, 5000) end more than the seal's margin below the head: bare. The head's partition: indexed.
   expect(partitions.map(({ from, to, bare }) => ({ from, to, bare }))).toEqual([
     { from: 0, to: LOG_PARTITION_BLOCKS, bare: true },
     { from: LOG_PARTITION_BLOCKS, to: 2 * LOG_PARTITION_BLOCKS, bare: false },

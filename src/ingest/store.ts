@@ -36,10 +36,9 @@ export type StoredHead = { number: number; hash: `0x${string}` }
 
 /**
  * The ingester's only door to the database: batched, transactional writes and the reads it needs.
- * `bareBackfill`: the ingest leader seals the partitions of `logs` (ingest/seal-logs.ts, Postgres only), so
- * what a backfill writes more than the seal's margin below the upstream's head is written bare, its
- * secondary indexes left to the seal, or built in bulk before the backfill comes within the margin
- * (db/log-partitions.ts).
+ * `bareBackfill`: the ingest leader seals the partitions of `logs` (ingest/seal-logs.ts, Postgres only), so a
+ * backfill that fills a partition far enough below the upstream's head to be sealed once written makes it
+ * bare, leaving its secondary indexes to the seal (db/log-partitions.ts).
  */
 export function createStore({ db, bareBackfill = false }: { db: DbSession; bareBackfill?: boolean }) {
   const partitioner = createLogPartitioner(db)
@@ -65,7 +64,7 @@ export function createStore({ db, bareBackfill = false }: { db: DbSession; bareB
   /**
    * Writes consecutive blocks in one transaction (COPY): all of them land, or none. The same transaction
    * announces the new head to processes that do not ingest (db/notifications.ts). `target`: the upstream's
-   * head the ingester is syncing to, which says which blocks are far below it (`bareBackfill`).
+   * head the ingester is syncing to, which says which partitions the seal will soon rewrite (`bareBackfill`).
    */
   async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}, { target }: { target?: number } = {}) {
     const last = batch[batch.length - 1]!.block
