@@ -19,9 +19,10 @@ import { type DbSession, rowsOf, sqlState } from './session.js'
  * The secondary indexes (`LOG_INDEX_KEYS`) are each partition's own, not the parent's (migration 0015), so that
  * a partition can be written without them: a *bare* partition. The ingester makes one where a backfill far
  * below the head fills it whole and the seal, which rebuilds every index anyway, follows soon after. Its logs
- * are then written at ~3 times the rate (measured on the bench's chain: 193k against 68k logs/s in one
- * run), because four B-trees are no longer updated a row at a time only to be thrown away by the seal. Until
- * then a query of it reads it by block range through the primary key: the answers are the same, slower.
+ * are then written at 2–3 times the rate (measured on the bench's chain: ~225k logs/s bare against 70–100k
+ * with every index, over several runs), because four B-trees are no longer updated a row at a time only to be
+ * thrown away by the seal. Until then a query of it reads it by block range through the primary key: the
+ * answers are the same, slower.
  * Should the head come to lie in a bare partition (the upstream's head moved back), the ingester builds its
  * indexes before it writes there.
  */
