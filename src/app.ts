@@ -9,6 +9,7 @@ import { createDb, type Db, isPostgresUrl } from './db/index.js'
 import { listenForChainChanges } from './db/notifications.js'
 import { createIngester, type Ingester, type IngesterEvents, type IngesterStatus } from './ingest/index.js'
 import { startRetention } from './ingest/retention.js'
+import { logPartitions } from './db/log-partitions.js'
 import { startLogSealer } from './ingest/seal-logs.js'
 import {
   createFlashblocksFeed,
@@ -285,6 +286,11 @@ export async function startGateway({
             }),
             history: () => resolvers.historyReads,
             ...(redis !== null && { redis: () => redis.status() }),
+            async logPartitions() {
+              const counts = { sealed: 0, written: 0, bare: 0 }
+              for (const partition of await logPartitions(db)) counts[partition.sealed ? 'sealed' : partition.bare ? 'bare' : 'written']++
+              return counts
+            },
           },
           async readiness() {
             const status = ingesterStatus()

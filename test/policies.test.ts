@@ -4,6 +4,7 @@ import { sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import WebSocket from 'ws'
 import { logFilter } from '../src/codecs/index.js'
+import { attachLogPartitions, dropLogPartition, LOG_PARTITION_BLOCKS, logPartitions } from '../src/db/log-partitions.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { generateChain, mineEmptyBlocks } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
@@ -315,6 +316,24 @@ test('GET /metrics counts answers by route and refusals by policy, and never nam
   expect(text).toMatch(/^flashgate_index_head_block \d+$/m)
   expect(text).toMatch(/^flashgate_process_resident_memory_bytes \d+$/m)
   expect(text).not.toContain(gateway.dedicatedUrl.split('/rpc/')[1])
+})
+
+test('GET /metrics counts the partitions of logs by state, a bare one (a backfill\u2019s, until its seal) among them', async () => {
+  const count = (text: string, state: string) => Number(text.match(new RegExp(`^flashgate_logs_partitions\\{state="${state}"\\} (\\d+)$`, 'm'))?.[1] ?? -1)
+  const before = await (await fetch(`${gateway.url}/metrics`)).text()
+  expect(count(before, 'written')).toBeGreaterThan(0)
+  expect(count(before, 'sealed')).toBe(0)
+  expect(count(before, 'bare')).toBe(0)
+  // A partition far above the chain, attached bare as a backfill far below the head attaches one.
+  const far = 1_000_000_000
+  await attachLogPartitions(gateway.db, far, far, LOG_PARTITION_BLOCKS, Number.POSITIVE_INFINITY)
+  try {
+    const after = await (await fetch(`${gateway.url}/metrics`)).text()
+    expect(count(after, 'bare')).toBe(1)
+    expect(count(after, 'written')).toBe(count(before, 'written'))
+  } finally {
+    await dropLogPartition(gateway.db, (await logPartitions(gateway.db)).find((partition) => partition.from === far)!)
+  }
 })
 
 test('GET /metrics counts each answer once, with its time, as it ends', async () => {

@@ -23,7 +23,15 @@ export type MetricsSources = {
   memo?: () => Record<string, MemoFigures>
   /** The answer cache shared by every endpoint (resolvers/cache.ts): what it holds now. */
   answerCache?: () => { entries: number; bytes: number }
+  /** The partitions of `logs` (db/log-partitions.ts), counted by state. */
+  logPartitions?: () => Promise<Record<LogPartitionState, number>>
 }
+
+/**
+ * A partition of `logs` is `sealed`, `written` (not sealed, with its indexes) or `bare` (written by a backfill
+ * without its secondary indexes, waiting for its seal: one that stays bare is a seal that keeps failing).
+ */
+export type LogPartitionState = 'sealed' | 'written' | 'bare'
 
 export type MemoFigures = { hits: number; kept: number; entries: number; bytes: number }
 
@@ -120,6 +128,20 @@ export function createMetrics(sources: MetricsSources = {}) {
       },
     })
   }
+
+  const partitions = sources.logPartitions
+  if (partitions !== undefined)
+    new Gauge({
+      name: 'flashgate_logs_partitions',
+      // The same figure on every worker of `serve --workers N`: aggregated, the machine's is the highest.
+      aggregator: 'max',
+      help: 'Partitions of the logs table, by state: sealed, written (not sealed yet, indexed) or bare (written by a backfill without its secondary indexes, until its seal)',
+      labelNames: ['state'] as const,
+      registers: [registry],
+      async collect() {
+        for (const [state, count] of Object.entries(await partitions())) this.set({ state }, count)
+      },
+    })
 
   const history = sources.history
   if (history !== undefined)
