@@ -9,7 +9,7 @@ import { createDb, type Db, isPostgresUrl } from './db/index.js'
 import { listenForChainChanges } from './db/notifications.js'
 import { createIngester, type Ingester, type IngesterEvents, type IngesterStatus } from './ingest/index.js'
 import { startRetention } from './ingest/retention.js'
-import { logPartitions } from './db/log-partitions.js'
+import { logPartitionState, logPartitions } from './db/log-partitions.js'
 import { startLogSealer } from './ingest/seal-logs.js'
 import {
   createFlashblocksFeed,
@@ -190,6 +190,9 @@ export async function startGateway({
     redis,
     cluster: redis === null ? link : null,
   })
+  // Where it ingests, the leader seals the partitions of `logs` (below), on Postgres only: on PGlite a
+  // partition's rewrite would hold the one connection every reader waits for. The ingester knows it too.
+  const sealsLogs = isPostgresUrl(config.databaseUrl)
   const ingester = createIngester({
     db,
     upstream,
@@ -199,8 +202,7 @@ export async function startGateway({
     registry: config.builderCodeRegistry,
     entryPoints,
     keepRecentStateDiffs: executor !== null,
-    // Where it ingests, the leader seals (below): PGlite has no sealer.
-    sealsLogs: isPostgresUrl(config.databaseUrl),
+    sealsLogs,
   })
   // A serving process that also ingests sees its own commits at once; others hear of them by Postgres
   // NOTIFY (below), and subscribers everywhere through `resolvers.events`.
@@ -288,7 +290,7 @@ export async function startGateway({
             ...(redis !== null && { redis: () => redis.status() }),
             async logPartitions() {
               const counts = { sealed: 0, written: 0, bare: 0 }
-              for (const partition of await logPartitions(db)) counts[partition.sealed ? 'sealed' : partition.bare ? 'bare' : 'written']++
+              for (const partition of await logPartitions(db)) counts[logPartitionState(partition)]++
               return counts
             },
           },
@@ -351,11 +353,7 @@ export async function startGateway({
     config.retainBlocks === undefined || !ingests
       ? null
       : startRetention({ db, retainBlocks: config.retainBlocks, leads: () => ingester.status().leader, logger: logger.child({ module: 'retention' }) })
-  // Postgres only: on PGlite a partition's rewrite would hold the one connection every reader waits for.
-  const sealer =
-    isPostgresUrl(config.databaseUrl) && ingests
-      ? startLogSealer({ db, leads: () => ingester.status().leader, logger: logger.child({ module: 'seal-logs' }) })
-      : null
+  const sealer = sealsLogs && ingests ? startLogSealer({ db, leads: () => ingester.status().leader, logger: logger.child({ module: 'seal-logs' }) }) : null
   feed?.start()
 
   let stopping: Promise<void> | null = null

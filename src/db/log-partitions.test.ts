@@ -348,7 +348,7 @@ describe.skipIf(!usesPostgres)('sealing beside readers (Postgres)', () => {
  * An index as an older flashgate wrote it: the migrations up to and including `lastTag` only, then the
  * `statements`, and `rows` in `logs`.
  */
-async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof schema.logs.$inferInsert)[], statements: string[] = []): Promise<void> {
+async function writeOlderIndex(databaseUrl: string, lastTag: string, rows: (typeof schema.logs.$inferInsert)[], statements: string[] = []): Promise<void> {
   const folder = mkdtempSync(join(tmpdir(), 'flashgate-migrations-'))
   try {
     cpSync(MIGRATIONS_FOLDER, folder, { recursive: true })
@@ -376,29 +376,24 @@ async function olderIndex(databaseUrl: string, lastTag: string, rows: (typeof sc
   }
 }
 
-test('an index written before partitioning keeps its logs in one partition, readable as before, and new blocks get partitions of their own', async () => {
-  // A fresh database, not the run's migrated template: this one starts at migration 0009.
+/**
+ * Writes an older index (`writeOlderIndex`) into a fresh database, not the run's migrated template, opens it as
+ * flashgate does (which migrates it the rest of the way) and hands it to `check`; drops it afterwards.
+ */
+async function withOlderIndex(
+  lastTag: string,
+  rows: (typeof schema.logs.$inferInsert)[],
+  statements: string[],
+  check: (db: Db) => Promise<void>,
+): Promise<void> {
   const database = usesPostgres ? await createTestDatabase() : null
-  const directory = database === null ? mkdtempSync(join(tmpdir(), 'flashgate-legacy-')) : null
+  const directory = database === null ? mkdtempSync(join(tmpdir(), 'flashgate-older-index-')) : null
   const databaseUrl = database?.databaseUrl ?? join(directory!, 'pglite')
   try {
-    const rows = [...logRows(7, 9, 3), ...logRows(12_345, 12_346, 2)]
-    await olderIndex(databaseUrl, '0009_block_bodies', rows)
-
+    await writeOlderIndex(databaseUrl, lastTag, rows, statements)
     const db = await createDb({ databaseUrl })
     try {
-      expect(await logPartitions(db)).toEqual([{ name: 'logs_unpartitioned', from: null, to: 15_000, sealed: false, bare: false }])
-      expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
-      await attachLogPartitions(db, 15_000, 15_001)
-      await db.copyInTransaction([{ table: schema.logs, rows: logRows(15_000, 15_002, 2) }])
-      expect((await logPartitions(db)).map(({ name, from, to }) => [name, from, to])).toEqual([
-        ['logs_unpartitioned', null, 15_000],
-        ['logs_15000', 15_000, 20_000],
-      ])
-      expect((await everyLog(db)).length).toBe(rows.length + 4)
-      // Its indexes are keyed as the new partitions' are (migrations 0011 and 0012), and its own (0015).
-      expect(await indexKeys(db, 'logs_unpartitioned')).toEqual(EVERY_INDEX)
-      expect(await indexKeys(db, 'logs_15000')).toEqual(EVERY_INDEX)
+      await check(db)
     } finally {
       await db.close()
     }
@@ -406,41 +401,48 @@ test('an index written before partitioning keeps its logs in one partition, read
     await database?.drop()
     if (directory !== null) rmSync(directory, { recursive: true, force: true })
   }
+}
+
+test('an index written before partitioning keeps its logs in one partition, readable as before, and new blocks get partitions of their own', async () => {
+  const rows = [...logRows(7, 9, 3), ...logRows(12_345, 12_346, 2)]
+  await withOlderIndex('0009_block_bodies', rows, [], async (db) => {
+    expect(await logPartitions(db)).toEqual([{ name: 'logs_unpartitioned', from: null, to: 15_000, sealed: false, bare: false }])
+    expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
+    await attachLogPartitions(db, 15_000, 15_001)
+    await db.copyInTransaction([{ table: schema.logs, rows: logRows(15_000, 15_002, 2) }])
+    expect((await logPartitions(db)).map(({ name, from, to }) => [name, from, to])).toEqual([
+      ['logs_unpartitioned', null, 15_000],
+      ['logs_15000', 15_000, 20_000],
+    ])
+    expect((await everyLog(db)).length).toBe(rows.length + 4)
+    // Its indexes are keyed as the new partitions' are (migrations 0011 and 0012), and its own (0015).
+    expect(await indexKeys(db, 'logs_unpartitioned')).toEqual(EVERY_INDEX)
+    expect(await indexKeys(db, 'logs_15000')).toEqual(EVERY_INDEX)
+  })
 })
 
 test('an index whose partitions shared the parent\u2019s indexes keeps them as each partition\u2019s own, with every log and answer', async () => {
-  // A fresh database at migration 0014: partitions made then take the parent's indexes, one of them sealed.
-  const database = usesPostgres ? await createTestDatabase() : null
-  const directory = database === null ? mkdtempSync(join(tmpdir(), 'flashgate-shared-indexes-')) : null
-  const databaseUrl = database?.databaseUrl ?? join(directory!, 'pglite')
-  try {
-    const rows = [...logRows(10, 20, 12), ...logRows(5_000, 5_010, 12)]
-    await olderIndex(databaseUrl, '0014_undone_logs', rows, [
-      'create table logs_0 partition of logs for values from (0) to (5000)',
-      'alter table logs_0 add constraint logs_0_range check (block_number >= 0 and block_number < 5000)',
-      "comment on table logs_0 is 'flashgate: sealed'",
-      'create table logs_5000 partition of logs for values from (5000) to (10000)',
+  // An index at migration 0014: partitions made then take the parent's indexes, one of them sealed.
+  const rows = [...logRows(10, 20, 12), ...logRows(5_000, 5_010, 12)]
+  const partitions = [
+    'create table logs_0 partition of logs for values from (0) to (5000)',
+    'alter table logs_0 add constraint logs_0_range check (block_number >= 0 and block_number < 5000)',
+    "comment on table logs_0 is 'flashgate: sealed'",
+    'create table logs_5000 partition of logs for values from (5000) to (10000)',
+  ]
+  await withOlderIndex('0014_undone_logs', rows, partitions, async (db) => {
+    // The parent keeps its primary key alone; each partition has every index, the primary key still the parent's.
+    expect(await indexKeys(db, 'logs')).toEqual(['(block_number, log_index)'])
+    expect(await indexKeys(db, 'logs_0')).toEqual(EVERY_INDEX)
+    expect(await indexKeys(db, 'logs_5000')).toEqual(EVERY_INDEX)
+    expect(await logPartitions(db)).toEqual([
+      { name: 'logs_0', from: 0, to: 5_000, sealed: true, bare: false },
+      { name: 'logs_5000', from: 5_000, to: 10_000, sealed: false, bare: false },
     ])
-    const db = await createDb({ databaseUrl })
-    try {
-      // The parent keeps its primary key alone; each partition has every index, the primary key still the parent's.
-      expect(await indexKeys(db, 'logs')).toEqual(['(block_number, log_index)'])
-      expect(await indexKeys(db, 'logs_0')).toEqual(EVERY_INDEX)
-      expect(await indexKeys(db, 'logs_5000')).toEqual(EVERY_INDEX)
-      expect(await logPartitions(db)).toEqual([
-        { name: 'logs_0', from: 0, to: 5_000, sealed: true, bare: false },
-        { name: 'logs_5000', from: 5_000, to: 10_000, sealed: false, bare: false },
-      ])
-      expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
-      await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(15, 16, 1) }])).rejects.toMatchObject({ code: '23505' })
-      // New partitions get the indexes of their own too.
-      await attachLogPartitions(db, 10_000, 10_001)
-      expect(await indexKeys(db, 'logs_10000')).toEqual(EVERY_INDEX)
-    } finally {
-      await db.close()
-    }
-  } finally {
-    await database?.drop()
-    if (directory !== null) rmSync(directory, { recursive: true, force: true })
-  }
+    expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
+    await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(15, 16, 1) }])).rejects.toMatchObject({ code: '23505' })
+    // New partitions get the indexes of their own too.
+    await attachLogPartitions(db, 10_000, 10_001)
+    expect(await indexKeys(db, 'logs_10000')).toEqual(EVERY_INDEX)
+  })
 })

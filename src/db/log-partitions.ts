@@ -22,8 +22,7 @@ import { type DbSession, rowsOf, sqlState } from './session.js'
  * are then written at 2–3 times the rate (measured on the bench's chain: ~225k logs/s bare against 70–100k
  * with every index, over several runs), because four B-trees are no longer updated a row at a time only to be
  * thrown away by the seal. Until then a query of it reads it by block range through the primary key: the
- * answers are the same, slower.
- * Should the head come to lie in a bare partition (the upstream's head moved back), the ingester builds its
+ * answers are the same, slower. Should the head come to lie in a bare partition (the upstream's head moved back), the ingester builds its
  * indexes before it writes there.
  */
 
@@ -41,6 +40,16 @@ export const SEALED_COMMENT = 'flashgate: sealed'
  * (MINVALUE). `bare`: it lacks a secondary index (written by a backfill, waiting for its seal).
  */
 export type LogPartition = { name: string; from: number | null; to: number; sealed: boolean; bare: boolean }
+
+/**
+ * What a partition is at: `sealed`, `written` (not sealed, with its indexes) or `bare` (without its secondary
+ * indexes, until its seal: one that stays bare is a seal that keeps failing).
+ */
+export type LogPartitionState = 'sealed' | 'written' | 'bare'
+
+export function logPartitionState(partition: LogPartition): LogPartitionState {
+  return partition.sealed ? 'sealed' : partition.bare ? 'bare' : 'written'
+}
 
 /** A partition's indexes when it has them all: its primary key and `LOG_INDEX_KEYS`. */
 const FULL_INDEX_COUNT = 1 + Object.keys(LOG_INDEX_KEYS).length
@@ -111,7 +120,7 @@ export function missingLogRanges(
 
 /**
  * The statements that give `table` the secondary indexes of a partition of `logs`, named `<prefix>_<key>`
- * (`IF NOT EXISTS`: a build cut short by a crash is completed, not repeated).
+ * (`IF NOT EXISTS`: a partition that has some of them is given the others).
  */
 function secondaryIndexes(table: string, prefix = table): SQL[] {
   return Object.entries(LOG_INDEX_KEYS).map(
@@ -155,7 +164,7 @@ export async function attachLogPartitions(
  * Builds the secondary indexes a bare partition lacks, in bulk. CREATE INDEX locks out writes to the
  * partition (the ingester, the only writer, is the caller), not reads.
  */
-export async function indexBarePartition(db: DbSession, partition: LogPartition): Promise<void> {
+async function indexBarePartition(db: DbSession, partition: LogPartition): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.execute(sql`set local statement_timeout = 0`)
     await tx.execute(sql`set local maintenance_work_mem = '512MB'`)

@@ -3,6 +3,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import { registryDecodeFailures } from '../attribution/registry.js'
 import { userOperationDecodeFailures } from '../attribution/user-operations.js'
 import type { ExecutorStatus } from '../pending/execute/index.js'
+import type { LogPartitionState } from '../db/log-partitions.js'
 import type { RedisStatus } from '../redis/index.js'
 import { createRequestFigures } from './request-figures.js'
 
@@ -23,15 +24,9 @@ export type MetricsSources = {
   memo?: () => Record<string, MemoFigures>
   /** The answer cache shared by every endpoint (resolvers/cache.ts): what it holds now. */
   answerCache?: () => { entries: number; bytes: number }
-  /** The partitions of `logs` (db/log-partitions.ts), counted by state. */
+  /** The partitions of `logs`, counted by state (db/log-partitions.ts `logPartitionState`). */
   logPartitions?: () => Promise<Record<LogPartitionState, number>>
 }
-
-/**
- * A partition of `logs` is `sealed`, `written` (not sealed, with its indexes) or `bare` (written by a backfill
- * without its secondary indexes, waiting for its seal: one that stays bare is a seal that keeps failing).
- */
-export type LogPartitionState = 'sealed' | 'written' | 'bare'
 
 export type MemoFigures = { hits: number; kept: number; entries: number; bytes: number }
 
