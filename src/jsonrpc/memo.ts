@@ -129,15 +129,17 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
     },
     /**
      * Keeps a call's result (a small one as it is, a larger one as JSON text), unless it is `null` or a reorg
-     * came while it ran. Returns what to answer with: what was kept (so that a text is written once), or the
-     * result as it was.
+     * came while it ran. Returns what to answer with: the result as it was kept, so that it is written to JSON
+     * once. A text too large to keep is answered all the same: written again, a result of megabytes of logs
+     * would cost a second `JSON.stringify` and a count of its UTF-8 bytes.
      */
     keep(ticket: MemoTicket, result: unknown): unknown {
       if (store === null || result === null || result === undefined || ticket.generation !== generation) return result
       const remember = (kept: unknown, bytes: number) => {
-        if (bytes > MAX_ENTRY_BYTES) return result
-        store.set(ticket.key, { result: kept, bytes, head: ticket.head })
-        figures.kept++
+        if (bytes <= MAX_ENTRY_BYTES) {
+          store.set(ticket.key, { result: kept, bytes, head: ticket.head })
+          figures.kept++
+        }
         return kept
       }
       if (result instanceof RawJson) return remember(result, result.heldBytes)

@@ -1,0 +1,62 @@
+import { describe, expect, test } from 'vitest'
+import { createAnswerCache } from '../resolvers/cache.js'
+import { RawJson } from '../resolvers/raw-json.js'
+import { createCallMemo, type Pins } from './memo.js'
+import { serializeJsonRpc } from './serialize.js'
+
+// The call memo on its own (test/call-memo.test.ts holds it to anvil's answers through a gateway): what it
+// keeps, and that whatever it answers with is written to JSON once.
+
+const PINNED_TO_FIVE: Pins = () => [5]
+
+function memo() {
+  return createCallMemo({
+    cache: createAnswerCache({ maxBytes: 64 * 1024 * 1024 }),
+    indexed: () => ({ first: 0, head: 10, current: true }),
+    maxBytes: 16 * 1024 * 1024,
+  })
+}
+
+/** Logs of `count` entries whose `JSON.stringify` is counted: each serialisation of the result calls `toJSON` once. */
+function countedLogs(count: number) {
+  const serialised = { times: 0 }
+  const logs = Array.from({ length: count }, (_, index) => ({ logIndex: `0x${index.toString(16)}`, data: `0x${'ab'.repeat(64)}` }))
+  const first = {
+    ...logs[0]!,
+    toJSON: () => {
+      serialised.times++
+      return logs[0]
+    },
+  }
+  return { result: [first, ...logs.slice(1)], plain: logs, serialised }
+}
+
+describe('the call memo', () => {
+  test('a result too large to keep is answered from the text written to keep it: JSON.stringify runs once', () => {
+    const calls = memo()
+    const { result, plain, serialised } = countedLogs(3_000)
+    const ticket = calls.lookup('eth_getLogs', [{}], PINNED_TO_FIVE)!.ticket
+    const answered = calls.keep(ticket, result)
+    const body = serializeJsonRpc({ jsonrpc: '2.0', id: 1, result: answered })
+    expect(JSON.parse(body.toString())).toEqual({ jsonrpc: '2.0', id: 1, result: plain })
+    expect(Buffer.byteLength(JSON.stringify(plain))).toBeGreaterThan(256 * 1024)
+    expect(serialised.times).toBe(1)
+    // Not kept: the next call runs again.
+    expect(calls.lookup('eth_getLogs', [{}], PINNED_TO_FIVE)!.hit).toBeUndefined()
+    expect(calls.figures().kept).toBe(0)
+  })
+
+  test('a result small enough is kept as text and given again, written to JSON once in all', () => {
+    const calls = memo()
+    const { result, plain, serialised } = countedLogs(100)
+    const ticket = calls.lookup('eth_getLogs', [{}], PINNED_TO_FIVE)!.ticket
+    const first = serializeJsonRpc({ jsonrpc: '2.0', id: 1, result: calls.keep(ticket, result) })
+    const hit = calls.lookup('eth_getLogs', [{}], PINNED_TO_FIVE)!.hit
+    expect(hit).toBeInstanceOf(RawJson)
+    const second = serializeJsonRpc({ jsonrpc: '2.0', id: 2, result: hit })
+    expect(JSON.parse(first.toString()).result).toEqual(plain)
+    expect(JSON.parse(second.toString())).toEqual({ jsonrpc: '2.0', id: 2, result: plain })
+    expect(serialised.times).toBe(1)
+    expect(calls.figures().kept).toBe(1)
+  })
+})
