@@ -117,4 +117,29 @@ describe('binary COPY', () => {
     await testDb().copyInTransaction([{ table: schema.accountChanges, rows }])
     expect(await stored()).toEqual({ count: rows.length, sum: String(rows.reduce((sum, row) => sum + row.blockNumber + Number(row.balance), 0)) })
   })
+
+  test('a batch that need not be durable commits without waiting for the disk on Postgres, in the same transaction as its rows; others wait', async () => {
+    const isPostgres = process.env.DATABASE_URL !== undefined
+    const address = hexToBytea(`0x${'de'.repeat(20)}`)
+    // The setting as the batch's own transaction sees it, written beside its rows.
+    const commitSetting = (key: string) =>
+      sql`insert into ${schema.syncState} (key, value) values (${key}, to_jsonb(current_setting('synchronous_commit')))
+          on conflict (key) do update set value = excluded.value`
+    const row = (blockNumber: number) => ({ address, blockNumber, balanceBefore: '0', nonceBefore: 0, balance: '1', nonce: 1 })
+    await testDb().copyInTransaction([{ table: schema.accountChanges, rows: [row(1)] }], [commitSetting('probe_durable')])
+    await testDb().copyInTransaction([{ table: schema.accountChanges, rows: [row(2)] }], [commitSetting('probe_deep')], { durable: false })
+    const settings = await testDb().query<{ key: string; value: string }>(
+      sql`select key, value #>> '{}' as value from ${schema.syncState} where key in ('probe_durable', 'probe_deep') order by key`,
+    )
+    expect(settings).toEqual([
+      { key: 'probe_deep', value: isPostgres ? 'off' : 'on' },
+      { key: 'probe_durable', value: 'on' },
+    ])
+    // Set for that transaction alone: the next statement on the pool waits for its commits again.
+    expect((await testDb().query<{ value: string }>(sql`select current_setting('synchronous_commit') as value`))[0]!.value).toBe('on')
+    const stored = await testDb().query<{ count: number }>(
+      sql`select count(*)::int as count from ${schema.accountChanges} where ${schema.accountChanges.address} = ${address}`,
+    )
+    expect(stored[0]!.count).toBe(2)
+  })
 })

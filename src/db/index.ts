@@ -17,6 +17,7 @@ export {
   type Db,
   type DbConfig,
   type DbSession,
+  type CopyOptions,
   type Drizzle,
   type IngestLock,
   IngestLockLostError,

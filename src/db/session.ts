@@ -63,13 +63,21 @@ export function renderStatement(statement: SQL): { withParameters(...parameters:
 /** Whether `statement` is drizzle SQL still to be rendered, and not a `RenderedStatement`. */
 export const isSql = (statement: SQL | RenderedStatement): statement is SQL => statement instanceof SQL
 
+export type CopyOptions = { durable?: boolean }
+
 /** What the ingester reads and writes through: the whole database, or (on Postgres) the session holding the ingest lock. */
 export type DbSession = {
   drizzle: Drizzle
   /** Runs raw SQL, or a statement rendered once (`renderStatement`), and returns its rows, whatever the driver. */
   query<row extends Record<string, unknown>>(statement: SQL | RenderedStatement): Promise<row[]>
-  /** Bulk-loads rows with COPY, then runs `statements`, all in one transaction. */
-  copyInTransaction(batches: CopyRows[], statements?: SQL[]): Promise<void>
+  /**
+   * Bulk-loads rows with COPY, then runs `statements`, all in one transaction. `durable: false` lets Postgres
+   * commit without waiting for the transaction's WAL to reach the disk (`synchronous_commit = off`): a crash of
+   * the server may then lose the last fraction of a second of such commits, never part of one. For rows that
+   * would be written again the same (blocks too deep to be reorganised, written again from where the index
+   * ends). PGlite takes every commit as it does.
+   */
+  copyInTransaction(batches: CopyRows[], statements?: SQL[], options?: CopyOptions): Promise<void>
   /**
    * Runs `work` in a transaction. On the ingest lock's session, this and `copyInTransaction` first check
    * that the session still holds the lock, and fail (`isIngestLockLost`) when it does not.

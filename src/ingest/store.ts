@@ -70,11 +70,15 @@ export function createStore({ db, bareBackfill = false }: { db: DbSession; bareB
     const last = batch[batch.length - 1]!.block
     const bareBelow = bareBackfill && target !== undefined ? sealableBelow(target) : undefined
     await partitioner.ensure(batch[0]!.block.number, last.number, { bareBelow })
+    // Blocks the seal's margin below the upstream's head are final: a commit of them lost to a crash of the
+    // server is written again the same from where the index then ends, so it need not wait for the disk.
+    const durable = target === undefined || last.number >= sealableBelow(target)
     try {
-      await db.copyInTransaction(blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[], [
-        ...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)),
-        notifyChain({ head: last.number, hash: byteaToHex(last.hash) }),
-      ])
+      await db.copyInTransaction(
+        blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[],
+        [...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)), notifyChain({ head: last.number, hash: byteaToHex(last.hash) })],
+        { durable },
+      )
     } catch (error) {
       // A row without a partition (one dropped under the partitioner's memory): the batch's retry looks again.
       if (sqlState(error) === CHECK_VIOLATION) partitioner.forget()
