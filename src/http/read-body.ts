@@ -18,7 +18,7 @@ export function readBody(request: IncomingMessage, limit: number): Promise<strin
     const chunks: Buffer[] = []
     let size = 0
     let over = Number(request.headers['content-length']) > limit
-    const refuse = () => reject(new PayloadTooLargeError(limit))
+    // No named closure here or below: tsx names each one as it is made (`__name`), once per request.
     request.on('data', (chunk: Buffer) => {
       size += chunk.length
       if (over || size > limit) {
@@ -28,14 +28,16 @@ export function readBody(request: IncomingMessage, limit: number): Promise<strin
           request.removeAllListeners('data')
           request.removeAllListeners('end')
           request.resume()
-          refuse()
+          reject(new PayloadTooLargeError(limit))
         }
         return
       }
       chunks.push(chunk)
     })
     // Most bodies come in one chunk: decoded as it is, not copied into a new buffer first.
-    request.on('end', () => (over ? refuse() : resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'))))
+    request.on('end', () =>
+      over ? reject(new PayloadTooLargeError(limit)) : resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8')),
+    )
     request.on('error', reject)
   })
 }

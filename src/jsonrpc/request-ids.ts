@@ -124,14 +124,19 @@ const idOf = (request: unknown) => (typeof request === 'object' && request !== n
 const needsRawText = (id: unknown) => typeof id === 'number' && Number.isFinite(id) && !Number.isSafeInteger(id)
 
 /**
+ * Whether a request's parsed id is a number that does not print back as written. At module level: a named
+ * closure made per call costs a `__name` per request under tsx.
+ */
+const hasInexactId = (request: unknown) => needsRawText(idOf(request))
+
+/**
  * The ids to answer with, one per request (one for a single request, one per entry of a batch): a
  * `NumericId` where the parsed number would not print back as the request wrote it, `undefined` where the
  * parsed id is already exact. `undefined` for all of them when none needs it; only then is the text scanned.
  */
 export function exactIds(text: string, payload: unknown): (NumericId | undefined)[] | undefined {
   // A single request (nearly all of them) costs one look at its id, and no array.
-  const inexact = (request: unknown) => needsRawText(idOf(request))
-  if (!(Array.isArray(payload) ? payload.some(inexact) : inexact(payload))) return undefined
+  if (!(Array.isArray(payload) ? payload.some(hasInexactId) : hasInexactId(payload))) return undefined
   const requests: unknown[] = Array.isArray(payload) ? payload : [payload]
   const scanned = scanRequestIds(text)
   const raws = Array.isArray(scanned) ? scanned : [scanned]
