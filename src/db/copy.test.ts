@@ -2,9 +2,10 @@ import { sql } from 'drizzle-orm'
 import { describe, expect, test } from 'vitest'
 import { useTestDb } from '../../test/fixtures/db.js'
 import { COPY_PIECE_ROWS, encodeCopy, encodeCopyPieces } from './copy.js'
-import { hexToBytea, schema } from './index.js'
+import { hexToBytea, isPostgresUrl, schema } from './index.js'
 
 const testDb = useTestDb()
+const usesPostgres = isPostgresUrl(process.env.DATABASE_URL ?? '')
 
 /** Wei amounts at the edges of numeric's base-10,000 digits, zero groups in the middle and at the end. */
 const AMOUNTS = [
@@ -119,7 +120,6 @@ describe('binary COPY', () => {
   })
 
   test('a batch that need not be durable commits without waiting for the disk on Postgres, in the same transaction as its rows; others wait', async () => {
-    const isPostgres = process.env.DATABASE_URL !== undefined
     const address = hexToBytea(`0x${'de'.repeat(20)}`)
     // The setting as the batch's own transaction sees it, written beside its rows.
     const commitSetting = (key: string) =>
@@ -132,7 +132,7 @@ describe('binary COPY', () => {
       sql`select key, value #>> '{}' as value from ${schema.syncState} where key in ('probe_durable', 'probe_deep') order by key`,
     )
     expect(settings).toEqual([
-      { key: 'probe_deep', value: isPostgres ? 'off' : 'on' },
+      { key: 'probe_deep', value: usesPostgres ? 'off' : 'on' },
       { key: 'probe_durable', value: 'on' },
     ])
     // Set for that transaction alone: the next statement on the pool waits for its commits again.

@@ -338,7 +338,6 @@ function postgresSession(
           begun()
           return transactionBody(async () => {
             if (guard !== null) await watchedStatement(tx.unsafe(guard.sql, guard.params as never[]))
-            // Measured in the bench's write path: 173–175k logs/s waiting for each commit's flush, 185–187k not.
             if (!durable) await watchedStatement(tx.unsafe(ASYNC_COMMIT))
             // Encoding overlaps Postgres taking rows in: a table streams in pieces (each encoded once the one before
             // is on its way), and the first piece of the next table is encoded while Postgres finishes this one.
