@@ -150,14 +150,29 @@ describe('the JSON-RPC call memo', () => {
     expect(gzipped.bytes.subarray(10, -8)).toEqual(deflated.bytes.subarray(2, -4))
   })
 
-  test('pending, safe, block hashes and blocks above the head are never memoised: their answers follow the chain', async () => {
+  test('logs by a block hash the index holds are memoised (the polling of ethers and viem’s watchers); a hash it does not hold yet is asked again', async () => {
     const top = await head()
-    const latestBlock = (await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [hex(top), false])).hash
+    const blockHash = (await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [hex(top), false])).hash
+    const unknown = [{ blockHash: `0x${'ab'.repeat(32)}` }]
+    const before = await memoHits()
+    const first = await post(gateway.url, 'eth_getLogs', [{ blockHash }])
+    expect(first.body.result).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', [{ blockHash }]))
+    expect(first.body.result.length).toBeGreaterThan(0)
+    const again = await post(gateway.url, 'eth_getLogs', [{ blockHash }], 'second')
+    expect(resultText(again.text)).toBe(resultText(first.text))
+    expect(again.body.id).toBe('second')
+    expect((await memoHits()).public).toBe(before.public + 1)
+
+    for (let round = 0; round < 2; round++) expect((await post(gateway.url, 'eth_getLogs', unknown)).body.error).toBeDefined()
+    expect((await memoHits()).public).toBe(before.public + 1)
+  })
+
+  test('pending, safe and blocks above the head are never memoised: their answers follow the chain', async () => {
+    const top = await head()
     const before = await memoHits()
     for (let round = 0; round < 2; round++) {
       await post(gateway.url, 'eth_getTransactionCount', [account, 'pending'])
       await post(gateway.url, 'eth_getBalance', [account, 'safe'])
-      await post(gateway.url, 'eth_getLogs', [{ blockHash: latestBlock }])
       await post(gateway.url, 'eth_getLogs', [{ fromBlock: hex(top - 1), toBlock: 'pending' }])
       await post(gateway.url, 'eth_getLogs', [{ fromBlock: hex(top - 1), toBlock: hex(top + 1) }])
       expect((await post(gateway.url, 'eth_getBlockByNumber', [hex(top + 1), false])).body.result).toBeNull()
@@ -228,11 +243,18 @@ describe('the JSON-RPC call memo', () => {
       ['eth_getBalance', [account, hex(ancestor + 2)]],
       ['eth_getLogs', [{ fromBlock: hex(ancestor + 1), toBlock: hex(ancestor + 2) }]],
     ]
+    const orphanedHash = (await anvilCall<{ hash: string }>(anvil.rpcUrl, 'eth_getBlockByNumber', [hex(ancestor + 1), false])).hash
+    const byOrphanedHash = [{ blockHash: orphanedHash }]
     const orphaned = []
     for (const [method, params] of calls) {
       await post(gateway.dedicatedUrl, method, params)
       orphaned.push((await post(gateway.dedicatedUrl, method, params)).body.result)
     }
+    const hitsBefore = (await memoHits()).dedicated
+    await post(gateway.dedicatedUrl, 'eth_getLogs', byOrphanedHash)
+    const kept = (await post(gateway.dedicatedUrl, 'eth_getLogs', byOrphanedHash)).body.result
+    expect(kept).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getLogs', byOrphanedHash))
+    expect((await memoHits()).dedicated).toBe(hitsBefore + 1)
 
     await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])
     await generateChain(anvil.rpcUrl, { seed: 74, blocks: 3, txPerBlock: [1, 2] })
@@ -243,5 +265,8 @@ describe('the JSON-RPC call memo', () => {
       // The block itself is another one; the state and logs in it may happen to be the same.
       if (method === 'eth_getBlockByNumber') expect(answer).not.toEqual(orphaned[index])
     }
+    // The replaced block's hash names no block now: an error, as from the node, not the logs kept before.
+    await expect(anvilCall(anvil.rpcUrl, 'eth_getLogs', byOrphanedHash)).rejects.toThrow()
+    expect((await post(gateway.dedicatedUrl, 'eth_getLogs', byOrphanedHash)).body.error).toBeDefined()
   })
 })

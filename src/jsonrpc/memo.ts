@@ -9,9 +9,10 @@ import { RawJson } from '../resolvers/raw-json.js'
 export type Pin = number | 'latest'
 
 /**
- * The blocks a call's answer is fixed by, read from its raw params: `[]` for an answer no block changes
- * (the chain id), `null` when it is not fixed (`pending`, `safe`, `finalized`, a hash, a missing block
- * argument). Raw params are not validated yet: anything unexpected is `null`.
+ * The blocks a call's answer is fixed by, read from its raw params: `[]` for an answer no block number
+ * changes (the chain id, or logs by a block hash: read from the index alone, and emptied from the memo by a
+ * reorg as every other answer is), `null` when it is not fixed (`pending`, `safe`, `finalized`, a missing
+ * block argument). Raw params are not validated yet: anything unexpected is `null`.
  */
 export type Pins = (params: unknown[]) => Pin[] | null
 

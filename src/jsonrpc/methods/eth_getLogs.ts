@@ -3,11 +3,16 @@ import { logFilter } from '../../codecs/index.js'
 import { defineMethod } from '../define-method.js'
 import { pinOf } from '../memo.js'
 
+const BLOCK_HASH = /^0x[0-9a-fA-F]{64}$/
+
 export const eth_getLogs = defineMethod({
   params: z.tuple([logFilter]),
-  // A range given by numbers or `latest` (also when left out); a block hash (which may name a pending block) or another tag is not fixed.
+  // A range given by numbers or `latest` (also when left out), or a block hash: its logs are read from the index
+  // alone (a hash the index does not hold is an error, never kept), and stay the same until a reorg, which
+  // empties the memo. Another tag is not fixed.
   pins: ([filter]) => {
-    if (typeof filter !== 'object' || filter === null || 'blockHash' in filter) return null
+    if (typeof filter !== 'object' || filter === null) return null
+    if ('blockHash' in filter) return BLOCK_HASH.test(String(filter.blockHash)) ? [] : null
     const { fromBlock, toBlock } = filter as { fromBlock?: unknown; toBlock?: unknown }
     const from = pinOf(fromBlock ?? 'latest')
     const to = pinOf(toBlock ?? 'latest')
