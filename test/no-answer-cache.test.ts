@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { Hash, Hex } from 'viem'
 import { expect, test } from 'vitest'
+import { logFilter } from '../src/codecs/index.js'
 import { createDb } from '../src/db/index.js'
 import { createResolvers } from '../src/resolvers/index.js'
 import { compareWithReference } from './fixtures/compare.js'
@@ -113,6 +114,45 @@ test.skipIf(!process.env.DATABASE_URL)(
       expect(logStatements).toHaveLength(1)
       expect(logStatements[0]!.calls).toBe(7)
       expect(logStatements[0]!.statement).toContain('"topic0" =')
+      expect(prepared.filter((row) => row.statement.includes('plan for values'))).toEqual([])
+    } finally {
+      await db.close()
+    }
+  },
+)
+
+test.skipIf(!process.env.DATABASE_URL)(
+  'on Postgres, a log filter over one block (by hash, the polling of ethers and viem, or by number) is prepared whatever it names, and answers as anvil',
+  async () => {
+    const { anvil, database } = followed()
+    const everyLog = (await rpc(anvil.rpcUrl, 'eth_getLogs', [{ fromBlock: '0x0', toBlock: 'latest' }])).result as {
+      address: Hex
+      topics: Hash[]
+      blockHash: Hash
+      blockNumber: Hex
+    }[]
+    const sample = everyLog.find((log) => log.topics.length > 1)!
+    const db = await createDb({ databaseUrl: database.databaseUrl, poolSize: 1, migrate: false })
+    try {
+      const resolvers = createResolvers({ db, upstream: null, cacheBytes: 0, history: 'refuse' })
+      // Filters a range is planned for (an address alone, a topic1): over one block, one plan serves every value.
+      const filters = [
+        { blockHash: sample.blockHash, address: sample.address, topics: [null, sample.topics[1]!] },
+        { fromBlock: sample.blockNumber, toBlock: sample.blockNumber, address: sample.address },
+      ]
+      for (const params of filters) {
+        const expected = (await rpc(anvil.rpcUrl, 'eth_getLogs', [params])).result as unknown[]
+        expect(expected.length).toBeGreaterThan(0)
+        for (let call = 0; call < 7; call++) {
+          const logs = await resolvers.getLogs({ filter: logFilter.parse(params), limits: resolvers.limits })
+          expect(JSON.parse(JSON.stringify(logs))).toEqual(expected)
+        }
+      }
+      const prepared = await db.query<{ statement: string; calls: number }>(
+        sql`select statement, (generic_plans + custom_plans)::int as calls from pg_prepared_statements`,
+      )
+      const logStatements = prepared.filter((row) => row.statement.includes('from "logs"'))
+      expect(logStatements.map((row) => row.calls)).toEqual([7, 7])
       expect(prepared.filter((row) => row.statement.includes('plan for values'))).toEqual([])
     } finally {
       await db.close()

@@ -205,7 +205,11 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   ): Promise<Log[]> {
     // Written as text, not with Drizzle's query builder: building the statement from its pieces took as long
     // as Postgres took to answer a selective filter.
-    const condition = hasOnePlan(scan.filter) ? where : and(where, PLAN_FOR_VALUES)
+    // One block (a filter by block hash, as ethers and viem poll each new block) has one plan too, whatever the
+    // filter names: its primary key bounds what any plan reads to one block's logs. Planned per call, such a
+    // statement took 0.6 ms of Postgres' time to parse and plan for 0.07 ms of execution (1M-log chain, an
+    // address and a topic1 by block hash, no cache: 650 -> 1,472 req/s).
+    const condition = hasOnePlan(scan.filter) || scan.fromNumber === scan.toNumber ? where : and(where, PLAN_FOR_VALUES)
     const query = sql`select * from ${schema.logs} where ${condition} order by block_number, log_index limit ${cap}`
     const maxCost = limits.maxQueryCost ?? 0
     if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
