@@ -1,8 +1,8 @@
 import type { RegistryProgress } from '../attribution/registry.js'
-import { desc, eq, inArray } from 'drizzle-orm'
+import { desc, inArray, sql } from 'drizzle-orm'
 import type { Hash } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
-import { byteaToHex, type Db, hexToBytea, SYNC_KEYS, schema } from '../db/index.js'
+import { byteaToHex, type Db, hexToBytea, renderStatement, SYNC_KEYS, schema } from '../db/index.js'
 
 /** How long a serving process trusts its view of the head before asking the database again. */
 const HEAD_CACHE_MS = 100
@@ -55,6 +55,14 @@ export type ResolvedBlock =
   | { status: 'beforeIndex'; number: number; firstBlock: number }
   | { status: 'unknownHash' }
   | { status: 'unavailable'; tag: string }
+
+/**
+ * A block's number and time by its hash, rendered once: built with the query builder per call, it cost more of
+ * the gateway's time than Postgres took to answer (every `eth_getLogs` by block hash asks it).
+ */
+const BLOCK_BY_HASH = renderStatement(
+  sql`select ${schema.blocks.number} as number, ${schema.blocks.timestamp} as timestamp from ${schema.blocks} where ${schema.blocks.hash} = ${''} limit 1`,
+)
 
 /** A failed load is handled where it is awaited (and forgotten by `view`). */
 const ignoreFailure = () => undefined
@@ -114,13 +122,8 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
   }
 
   async function blockByHash(hash: Hash): Promise<BlockRef | null> {
-    const rows = await db.drizzle
-      .select({ number: schema.blocks.number, timestamp: schema.blocks.timestamp })
-      .from(schema.blocks)
-      .where(eq(schema.blocks.hash, hexToBytea(hash)))
-      .limit(1)
-    const row = rows[0]
-    return row ? { number: row.number, hash, timestamp: row.timestamp } : null
+    const [row] = await db.query<{ number: number | string; timestamp: number | string }>(BLOCK_BY_HASH.withParameters(hexToBytea(hash)))
+    return row ? { number: Number(row.number), hash, timestamp: Number(row.timestamp) } : null
   }
 
   async function resolve(selector: BlockSelector): Promise<ResolvedBlock> {
