@@ -113,7 +113,7 @@ test.skipIf(!process.env.DATABASE_URL)(
       const logStatements = prepared.filter((row) => row.statement.includes('from "logs"'))
       expect(logStatements).toHaveLength(1)
       expect(logStatements[0]!.calls).toBe(7)
-      expect(logStatements[0]!.statement).toContain('"topic0" =')
+      expect(logStatements[0]!.statement).toContain('topic0 =')
       expect(prepared.filter((row) => row.statement.includes('plan for values'))).toEqual([])
     } finally {
       await db.close()

@@ -1,4 +1,4 @@
-import { type SQL, sql } from 'drizzle-orm'
+import { getTableName, type SQL, sql } from 'drizzle-orm'
 import type { AnyPgColumn } from 'drizzle-orm/pg-core'
 import type { Hex } from 'viem'
 import { hexToBytea } from './bytes.js'
@@ -51,38 +51,86 @@ export function topicTailKey(topic: Hex): Uint8Array {
   return hexToBytea(`0x${topic.slice(-16)}`)
 }
 
-/** `column` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one per value. */
-function anyOf(column: AnyPgColumn | SQL, values: Uint8Array[]): SQL {
-  if (values.length === 1) return sql`${column} = ${values[0]!}`
+/**
+ * Takes a bind parameter's value and answers its placeholder in the statement's text (`$1`, `$2`…). The
+ * conditions below are written as text with such placeholders: `eth_getLogs` builds its statement from them
+ * per call (resolvers/logs.ts), where building it from drizzle's SQL objects cost more of the gateway's time
+ * than Postgres took to answer a one-block filter. `toSql` turns one into drizzle's SQL for everything else.
+ */
+export type Param = (value: unknown) => string
+
+/** A column of `logs` (or of a table with its columns) as a condition names it: quoted, qualified when drizzle's. */
+type ColumnName = AnyPgColumn | string
+
+function columnText(column: ColumnName): string {
+  return typeof column === 'string' ? column : `"${getTableName(column.table)}"."${column.name}"`
+}
+
+/** `expression` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one per value. */
+function anyOf(param: Param, expression: string, values: Uint8Array[]): string {
+  if (values.length === 1) return `${expression} = ${param(values[0]!)}`
   // Array-literal elements quoted, with the backslash of bytea's `\x` hex form escaped.
   const literal = `{${values.map((value) => `"\\\\x${Buffer.from(value).toString('hex')}"`).join(',')}}`
-  return sql`${column} = any(${literal}::bytea[])`
+  return `${expression} = any(${param(literal)}::bytea[])`
 }
 
-/** A log's `column` is one of `values` (lower-case hex), by the value alone: for the columns no index keys. */
-export function columnIsAnyOf(column: AnyPgColumn, values: Hex[]): SQL {
-  return anyOf(column, values.map(hexToBytea))
+/** As text: a log's `column` is one of `values` (lower-case hex), by the value alone, for the columns no index keys. */
+export function columnIsAnyOfText(param: Param, column: ColumnName, values: Hex[]): string {
+  return anyOf(param, columnText(column), values.map(hexToBytea))
 }
 
-/** A log's address is one of `addresses`: by its key (the index) and by the whole address. */
-export function logAddressIsAnyOf(address: AnyPgColumn, addresses: Hex[]): SQL {
-  const key = sql`substr(${address}, 13, 8)`
-  return sql`${anyOf(key, unique(addresses.map(addressKey)))} and ${columnIsAnyOf(address, addresses)}`
+/** As text: a log's address is one of `addresses`, by its key (the index) and by the whole address. */
+export function logAddressIsAnyOfText(param: Param, address: ColumnName, addresses: Hex[]): string {
+  const column = columnText(address)
+  return `${anyOf(param, `substr(${column}, 13, 8)`, unique(addresses.map(addressKey)))} and ${anyOf(param, column, addresses.map(hexToBytea))}`
 }
 
-/** A log's topic0 is one of `topics`: by its key (the index) and by the whole topic. */
-export function logTopic0IsAnyOf(topic0: AnyPgColumn, topics: Hex[]): SQL {
-  const key = sql`substr(${topic0}, 1, 8)`
-  return sql`${anyOf(key, unique(topics.map(topic0Key)))} and ${columnIsAnyOf(topic0, topics)}`
+/** As text: a log's topic0 is one of `topics`, by its key (the index) and by the whole topic. */
+export function logTopic0IsAnyOfText(param: Param, topic0: ColumnName, topics: Hex[]): string {
+  const column = columnText(topic0)
+  return `${anyOf(param, `substr(${column}, 1, 8)`, unique(topics.map(topic0Key)))} and ${anyOf(param, column, topics.map(hexToBytea))}`
 }
 
 /** The keyed topics after topic0 (topic1 and topic2, by their tails: `logs_topic1_idx`, `logs_topic2_idx`). */
 export const TAIL_KEYED_TOPICS: ReadonlySet<number> = new Set([1, 2])
 
+/** As text: a log's topic1 or topic2 (`column`) is one of `topics`, by its key (the index) and by the whole topic. */
+export function logTopicTailIsAnyOfText(param: Param, topic: ColumnName, topics: Hex[]): string {
+  const column = columnText(topic)
+  return `${anyOf(param, `substr(${column}, 25, 8)`, unique(topics.map(topicTailKey)))} and ${anyOf(param, column, topics.map(hexToBytea))}`
+}
+
+/** Marks a parameter's place in a condition's text until `toSql` splits it there (NUL appears in no SQL written here). */
+const PARAM_MARK = '\u0000'
+
+/** A condition written as text (the functions above) as drizzle's SQL, its values as bind parameters. */
+export function toSql(build: (param: Param) => string): SQL {
+  const values: unknown[] = []
+  const text = build((value) => `${PARAM_MARK}${values.push(value) - 1}${PARAM_MARK}`)
+  return sql.join(
+    text.split(PARAM_MARK).map((part, index) => (index % 2 === 0 ? sql.raw(part) : sql`${values[Number(part)]}`)),
+    sql.raw(''),
+  )
+}
+
+/** A log's `column` is one of `values` (lower-case hex), by the value alone: for the columns no index keys. */
+export function columnIsAnyOf(column: AnyPgColumn, values: Hex[]): SQL {
+  return toSql((param) => columnIsAnyOfText(param, column, values))
+}
+
+/** A log's address is one of `addresses`: by its key (the index) and by the whole address. */
+export function logAddressIsAnyOf(address: AnyPgColumn, addresses: Hex[]): SQL {
+  return toSql((param) => logAddressIsAnyOfText(param, address, addresses))
+}
+
+/** A log's topic0 is one of `topics`: by its key (the index) and by the whole topic. */
+export function logTopic0IsAnyOf(topic0: AnyPgColumn, topics: Hex[]): SQL {
+  return toSql((param) => logTopic0IsAnyOfText(param, topic0, topics))
+}
+
 /** A log's topic1 or topic2 (`column`) is one of `topics`: by its key (the index) and by the whole topic. */
 export function logTopicTailIsAnyOf(column: AnyPgColumn, topics: Hex[]): SQL {
-  const key = sql`substr(${column}, 25, 8)`
-  return sql`${anyOf(key, unique(topics.map(topicTailKey)))} and ${columnIsAnyOf(column, topics)}`
+  return toSql((param) => logTopicTailIsAnyOfText(param, column, topics))
 }
 
 /** Keys once each (two values may share one). */

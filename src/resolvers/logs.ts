@@ -1,7 +1,6 @@
-import { and, between, eq, type SQL, sql } from 'drizzle-orm'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { PLAN_FOR_VALUES, schema } from '../db/index.js'
-import { columnIsAnyOf, logAddressIsAnyOf, logTopic0IsAnyOf, logTopicTailIsAnyOf, TAIL_KEYED_TOPICS } from '../db/log-keys.js'
+import { PLAN_FOR_VALUES_COMMENT, type RenderedStatement } from '../db/index.js'
+import { columnIsAnyOfText, logAddressIsAnyOfText, logTopic0IsAnyOfText, logTopicTailIsAnyOfText, type Param, TAIL_KEYED_TOPICS } from '../db/log-keys.js'
 import {
   BlockRangeBeyondHeadError,
   HeaderNotFoundError,
@@ -42,20 +41,28 @@ export const logJsonBytes = (log: Log) => LOG_JSON_FIXED_BYTES + log.data.length
 
 export type { Log } from '../objects/log.js'
 
-const TOPIC_COLUMNS = [schema.logs.topic0, schema.logs.topic1, schema.logs.topic2, schema.logs.topic3] as const
+/** `PLAN_FOR_VALUES` (db/session.ts) as a condition of a statement written as text. */
+const PLAN_FOR_VALUES_TEXT = `${PLAN_FOR_VALUES_COMMENT} true`
 
-/** The filter's address and topic conditions, shared by range and block-hash queries. */
-function matchConditions(filter: LogFilter): SQL[] {
-  const conditions: SQL[] = []
-  if (filter.addresses !== null) conditions.push(logAddressIsAnyOf(schema.logs.address, filter.addresses))
+/** The topic columns of `logs`, as the statement's text names them. */
+const TOPIC_COLUMNS = ['topic0', 'topic1', 'topic2', 'topic3'] as const
+
+/** The filter's address and topic conditions, as text (`Param` numbers their values), shared by range and block-hash queries. */
+function matchConditions(filter: LogFilter, param: Param): string[] {
+  const conditions: string[] = []
+  if (filter.addresses !== null) conditions.push(logAddressIsAnyOfText(param, 'address', filter.addresses))
   filter.topics.forEach((alternatives, position) => {
     if (alternatives === null) return
     const column = TOPIC_COLUMNS[position]!
-    if (position === 0) conditions.push(logTopic0IsAnyOf(column, alternatives))
-    else conditions.push(TAIL_KEYED_TOPICS.has(position) ? logTopicTailIsAnyOf(column, alternatives) : columnIsAnyOf(column, alternatives))
+    if (position === 0) conditions.push(logTopic0IsAnyOfText(param, column, alternatives))
+    else
+      conditions.push(TAIL_KEYED_TOPICS.has(position) ? logTopicTailIsAnyOfText(param, column, alternatives) : columnIsAnyOfText(param, column, alternatives))
   })
   return conditions
 }
+
+/** The blocks and, for a page, the log after which a log query reads. */
+type LogScan = { filter: LogFilter; fromNumber: number; toNumber: number; after?: LogCursor | null }
 
 /**
  * The range a client should ask for instead, in Infura's words ("Try with this block range [0xA, 0xB]"),
@@ -153,30 +160,28 @@ function firstPastBytes(logs: readonly Log[], limits: LogLimits): number | null 
  * is parsed into a buffer and written back as hex in Node, which was a quarter of the time a selective
  * `eth_getLogs` spent there (75 logs: 3.4 ms p50 in all, of which 0.4 ms in Postgres).
  */
-const HEX_LOG_COLUMNS = sql.raw(
-  [
-    ...(
-      [
-        ['address', 'address'],
-        ['topic0', 'topic0'],
-        ['topic1', 'topic1'],
-        ['topic2', 'topic2'],
-        ['topic3', 'topic3'],
-        ['data', 'data'],
-        ['block_hash', 'blockHash'],
-        ['transaction_hash', 'transactionHash'],
-      ] satisfies [string, keyof HexLogFields][]
-    ).map(([column, field]) => `'0x' || encode(${column}, 'hex') as "${field}"`),
-    ...(
-      [
-        ['block_number', 'blockNumber'],
-        ['block_timestamp', 'blockTimestamp'],
-        ['transaction_index', 'transactionIndex'],
-        ['log_index', 'logIndex'],
-      ] satisfies [string, keyof HexLogFields][]
-    ).map(([column, field]) => `'0x' || to_hex(${column}) as "${field}"`),
-  ].join(', '),
-)
+const HEX_LOG_COLUMNS = [
+  ...(
+    [
+      ['address', 'address'],
+      ['topic0', 'topic0'],
+      ['topic1', 'topic1'],
+      ['topic2', 'topic2'],
+      ['topic3', 'topic3'],
+      ['data', 'data'],
+      ['block_hash', 'blockHash'],
+      ['transaction_hash', 'transactionHash'],
+    ] satisfies [string, keyof HexLogFields][]
+  ).map(([column, field]) => `'0x' || encode(${column}, 'hex') as "${field}"`),
+  ...(
+    [
+      ['block_number', 'blockNumber'],
+      ['block_timestamp', 'blockTimestamp'],
+      ['transaction_index', 'transactionIndex'],
+      ['log_index', 'logIndex'],
+    ] satisfies [string, keyof HexLogFields][]
+  ).map(([column, field]) => `'0x' || to_hex(${column}) as "${field}"`),
+].join(', ')
 
 /** What an answer of logs takes in the answer cache: its JSON, which large data makes far more than the fixed part. */
 function bytesOfLogs(logs: Log[]): number {
@@ -197,29 +202,32 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
    * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
    * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
    */
-  async function queryLogs(
-    where: SQL | undefined,
-    cap: number,
-    scan: { filter: LogFilter; fromNumber: number; toNumber: number },
-    limits: LogLimits,
-  ): Promise<Log[]> {
-    // Written as text, not with Drizzle's query builder: building the statement from its pieces took as long
-    // as Postgres took to answer a selective filter.
-    // One block (a filter by block hash, as ethers and viem poll each new block) has one plan too, whatever the
-    // filter names: its primary key bounds what any plan reads to one block's logs. Planned per call, such a
-    // statement took 0.6 ms of Postgres' time to parse and plan for 0.07 ms of execution (1M-log chain, an
-    // address and a topic1 by block hash, no cache: 650 -> 1,472 req/s).
-    const condition = hasOnePlan(scan.filter) || scan.fromNumber === scan.toNumber ? where : and(where, PLAN_FOR_VALUES)
-    const query = sql`select * from ${schema.logs} where ${condition} order by block_number, log_index limit ${cap}`
+  async function queryLogs(scan: LogScan, cap: number, limits: LogLimits): Promise<Log[]> {
+    // Written as text, not with drizzle's SQL objects: building the statement from those took longer than
+    // Postgres took to answer a one-block filter (a filter by block hash, as ethers and viem poll each block).
+    const params: unknown[] = []
+    const param: Param = (value) => `$${params.push(value)}`
+    const { filter, fromNumber, toNumber, after } = scan
+    const conditions = [
+      fromNumber === toNumber ? `block_number = ${param(fromNumber)}` : `block_number between ${param(fromNumber)} and ${param(toNumber)}`,
+      ...(after === undefined || after === null ? [] : [`(block_number, log_index) > (${param(after.blockNumber)}, ${param(after.logIndex)})`]),
+      ...matchConditions(filter, param),
+    ]
+    // One block (a filter by block hash) has one plan too, whatever the filter names: its primary key bounds
+    // what any plan reads to one block's logs. Planned per call, such a statement took 0.6 ms of Postgres'
+    // time to parse and plan for 0.07 ms of execution (1M-log chain, an address and a topic1 by block hash, no
+    // cache: 650 -> 1,472 req/s).
+    if (!hasOnePlan(filter) && fromNumber !== toNumber) conditions.push(PLAN_FOR_VALUES_TEXT)
+    const query = `select * from "logs" where ${conditions.join(' and ')} order by block_number, log_index limit ${param(cap)}`
     const maxCost = limits.maxQueryCost ?? 0
-    if (maxCost > 0 && !isIndexExact(scan.filter, scan.fromNumber, scan.toNumber)) {
-      const cost = await plannedCost(query)
+    if (maxCost > 0 && !isIndexExact(filter, fromNumber, toNumber)) {
+      const cost = await plannedCost({ sql: query, params })
       if (cost > maxCost) {
-        const blocks = Math.max(1, Math.floor(((scan.toNumber - scan.fromNumber + 1) * maxCost) / cost))
+        const blocks = Math.max(1, Math.floor(((toNumber - fromNumber + 1) * maxCost) / cost))
         throw tooLarge(
           `query would scan too many logs (estimated cost ${Math.round(cost)}, at most ${maxCost}); filter by address and topic0, or ask for fewer blocks`,
-          scan.fromNumber,
-          scan.fromNumber + blocks - 1,
+          fromNumber,
+          fromNumber + blocks - 1,
           blocks,
         )
       }
@@ -229,21 +237,21 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     // and sends nothing after, however large their data.
     const sized =
       limits.maxBytes === undefined
-        ? sql`(${query}) sized`
-        : sql`(select *, sum(2 * octet_length(data) + ${sql.raw(String(LOG_JSON_FIXED_BYTES))})
-                        over (order by block_number, log_index rows between unbounded preceding and 1 preceding) as bytes_before
-                 from (${query}) limited) sized
-              where coalesce(bytes_before, 0) <= ${limits.maxBytes}`
-    // Read without Drizzle's row mapping (over the nested selects it cost ~5 µs a row: 10 ms for 2,100 logs,
+        ? `(${query}) sized`
+        : `(select *, sum(2 * octet_length(data) + ${LOG_JSON_FIXED_BYTES})
+                over (order by block_number, log_index rows between unbounded preceding and 1 preceding) as bytes_before
+             from (${query}) limited) sized
+           where coalesce(bytes_before, 0) <= ${param(limits.maxBytes)}`
+    // Read without drizzle's row mapping (over the nested selects it cost ~5 µs a row: 10 ms for 2,100 logs,
     // against 0.6 ms for the window in Postgres). The order is by `sized`'s columns, named in full so that they
     // are never taken for the hex text selected, which would sort as text.
-    const rows = await db.query<HexLogFields>(sql`select ${HEX_LOG_COLUMNS} from ${sized} order by sized.block_number, sized.log_index`)
+    const rows = await db.query<HexLogFields>({ sql: `select ${HEX_LOG_COLUMNS} from ${sized} order by sized.block_number, sized.log_index`, params })
     return rows.map(logFromHex)
   }
 
   /** The planner's total cost of a statement, without running it. */
-  async function plannedCost(statement: SQL): Promise<number> {
-    const [row] = await db.query<Record<string, unknown>>(sql`explain (format json) ${statement}`)
+  async function plannedCost(statement: RenderedStatement): Promise<number> {
+    const [row] = await db.query<Record<string, unknown>>({ sql: `explain (format json) ${statement.sql}`, params: statement.params })
     const plan = Object.values(row ?? {})[0]
     const parsed = (typeof plan === 'string' ? JSON.parse(plan) : plan) as [{ Plan: { 'Total Cost': number } }]
     return parsed[0].Plan['Total Cost']
@@ -367,13 +375,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     let confirmed: Log[] = []
     if (range !== null || filter.blockHash !== undefined) {
       const { fromNumber, toNumber } = await resolveLogRange(range === null ? filter : { ...filter, ...range, blockHash: undefined }, limits)
-      const position = after === null ? undefined : sql`(${schema.logs.blockNumber}, ${schema.logs.logIndex}) > (${after.blockNumber}, ${after.logIndex})`
-      confirmed = await queryLogs(
-        and(between(schema.logs.blockNumber, fromNumber, toNumber), position, ...matchConditions(filter)),
-        first + 1,
-        { filter, fromNumber, toNumber },
-        limits,
-      )
+      confirmed = await queryLogs({ filter, fromNumber, toNumber, after }, first + 1, limits)
       // A page past the byte bound ends before the log that passes it (a page holds at least one log, so that
       // a client always moves on); the rest comes on the next page.
       const overflow = firstPastBytes(confirmed, limits)
@@ -387,9 +389,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   }
 
   async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number, limits: LogLimits): Promise<Log[]> {
-    const conditions = matchConditions(filter)
-    const range = fromNumber === toNumber ? eq(schema.logs.blockNumber, fromNumber) : between(schema.logs.blockNumber, fromNumber, toNumber)
-    const logs = await queryLogs(and(range, ...conditions), limits.maxLogs + 1, { filter, fromNumber, toNumber }, limits)
+    const logs = await queryLogs({ filter, fromNumber, toNumber }, limits.maxLogs + 1, limits)
     if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
     // Checked before the answer is cached: rows cut at the byte bound are not the whole answer.
     const overflow = firstPastBytes(logs, limits)
