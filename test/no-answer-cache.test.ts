@@ -80,6 +80,48 @@ test('without an answer cache, blocks asked for at the same moment are read in o
   expect(reads.length).toBeLessThan(blocks.length / 2)
 })
 
+test('logs of blocks asked for by hash at the same moment (ethers and viem polling each new block): the hashes are found in one statement, each answered as anvil does', async () => {
+  const { anvil, gateway, facts } = followed()
+  const hashes = await Promise.all(
+    Array.from(
+      { length: 8 },
+      async (_, offset) =>
+        ((await rpc(anvil.rpcUrl, 'eth_getBlockByNumber', [`0x${(facts.head - offset).toString(16)}`, false])).result as { hash: Hash }).hash,
+    ),
+  )
+  const calls = [
+    ...hashes.map((blockHash) => ({ blockHash })),
+    { blockHash: `0x${'ab'.repeat(32)}` },
+    { blockHash: hashes[0]!.toUpperCase().replace('0X', '0x') },
+  ]
+  const batch = calls.map((filter, id) => ({ jsonrpc: '2.0', id, method: 'eth_getLogs', params: [filter] }))
+  const post = async (url: string) =>
+    (
+      (await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch) })).json()) as {
+        id: number
+        result?: unknown
+        error?: unknown
+      }[]
+    ).sort((a, b) => a.id - b.id)
+  const counter = countStatements(gateway.db)
+  let answers: { id: number; result?: unknown; error?: unknown }[]
+  try {
+    answers = await post(gateway.dedicatedUrl)
+  } finally {
+    counter.stop()
+  }
+  const expected = await post(anvil.rpcUrl)
+  expect(answers.map((answer) => answer.result)).toEqual(expected.map((answer) => answer.result))
+  // The unknown hash is an error from both; the hash in capitals names the same block.
+  expect(answers[8]!.error).toBeDefined()
+  expect(expected[8]!.error).toBeDefined()
+  expect(answers[9]!.result).toEqual(answers[0]!.result)
+  expect(answers.filter((answer) => Array.isArray(answer.result) && answer.result.length > 0).length).toBeGreaterThan(3)
+  const lookups = counter.statements.filter((statement) => statement.includes('from "blocks" where "blocks"."hash"'))
+  expect(lookups.length).toBeGreaterThan(0)
+  expect(lookups.length).toBeLessThan(calls.length / 2)
+})
+
 test.skipIf(!process.env.DATABASE_URL)(
   'on Postgres, log queries with one plan are prepared once per connection, filters planned for their values never are, and both answer as anvil',
   async () => {

@@ -1,8 +1,10 @@
 import type { RegistryProgress } from '../attribution/registry.js'
+import DataLoader from 'dataloader'
 import { desc, inArray, sql } from 'drizzle-orm'
 import type { Hash } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
-import { byteaToHex, type Db, hexToBytea, renderStatement, SYNC_KEYS, schema } from '../db/index.js'
+import { arrayLiteral, byteaToHex, type Db, renderStatement, SYNC_KEYS, schema } from '../db/index.js'
+import { BATCH_PER_TURN } from './batching.js'
 
 /** How long a serving process trusts its view of the head before asking the database again. */
 const HEAD_CACHE_MS = 100
@@ -57,12 +59,17 @@ export type ResolvedBlock =
   | { status: 'unavailable'; tag: string }
 
 /**
- * A block's number and time by its hash, rendered once: built with the query builder per call, it cost more of
- * the gateway's time than Postgres took to answer (every `eth_getLogs` by block hash asks it).
+ * Blocks' numbers and times by their hashes (one parameter, a `bytea[]` literal, so that the text is the same
+ * for any batch), rendered once: built with the query builder per call, it cost more of the gateway's time than
+ * Postgres took to answer (every `eth_getLogs` by block hash asks it).
  */
-const BLOCK_BY_HASH = renderStatement(
-  sql`select ${schema.blocks.number} as number, ${schema.blocks.timestamp} as timestamp from ${schema.blocks} where ${schema.blocks.hash} = ${''} limit 1`,
+const BLOCKS_BY_HASH = renderStatement(
+  sql`select ${schema.blocks.number} as number, ${schema.blocks.hash} as hash, ${schema.blocks.timestamp} as timestamp
+        from ${schema.blocks} where ${schema.blocks.hash} = any(${''}::bytea[])`,
 )
+
+/** A block hash as the batch's literal takes it: 32 bytes in hex. */
+const BLOCK_HASH = /^0x[0-9a-fA-F]{64}$/
 
 /** A failed load is handled where it is awaited (and forgotten by `view`). */
 const ignoreFailure = () => undefined
@@ -121,9 +128,28 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
     return cached.view
   }
 
-  async function blockByHash(hash: Hash): Promise<BlockRef | null> {
-    const [row] = await db.query<{ number: number | string; timestamp: number | string }>(BLOCK_BY_HASH.withParameters(hexToBytea(hash)))
-    return row ? { number: Number(row.number), hash, timestamp: Number(row.timestamp) } : null
+  /**
+   * Blocks asked for by hash at the same moment (one event-loop turn), in one statement: every ethers and viem
+   * client polls the newest block's logs by its hash, each with its own filter. Nothing is kept between batches:
+   * a hash a reorg undid must not be found a moment later.
+   */
+  const blocksByHash = new DataLoader<Hash, BlockRef | null, string>(
+    async (hashes) => {
+      const rows = await db.query<{ number: number | string; hash: Uint8Array; timestamp: number | string }>(
+        // Only well-formed hashes go in the literal: one that is not would fail the statement for the whole batch.
+        BLOCKS_BY_HASH.withParameters(arrayLiteral(new Set(hashes.filter((hash) => BLOCK_HASH.test(hash)).map((hash) => `\\x${hash.slice(2)}`)))),
+      )
+      const byHash = new Map(rows.map((row) => [byteaToHex(row.hash), row]))
+      return hashes.map((hash) => {
+        const row = byHash.get(hash.toLowerCase() as Hash)
+        return row === undefined ? null : { number: Number(row.number), hash, timestamp: Number(row.timestamp) }
+      })
+    },
+    { ...BATCH_PER_TURN, cacheKeyFn: (hash) => hash.toLowerCase() },
+  )
+
+  function blockByHash(hash: Hash): Promise<BlockRef | null> {
+    return blocksByHash.load(hash)
   }
 
   async function resolve(selector: BlockSelector): Promise<ResolvedBlock> {
