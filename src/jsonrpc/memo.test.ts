@@ -59,4 +59,16 @@ describe('the call memo', () => {
     expect(serialised.times).toBe(1)
     expect(calls.figures().kept).toBe(1)
   })
+
+  test('an answer by block hash is given again while the index starts where it did, and asked anew once retention moved its first block', () => {
+    let range = { first: 0, head: 10, current: true }
+    const calls = createCallMemo({ cache: createAnswerCache({ maxBytes: 1024 * 1024 }), indexed: () => range, maxBytes: 1024 * 1024 })
+    const byHash: Pins = () => ['indexed']
+    const params = [{ blockHash: `0x${'ab'.repeat(32)}` }]
+    calls.keep(calls.lookup('eth_getLogs', params, byHash)!.ticket, [{ logIndex: '0x0' }])
+    range = { first: 0, head: 11, current: true }
+    expect(calls.lookup('eth_getLogs', params, byHash)!.hit).toEqual([{ logIndex: '0x0' }])
+    range = { first: 5, head: 11, current: true }
+    expect(calls.lookup('eth_getLogs', params, byHash)!.hit).toBeUndefined()
+  })
 })

@@ -5,13 +5,17 @@ import type { AnswerCache } from '../resolvers/cache.js'
 import type { IndexedRange } from '../resolvers/chain.js'
 import { RawJson } from '../resolvers/raw-json.js'
 
-/** A block a call's answer is fixed by: an explicit number, or `latest` (the head the resolvers see now). */
-export type Pin = number | 'latest'
+/**
+ * A block a call's answer is fixed by: an explicit number, `latest` (the head the resolvers see now), or
+ * `indexed`: a block the index holds, named by its hash, whose number is not known before the call runs. Such
+ * an answer is given again while the index still starts where it did (retention has dropped nothing since).
+ */
+export type Pin = number | 'latest' | 'indexed'
 
 /**
- * The blocks a call's answer is fixed by, read from its raw params: `[]` for an answer no block number
- * changes (the chain id, or logs by a block hash: read from the index alone, and emptied from the memo by a
- * reorg as every other answer is), `null` when it is not fixed (`pending`, `safe`, `finalized`, a missing
+ * The blocks a call's answer is fixed by, read from its raw params: `[]` for an answer no block changes
+ * (the chain id), `['indexed']` for logs by a block hash (read from the index alone, and emptied from the memo
+ * by a reorg as every other answer is), `null` when it is not fixed (`pending`, `safe`, `finalized`, a missing
  * block argument). Raw params are not validated yet: anything unexpected is `null`.
  */
 export type Pins = (params: unknown[]) => Pin[] | null
@@ -61,8 +65,11 @@ function withDeflated(text: RawJson): RawJson {
   return RawJson.withDeflated(text.bytes, deflateOpen(text.bytes, DEFLATE_LEVEL))
 }
 
-/** A call under way that may be memoised: its key, the memo's generation when it started, and the head its `latest` meant. */
-export type MemoTicket = { key: string; generation: number; head: number | null }
+/**
+ * A call under way that may be memoised: its key, the memo's generation when it started, the head its `latest`
+ * meant, and the index's first block when it named a block by hash (else `null`).
+ */
+export type MemoTicket = { key: string; generation: number; head: number | null; first: number | null }
 
 /**
  * Results smaller than this are kept as the values they are (shared, never changed): written per answer, a
@@ -74,7 +81,7 @@ const TEXT_FROM_BYTES = 512
  * A kept result, with the head it was computed at when it named `latest` (else `null`: it holds at any head):
  * JSON text when it is large, else the value itself; `bytes` is its JSON's size, for the memory bound.
  */
-type Entry = { result: unknown; bytes: number; head: number | null }
+type Entry = { result: unknown; bytes: number; head: number | null; first: number | null }
 
 /**
  * Whole JSON-RPC results (as JSON text when large) of calls whose answer is fixed: every block they name is an explicit
@@ -111,22 +118,26 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
       const pinned = pins(list)
       if (range === null || pinned === null) return null
       let latest = false
+      let byHash = false
       for (const pin of pinned) {
         if (pin === 'latest') latest = true
+        else if (pin === 'indexed') byHash = true
         else if (pin > range.head || pin < range.first) return null
       }
       // `latest` only while the range is the resolvers' own view: else they would load a newer head.
       if (latest && !range.current) return null
       const head = latest ? range.head : null
+      const first = byHash ? range.first : null
       const key = keyOf(method, list)
       if (key === null) return null
+      const ticket: MemoTicket = { key, generation, head, first }
       const entry = store.get(key)
-      if (entry === undefined || entry.head !== head) return { ticket: { key, generation, head }, hit: undefined }
+      if (entry === undefined || entry.head !== head || entry.first !== first) return { ticket, hit: undefined }
       figures.hits++
-      if (!(entry.result instanceof RawJson)) return { ticket: { key, generation, head }, hit: entry.result }
+      if (!(entry.result instanceof RawJson)) return { ticket, hit: entry.result }
       const text = withDeflated(entry.result)
-      if (text !== entry.result) store.set(key, { result: text, bytes: text.heldBytes, head })
-      return { ticket: { key, generation, head }, hit: text }
+      if (text !== entry.result) store.set(key, { result: text, bytes: text.heldBytes, head, first })
+      return { ticket, hit: text }
     },
     /**
      * Keeps a call's result (a small one as it is, a larger one as JSON text), unless it is `null` or a reorg
@@ -138,7 +149,7 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
       if (store === null || result === null || result === undefined || ticket.generation !== generation) return result
       const remember = (kept: unknown, bytes: number) => {
         if (bytes <= MAX_ENTRY_BYTES) {
-          store.set(ticket.key, { result: kept, bytes, head: ticket.head })
+          store.set(ticket.key, { result: kept, bytes, head: ticket.head, first: ticket.first })
           figures.kept++
         }
         return kept

@@ -9,10 +9,10 @@ export const eth_getLogs = defineMethod({
   params: z.tuple([logFilter]),
   // A range given by numbers or `latest` (also when left out), or a block hash: its logs are read from the index
   // alone (a hash the index does not hold is an error, never kept), and stay the same until a reorg, which
-  // empties the memo. Another tag is not fixed.
+  // empties the memo, or until retention moves the index's first block. Another tag is not fixed.
   pins: ([filter]) => {
     if (typeof filter !== 'object' || filter === null) return null
-    if ('blockHash' in filter) return BLOCK_HASH.test(String(filter.blockHash)) ? [] : null
+    if ('blockHash' in filter) return BLOCK_HASH.test(String(filter.blockHash)) ? ['indexed'] : null
     const { fromBlock, toBlock } = filter as { fromBlock?: unknown; toBlock?: unknown }
     const from = pinOf(fromBlock ?? 'latest')
     const to = pinOf(toBlock ?? 'latest')
