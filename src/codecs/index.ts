@@ -62,6 +62,11 @@ export const address = fixedHex<Address>(20, 'common.Address', 'address')
 /** 32-byte hash or topic, normalised to lower case. */
 export const hash = fixedHex<Hash>(32, 'common.Hash', 'hash')
 
+/** Whether `value` is a 32-byte hash as `hash` takes it (any case), without parsing it: for raw params on a hot path. */
+export function isHashText(value: unknown): value is string {
+  return typeof value === 'string' && fixedHexProblem(value, 32, 'common.Hash', 'hash') === null
+}
+
 /** A filter's id as `eth_newFilter` and its siblings answered it: any string (an unknown one is `filter not found`). */
 export const filterId = z
   .string({ error: 'expected a filter id string' })

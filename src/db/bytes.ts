@@ -21,3 +21,10 @@ export function arrayLiteral(values: Iterable<number | bigint | string>): string
   for (const value of values) elements.push(typeof value === 'string' ? `"${value.replace(/["\\]/g, '\\$&')}"` : String(value))
   return `{${elements.join(',')}}`
 }
+
+/** A `bytea[]` literal of `values` (elements in bytea's `\x` hex form), bound as one text parameter and cast `::bytea[]` (see `arrayLiteral`). */
+export function byteaArrayLiteral(values: Iterable<Uint8Array>): string {
+  const elements: string[] = []
+  for (const value of values) elements.push(`\\x${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`)
+  return arrayLiteral(elements)
+}

@@ -24,7 +24,6 @@ export {
   isIngestLockLost,
   isSql,
   PLAN_FOR_VALUES,
-  PLAN_FOR_VALUES_COMMENT,
   type RenderedStatement,
   renderStatement,
   rowsOf,

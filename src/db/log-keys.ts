@@ -1,7 +1,7 @@
 import { getTableName, type SQL, sql } from 'drizzle-orm'
 import type { AnyPgColumn } from 'drizzle-orm/pg-core'
 import type { Hex } from 'viem'
-import { hexToBytea } from './bytes.js'
+import { byteaArrayLiteral, hexToBytea } from './bytes.js'
 
 /**
  * The `logs` indexes (migration 0011) are keyed on 8 bytes of a log's address and topic0, not on all 20 and
@@ -69,9 +69,7 @@ function columnText(column: ColumnName): string {
 /** `expression` equal to one of `values`: one bind parameter for the whole list (a `bytea[]` literal), never one per value. */
 function anyOf(param: Param, expression: string, values: Uint8Array[]): string {
   if (values.length === 1) return `${expression} = ${param(values[0]!)}`
-  // Array-literal elements quoted, with the backslash of bytea's `\x` hex form escaped.
-  const literal = `{${values.map((value) => `"\\\\x${Buffer.from(value).toString('hex')}"`).join(',')}}`
-  return `${expression} = any(${param(literal)}::bytea[])`
+  return `${expression} = any(${param(byteaArrayLiteral(values))}::bytea[])`
 }
 
 /** As text: a log's `column` is one of `values` (lower-case hex), by the value alone, for the columns no index keys. */

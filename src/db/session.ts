@@ -1,6 +1,6 @@
 import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { type Query, SQL, sql } from 'drizzle-orm'
+import { type Query, SQL } from 'drizzle-orm'
 import { PgDialect, type PgDatabase, type PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import type { CopyRows } from './copy.js'
 import type * as schema from './schema.js'
@@ -15,12 +15,12 @@ export const dialect = new PgDialect()
 export const PLAN_FOR_VALUES_COMMENT = '/* plan for values */'
 
 /**
- * A condition (always true) that marks a statement whose best plan depends on its values, so that Postgres
+ * A condition (always true), as statement text, that marks a statement whose best plan depends on its values, so that Postgres
  * plans it for each call: the Postgres client prepares every other statement, and a prepared statement may
  * be run with one generic plan for all values. A log filter by address alone is such a statement: over a
  * few blocks a hot token's logs are best found by block range, a rare address's by its index.
  */
-export const PLAN_FOR_VALUES = sql.raw(`${PLAN_FOR_VALUES_COMMENT} true`)
+export const PLAN_FOR_VALUES = `${PLAN_FOR_VALUES_COMMENT} true`
 
 export type Drizzle = PgDatabase<PgQueryResultHKT, typeof schema>
 

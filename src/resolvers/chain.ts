@@ -2,8 +2,8 @@ import type { RegistryProgress } from '../attribution/registry.js'
 import DataLoader from 'dataloader'
 import { desc, inArray, sql } from 'drizzle-orm'
 import type { Hash } from 'viem'
-import type { BlockSelector } from '../codecs/index.js'
-import { arrayLiteral, byteaToHex, type Db, renderStatement, SYNC_KEYS, schema } from '../db/index.js'
+import { type BlockSelector, isHashText } from '../codecs/index.js'
+import { byteaArrayLiteral, byteaToHex, type Db, hexToBytea, renderStatement, SYNC_KEYS, schema } from '../db/index.js'
 import { BATCH_PER_TURN } from './batching.js'
 
 /** How long a serving process trusts its view of the head before asking the database again. */
@@ -68,9 +68,6 @@ const BLOCKS_BY_HASH = renderStatement(
         from ${schema.blocks} where ${schema.blocks.hash} = any(${''}::bytea[])`,
 )
 
-/** A block hash as the batch's literal takes it: 32 bytes in hex. */
-const BLOCK_HASH = /^0x[0-9a-fA-F]{64}$/
-
 /** A failed load is handled where it is awaited (and forgotten by `view`). */
 const ignoreFailure = () => undefined
 
@@ -133,20 +130,17 @@ export function createChainState({ db, onReorg }: { db: Db; onReorg(): void }): 
    * client polls the newest block's logs by its hash, each with its own filter. Nothing is kept between batches:
    * a hash a reorg undid must not be found a moment later.
    */
-  const blocksByHash = new DataLoader<Hash, BlockRef | null, string>(
-    async (hashes) => {
-      const rows = await db.query<{ number: number | string; hash: Uint8Array; timestamp: number | string }>(
-        // Only well-formed hashes go in the literal: one that is not would fail the statement for the whole batch.
-        BLOCKS_BY_HASH.withParameters(arrayLiteral(new Set(hashes.filter((hash) => BLOCK_HASH.test(hash)).map((hash) => `\\x${hash.slice(2)}`)))),
-      )
-      const byHash = new Map(rows.map((row) => [byteaToHex(row.hash), row]))
-      return hashes.map((hash) => {
-        const row = byHash.get(hash.toLowerCase() as Hash)
-        return row === undefined ? null : { number: Number(row.number), hash, timestamp: Number(row.timestamp) }
-      })
-    },
-    { ...BATCH_PER_TURN, cacheKeyFn: (hash) => hash.toLowerCase() },
-  )
+  const blocksByHash = new DataLoader<Hash, BlockRef | null>(async (hashes) => {
+    const rows = await db.query<{ number: number | string; hash: Uint8Array; timestamp: number | string }>(
+      // Only well-formed hashes go in the literal: one that is not would fail the statement for the whole batch.
+      BLOCKS_BY_HASH.withParameters(byteaArrayLiteral([...new Set(hashes.filter(isHashText))].map(hexToBytea))),
+    )
+    const byHash = new Map(rows.map((row) => [byteaToHex(row.hash), row]))
+    return hashes.map((hash) => {
+      const row = byHash.get(hash.toLowerCase() as Hash)
+      return row === undefined ? null : { number: Number(row.number), hash, timestamp: Number(row.timestamp) }
+    })
+  }, BATCH_PER_TURN)
 
   function blockByHash(hash: Hash): Promise<BlockRef | null> {
     return blocksByHash.load(hash)

@@ -1,5 +1,5 @@
 import { type LogFilter, toQuantity } from '../codecs/index.js'
-import { PLAN_FOR_VALUES_COMMENT, type RenderedStatement } from '../db/index.js'
+import { PLAN_FOR_VALUES, type RenderedStatement } from '../db/index.js'
 import { columnIsAnyOfText, logAddressIsAnyOfText, logTopic0IsAnyOfText, logTopicTailIsAnyOfText, type Param, TAIL_KEYED_TOPICS } from '../db/log-keys.js'
 import {
   BlockRangeBeyondHeadError,
@@ -40,9 +40,6 @@ export const LOG_JSON_FIXED_BYTES = 700
 export const logJsonBytes = (log: Log) => LOG_JSON_FIXED_BYTES + log.data.length - 2
 
 export type { Log } from '../objects/log.js'
-
-/** `PLAN_FOR_VALUES` (db/session.ts) as a condition of a statement written as text. */
-const PLAN_FOR_VALUES_TEXT = `${PLAN_FOR_VALUES_COMMENT} true`
 
 /** The topic columns of `logs`, as the statement's text names them. */
 const TOPIC_COLUMNS = ['topic0', 'topic1', 'topic2', 'topic3'] as const
@@ -199,7 +196,7 @@ export type LogRange = { fromNumber: number; toNumber: number }
  */
 export function createLogResolvers({ db, chain, cache, pendingView, history }: ReadContext) {
   /**
-   * The logs matching `where`, at most `cap`, in chain order. A filter that no index answers exactly is
+   * The logs `scan` asks for (its filter over its blocks, after its cursor), at most `cap`, in chain order. A filter that no index answers exactly is
    * first priced by the planner, and refused with a smaller range when it would cost more than allowed.
    */
   async function queryLogs(scan: LogScan, cap: number, limits: LogLimits): Promise<Log[]> {
@@ -217,7 +214,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     // what any plan reads to one block's logs. Planned per call, such a statement took 0.6 ms of Postgres'
     // time to parse and plan for 0.07 ms of execution (1M-log chain, an address and a topic1 by block hash, no
     // cache: 650 -> 1,472 req/s).
-    if (!hasOnePlan(filter) && fromNumber !== toNumber) conditions.push(PLAN_FOR_VALUES_TEXT)
+    if (!hasOnePlan(filter) && fromNumber !== toNumber) conditions.push(PLAN_FOR_VALUES)
     const query = `select * from "logs" where ${conditions.join(' and ')} order by block_number, log_index limit ${param(cap)}`
     const maxCost = limits.maxQueryCost ?? 0
     if (maxCost > 0 && !isIndexExact(filter, fromNumber, toNumber)) {

@@ -1,9 +1,7 @@
 import { z } from 'zod'
-import { logFilter } from '../../codecs/index.js'
+import { isHashText, logFilter } from '../../codecs/index.js'
 import { defineMethod } from '../define-method.js'
 import { pinOf } from '../memo.js'
-
-const BLOCK_HASH = /^0x[0-9a-fA-F]{64}$/
 
 export const eth_getLogs = defineMethod({
   params: z.tuple([logFilter]),
@@ -12,7 +10,7 @@ export const eth_getLogs = defineMethod({
   // empties the memo, or until retention moves the index's first block. Another tag is not fixed.
   pins: ([filter]) => {
     if (typeof filter !== 'object' || filter === null) return null
-    if ('blockHash' in filter) return BLOCK_HASH.test(String(filter.blockHash)) ? ['indexed'] : null
+    if ('blockHash' in filter) return isHashText(filter.blockHash) ? ['indexed'] : null
     const { fromBlock, toBlock } = filter as { fromBlock?: unknown; toBlock?: unknown }
     const from = pinOf(fromBlock ?? 'latest')
     const to = pinOf(toBlock ?? 'latest')
