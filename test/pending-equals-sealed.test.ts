@@ -1,4 +1,4 @@
-import { type Address, encodeFunctionData, type Hex } from 'viem'
+import { type Address, encodeFunctionData, type Hex, toHex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
@@ -50,7 +50,26 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
       const recipient = `0x${'7e'.repeat(20)}` as Address
       const call = (functionName: 'transfer' | 'multi' | 'mint', args: readonly unknown[]) =>
         encodeFunctionData({ abi: tokenAbi, functionName, args: args as never })
+      // EIP-7702 (type 4), as smart-account wallets send on Base: `a` sponsors the delegation of an EOA's code
+      // to the token (the authority's nonce moves by the authorization alone), then calls the token's code
+      // at the authority, which runs on the authority's own storage and logs from its address.
+      const authority = DEV_ACCOUNTS[4]!
+      const authorization = await authority.signAuthorization!({
+        contractAddress: token,
+        chainId: 31337,
+        nonce: Number(await result<Hex>(devnet.rpcUrl, 'eth_getTransactionCount', [authority.address, 'pending'])),
+      })
+      const signed = {
+        chainId: toHex(authorization.chainId),
+        address: authorization.address,
+        nonce: toHex(authorization.nonce),
+        yParity: toHex(authorization.yParity ?? 0),
+        r: authorization.r,
+        s: authorization.s,
+      }
       const burst = [
+        { from: a, to: authority.address, authorizationList: [signed], gas: '0x30000' },
+        { from: a, to: authority.address, data: call('mint', [c, 4n]), gas: '0x30000' },
         { from: a, to: recipient, value: '0x3' },
         { from: b, to: token, data: call('transfer', [recipient, 5n]), gas: '0x30000' },
         { from: c, to: token, data: call('multi', [recipient, 3n]), gas: '0x80000' },
@@ -92,7 +111,7 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
         )
         .toBe(true)
       const pendingTag = 'pending'
-      const accounts = [a, b, c, recipient, token]
+      const accounts = [a, b, c, recipient, token, authority.address]
       const [pendingBlock, pendingReceipts, pendingLogs, pendingTransactions, pendingReceiptsByHash, pendingBalances, pendingNonces, head] = await Promise.all([
         result<Json>(gateway.dedicatedUrl, 'eth_getBlockByNumber', [pendingTag, true]),
         result<Json[]>(gateway.dedicatedUrl, 'eth_getBlockReceipts', [pendingTag]),
@@ -119,6 +138,9 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
         Promise.all(accounts.map((account) => result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [account, at]))),
       ])
       expect(sealedBlock.transactions as Json[]).toHaveLength(burst.length)
+      // The delegation landed, and the token's code ran at the authority: it logged from there.
+      expect((sealedBlock.transactions as Json[]).map((transaction) => transaction.type)).toContain('0x4')
+      expect(sealedLogs.map((log) => log.address)).toContain(authority.address.toLowerCase())
       expect(pendingReceipts.map(withoutBlockHash)).toEqual(sealedReceipts.map(withoutBlockHash))
       expect(pendingReceiptsByHash.map(withoutBlockHash)).toEqual(sealedReceipts.map(withoutBlockHash))
       expect(pendingReceipts.map((receipt) => receipt.status)).toContain('0x0')

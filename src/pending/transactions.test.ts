@@ -35,4 +35,32 @@ describe('decodePendingTransaction', () => {
     })
     expect((await decodePendingTransaction(raw)).to).toBeNull()
   })
+
+  test('an EIP-7702 transaction writes its authorizations as nodes do: quantities, in their key order', async () => {
+    // r with a leading zero byte: a quantity drops it, as geth's hexutil.U256 and alloy's U256 write it.
+    const authorization = {
+      chainId: 8453,
+      address: `0x${'ab'.repeat(20)}` as const,
+      nonce: 3,
+      yParity: 1,
+      r: `0x00${'11'.repeat(31)}` as const,
+      s: `0x${'22'.repeat(32)}` as const,
+    }
+    const raw = await account.signTransaction({
+      ...base,
+      type: 'eip7702',
+      chainId: 8453,
+      maxFeePerGas: parseGwei('3'),
+      maxPriorityFeePerGas: parseGwei('1'),
+      authorizationList: [authorization],
+    })
+    const decoded = await decodePendingTransaction(raw)
+    expect(decoded.from).toBe(account.address.toLowerCase())
+    expect(decoded.fields.type).toBe('0x4')
+    // JSON that round-trips: no bigint, no JS number left among its fields.
+    expect(JSON.parse(JSON.stringify(decoded.fields)).authorizationList).toEqual([
+      { chainId: '0x2105', address: authorization.address, nonce: '0x3', yParity: '0x1', r: `0x${'11'.repeat(31)}`, s: authorization.s },
+    ])
+    expect(Object.keys((decoded.fields.authorizationList as object[])[0]!)).toEqual(['chainId', 'address', 'nonce', 'yParity', 'r', 's'])
+  })
 })

@@ -83,6 +83,25 @@ async function recoverSender(raw: Hex, bytes: Uint8Array | null, parsed: Record<
   }
 }
 
+/** An EIP-7702 authorization as viem parses it: numbers, and `v` beside `yParity`. */
+type ParsedAuthorization = { chainId: number; address: Address; nonce: number; yParity?: number; v?: bigint; r: Hex; s: Hex }
+
+/**
+ * An authorization as nodes write it (geth's `SetCodeAuthorization`, alloy's `SignedAuthorization`): every
+ * number a quantity, `r` and `s` too, in their key order. viem's parse holds numbers and a bigint `v`, which
+ * JSON cannot write.
+ */
+function authorizationJson({ chainId, address, nonce, yParity, v, r, s }: ParsedAuthorization): Record<string, string> {
+  return {
+    chainId: toQuantity(chainId),
+    address: address.toLowerCase(),
+    nonce: toQuantity(nonce),
+    yParity: toQuantity(yParity ?? (v === undefined ? 0 : Number(v) - 27)),
+    r: toQuantity(BigInt(r)),
+    s: toQuantity(BigInt(s)),
+  }
+}
+
 /** Decodes a raw transaction and recovers its sender (OP deposits carry `from` in the envelope). */
 export async function decodePendingTransaction(raw: Hex): Promise<PendingTransaction> {
   const parsed = parseTransaction(raw) as Record<string, unknown> & { type: string }
@@ -103,7 +122,7 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
   fields.value = toQuantity((parsed.value as bigint | undefined) ?? 0n)
   if (type !== 0 && type !== 0x7e) fields.accessList = parsed.accessList ?? []
   if (parsed.blobVersionedHashes !== undefined) fields.blobVersionedHashes = parsed.blobVersionedHashes
-  if (parsed.authorizationList !== undefined) fields.authorizationList = parsed.authorizationList
+  if (parsed.authorizationList !== undefined) fields.authorizationList = (parsed.authorizationList as ParsedAuthorization[]).map(authorizationJson)
   fields.input = (parsed.data as Hex | undefined) ?? '0x'
   if (type === 0x7e) {
     fields.sourceHash = parsed.sourceHash
