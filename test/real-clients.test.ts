@@ -10,8 +10,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { JsonRpcProvider, Wallet } from 'ethers'
 import { type Address, createPublicClient, createWalletClient, type Hash, type Hex, http, keccak256, parseGwei, type TransactionReceipt, toHex } from 'viem'
-import type { HDAccount } from 'viem/accounts'
+import { type HDAccount, mnemonicToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { DEV_MNEMONIC } from '../src/devnet/anvil.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, DEVNET_CHAIN } from './fixtures/flashblocks.js'
@@ -317,6 +318,25 @@ describe('real clients through flashgate', () => {
       transactionIndex: null,
       from: account.address.toLowerCase(),
     })
+  })
+
+  test('viem: an EOA delegates itself (EIP-7702, self-sponsored): the pending nonce at once skips the one its authorization takes', async () => {
+    // anvil funds the mnemonic's first ten accounts; the ones above are not any other test's.
+    const account = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: 7 })
+    const wallet = createWalletClient({ account, chain: DEVNET_CHAIN, transport: http(gateway.url) })
+    const reader = createPublicClient({ chain: DEVNET_CHAIN, transport: http(gateway.url), pollingInterval: RECEIPT_POLL_MS })
+    const nonceBefore = await reader.getTransactionCount({ address: account.address, blockTag: 'pending' })
+    // `executor: 'self'`: viem signs the authorization for the nonce after the transaction's own.
+    const authorization = await wallet.signAuthorization({ contractAddress: `0x${'c0'.repeat(20)}`, executor: 'self' })
+    expect(authorization.nonce).toBe(nonceBefore + 1)
+    const delegation = await wallet.sendTransaction({ authorizationList: [authorization], to: account.address, data: '0x' })
+    // At once, before a flashblock shows it: the nonce the wallet's next send takes is the one after both.
+    // (Not sent here: anvil's pool waits forever for the nonce the authorization took, which no transaction provides.)
+    expect(await reader.getTransactionCount({ address: account.address, blockTag: 'pending' })).toBe(nonceBefore + 2)
+    await waitForSealedReceipt(delegation)
+    expect(await reader.getTransactionCount({ address: account.address, blockTag: 'latest' })).toBe(nonceBefore + 2)
+    expect(await reader.getTransactionCount({ address: account.address, blockTag: 'pending' })).toBe(nonceBefore + 2)
+    expect(await reader.getCode({ address: account.address })).toBe(`0xef0100${'c0'.repeat(20)}`)
   })
 
   test('a transaction sent through flashgate is found by hash at once, before any flashblock shows it', async () => {

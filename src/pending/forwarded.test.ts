@@ -21,6 +21,17 @@ describe('forwarded transactions in the pending nonce', () => {
     expect(await forwarded.nextNonce(SENDER, 7n)).toBe(10n)
   })
 
+  test('a self-sponsored EIP-7702 delegation takes its authorization\u2019s nonce too; a replacement without one gives it back', async () => {
+    const forwarded = createForwardedTransactions()
+    const delegation = { from: SENDER, nonce: 4, fields: { chainId: '0x2105' }, authorities: [{ address: SENDER, chainId: 8453, nonce: 5 }] } as never
+    await forwarded.record({ from: SENDER, nonce: 4, hash: hash(4), transaction: delegation })
+    expect(await forwarded.nextNonce(SENDER, 4n)).toBe(6n)
+    // Known to be 5 (a count that saw the send but not its authorization): 5 is still taken.
+    expect(await forwarded.nextNonce(SENDER, 5n)).toBe(6n)
+    await forwarded.record({ from: SENDER, nonce: 4, hash: hash(40), transaction: { from: SENDER, nonce: 4, fields: {} } as never })
+    expect(await forwarded.nextNonce(SENDER, 4n)).toBe(5n)
+  })
+
   test('a replacement (same sender and nonce) takes the place of the first, which is no longer found by hash', async () => {
     const forwarded = createForwardedTransactions()
     const first = { hash: hash(1), index: -1 } as never

@@ -1,7 +1,7 @@
 import type { Address, Hash } from 'viem'
 import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
-import type { PendingTransaction } from './transactions.js'
+import { nonceAfter, type PendingTransaction } from './transactions.js'
 
 /**
  * A forwarded transaction not seen in a flashblock or block for this long is taken as dropped by the
@@ -14,7 +14,8 @@ const MAX_FORWARDED = 100_000
 /** In Redis, forwarded nonces kept per sender at most (the highest): far more than any wallet has in flight. */
 const MAX_SHARED_PER_SENDER = 1_000
 
-type Forwarded = { hash: Hash; at: number; transaction: PendingTransaction | null }
+/** `through`: the last nonce of its sender it takes (its own, or more with EIP-7702 authorizations the sender signed). */
+type Forwarded = { hash: Hash; at: number; transaction: PendingTransaction | null; through: number }
 
 /**
  * Forwarded nonces shared through Redis, so that a wallet sending through one process and asking another
@@ -139,6 +140,8 @@ function createClusterNonces(link: ClusterLink): SharedNonces {
  * (the 85–120 ms between a send and its flashblock), and `eth_getTransactionByHash` finds them as a node
  * finds a transaction in its pool. A transaction stops counting once the sender's nonce passes it
  * (pre-confirmed, mined or replaced) or it is evidently dropped (FORWARDED_DROP_AFTER_MS).
+ * A self-sponsored EIP-7702 delegation (an authorization the sender signed for its next nonce) counts for
+ * both nonces it takes, in this process (the shared stores below hold one nonce per send).
  * With `redis` (`--redis-url`), the sender and nonce of each send are shared too, so that the pending nonce
  * on every process counts what any of them forwarded (one Redis round trip per send and per pending-nonce
  * read); while Redis fails, each process counts its own sends, as without it. Look-ups by hash stay local.
@@ -176,7 +179,9 @@ export function createForwardedTransactions({
       forget(sender, nonce)
       let nonces = bySender.get(sender)
       if (nonces === undefined) bySender.set(sender, (nonces = new Map()))
-      nonces.set(nonce, { hash, at: now(), transaction })
+      // A self-sponsored EIP-7702 delegation takes the next nonce too: the wallet's next send must not reuse it.
+      const through = transaction === null ? nonce : Number(nonceAfter(sender, BigInt(nonce), { ...transaction, from: sender, nonce })) - 1
+      nonces.set(nonce, { hash, at: now(), transaction, through })
       byHash.set(hash, { sender, nonce })
       // Entries are in the order they were sent: those past the drop time go from the front, so memory
       // follows the send rate, not the number of senders who never ask again.
@@ -203,8 +208,8 @@ export function createForwardedTransactions({
       if (local !== undefined) {
         const cutoff = now() - dropAfterMs
         for (const [nonce, forwarded] of local) {
-          if (BigInt(nonce) < known || forwarded.at < cutoff) forget(sender, nonce)
-          else nonces.add(nonce)
+          if (BigInt(forwarded.through) < known || forwarded.at < cutoff) forget(sender, nonce)
+          else for (let taken = nonce; taken <= forwarded.through; taken++) nonces.add(taken)
         }
       }
       let next = known

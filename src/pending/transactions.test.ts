@@ -1,7 +1,7 @@
-import { parseGwei } from 'viem'
+import { type Address, parseGwei } from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
 import { describe, expect, test } from 'vitest'
-import { decodePendingTransaction } from './transactions.js'
+import { decodePendingTransaction, nonceAfter } from './transactions.js'
 
 const account = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: 6 })
 const base = { to: `0x${'42'.repeat(20)}` as const, value: 5n, gas: 30_000n, nonce: 9 }
@@ -62,5 +62,35 @@ describe('decodePendingTransaction', () => {
       { chainId: '0x2105', address: authorization.address, nonce: '0x3', yParity: '0x1', r: `0x${'11'.repeat(31)}`, s: authorization.s },
     ])
     expect(Object.keys((decoded.fields.authorizationList as object[])[0]!)).toEqual(['chainId', 'address', 'nonce', 'yParity', 'r', 's'])
+  })
+
+  test('an account\u2019s nonce after a transaction: its own send, then each authorization it signed for this chain that names its nonce then', async () => {
+    const other = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: 7 })
+    const sign = (signer: typeof account, nonce: number, chainId = 8453) => signer.signAuthorization!({ contractAddress: base.to, chainId, nonce })
+    const fees = { type: 'eip7702' as const, chainId: 8453, maxFeePerGas: parseGwei('3'), maxPriorityFeePerGas: parseGwei('1') }
+    const raw = await account.signTransaction({
+      ...base,
+      ...fees,
+      // The sender's own for nonce 10 (after the send's 9), one for another chain, one for any chain (0) at 11,
+      // one whose nonce is already past, and another account's.
+      authorizationList: [await sign(account, 10), await sign(account, 11, 1), await sign(account, 11, 0), await sign(account, 5), await sign(other, 0)],
+    })
+    const decoded = await decodePendingTransaction(raw)
+    const me = account.address.toLowerCase() as Address
+    expect(decoded.authorities).toEqual([
+      { address: me, chainId: 8453, nonce: 10 },
+      { address: me, chainId: 1, nonce: 11 },
+      { address: me, chainId: 0, nonce: 11 },
+      { address: me, chainId: 8453, nonce: 5 },
+      { address: other.address.toLowerCase(), chainId: 8453, nonce: 0 },
+    ])
+    expect(nonceAfter(me, 9n, decoded)).toBe(12n)
+    expect(nonceAfter(other.address.toLowerCase() as Address, 0n, decoded)).toBe(1n)
+    expect(nonceAfter(other.address.toLowerCase() as Address, 1n, decoded)).toBe(1n)
+    // Without authorizations, a send moves its sender's nonce alone.
+    const plain = await decodePendingTransaction(await account.signTransaction({ ...base, ...fees, type: 'eip1559' }))
+    expect(plain.authorities).toBeUndefined()
+    expect(nonceAfter(me, 9n, plain)).toBe(10n)
+    expect(nonceAfter(other.address.toLowerCase() as Address, 0n, plain)).toBe(0n)
   })
 })

@@ -12,6 +12,7 @@ import {
   type TransactionSerialized,
 } from 'viem'
 import { parseTransaction } from 'viem/op-stack'
+import { hashAuthorization } from 'viem/utils'
 import { toQuantity } from '../codecs/index.js'
 import { signingPayload } from '../codecs/signing-payload.js'
 import { bytesToHexText, hexBytes, keccak256Bytes, keccak256OfHex } from '../codecs/keccak.js'
@@ -30,7 +31,15 @@ export type PendingTransaction = {
   fields: Record<string, unknown>
   /** The sender's public key (64 bytes) where recovery gave it: flashgate's executor need not recover it again. */
   senderPublicKey?: Uint8Array
+  /** EIP-7702 (type 4): the signers of its authorizations whose signatures recover, in its order. */
+  authorities?: Authority[]
 }
+
+/**
+ * An EIP-7702 authorization's signer and what it names: applied, it moves the signer's nonce from `nonce` by
+ * one (after the sender's own), when `chainId` is 0 or the chain's.
+ */
+export type Authority = { address: Address; chainId: number; nonce: number }
 
 const TYPE_BY_NAME: Record<string, number> = { legacy: 0, eip2930: 1, eip1559: 2, eip4844: 3, eip7702: 4, deposit: 0x7e }
 
@@ -122,7 +131,8 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
   fields.value = toQuantity((parsed.value as bigint | undefined) ?? 0n)
   if (type !== 0 && type !== 0x7e) fields.accessList = parsed.accessList ?? []
   if (parsed.blobVersionedHashes !== undefined) fields.blobVersionedHashes = parsed.blobVersionedHashes
-  if (parsed.authorizationList !== undefined) fields.authorizationList = (parsed.authorizationList as ParsedAuthorization[]).map(authorizationJson)
+  const authorizations = parsed.authorizationList as ParsedAuthorization[] | undefined
+  if (authorizations !== undefined) fields.authorizationList = authorizations.map(authorizationJson)
   fields.input = (parsed.data as Hex | undefined) ?? '0x'
   if (type === 0x7e) {
     fields.sourceHash = parsed.sourceHash
@@ -144,5 +154,42 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
     type,
     fields,
     ...(sender.publicKey !== undefined && { senderPublicKey: sender.publicKey }),
+    ...(authorizations !== undefined && { authorities: recoverAuthorities(authorizations) }),
   }
+}
+
+/** The signers of EIP-7702 authorizations; one whose signature does not recover is left out (a node skips it). */
+function recoverAuthorities(authorizations: readonly ParsedAuthorization[]): Authority[] {
+  const authorities: Authority[] = []
+  for (const { chainId, address, nonce, yParity, v, r, s } of authorizations) {
+    const recoveryId = yParity ?? (v === undefined ? undefined : Number(v) - 27)
+    if (recoveryId !== 0 && recoveryId !== 1) continue
+    try {
+      const signature = new Uint8Array(64)
+      signature.set(hexToBytes(r, { size: 32 }), 0)
+      signature.set(hexToBytes(s, { size: 32 }), 32)
+      const publicKey = recoverPublicKey(hashAuthorization({ chainId, address, nonce, to: 'bytes' }), signature, recoveryId)
+      if (publicKey === null) continue
+      authorities.push({ address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), chainId, nonce })
+    } catch {
+      // Not a signature secp256k1 takes: skipped, as a node skips it.
+    }
+  }
+  return authorities
+}
+
+/**
+ * An account's next nonce after `transaction`, from `nonce` before it: its own send moves it past the
+ * transaction's nonce, then each EIP-7702 authorization it signed for this chain (or any) that names that
+ * nonce moves it by one more, in order, as a node applies them (whether the call then succeeds or not).
+ * An authorization a node would refuse for the authority's code (a contract's) is not known here and counts.
+ */
+export function nonceAfter(account: Address, nonce: bigint, transaction: Pick<PendingTransaction, 'from' | 'nonce' | 'authorities' | 'fields'>): bigint {
+  let next = nonce
+  if (transaction.from === account && BigInt(transaction.nonce) >= next) next = BigInt(transaction.nonce) + 1n
+  if (transaction.authorities === undefined) return next
+  const chainId = transaction.fields.chainId === undefined ? null : BigInt(transaction.fields.chainId as Hex)
+  for (const authority of transaction.authorities)
+    if (authority.address === account && BigInt(authority.nonce) === next && (authority.chainId === 0 || BigInt(authority.chainId) === chainId)) next++
+  return next
 }

@@ -6,7 +6,7 @@ import { type BlockSelector, toQuantity } from '../codecs/index.js'
 import { arrayLiteral, type Db, hexToBytea, renderStatement, schema } from '../db/index.js'
 import { HeaderNotFoundError, UpstreamError } from '../errors.js'
 import { LRUCache } from 'lru-cache'
-import type { ForwardedTransactions } from '../pending/index.js'
+import { type ForwardedTransactions, nonceAfter } from '../pending/index.js'
 import type { History } from './history.js'
 import type { Upstream } from '../upstream/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
@@ -228,8 +228,8 @@ export function createAccountResolvers({
     const [blocks, confirmed] = await Promise.all([pendingView.blocks(), getAccount({ address, block: LATEST })])
     let nonce = confirmed.nonce
     for (const block of blocks) {
-      for (const transaction of block.transactions)
-        if (transaction.from === address && BigInt(transaction.nonce) >= nonce) nonce = BigInt(transaction.nonce) + 1n
+      // Its own sends, and the EIP-7702 authorizations it signed (a delegation moves its nonce too).
+      for (const transaction of block.transactions) nonce = nonceAfter(address, nonce, transaction)
       // A contract a pre-confirmed transaction created starts at nonce 1 (EIP-161).
       if (nonce === 0n && block.receipts.some((receipt) => receipt?.contractAddress === address && receipt.status === '0x1')) nonce = 1n
     }
