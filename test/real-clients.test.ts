@@ -320,7 +320,7 @@ describe('real clients through flashgate', () => {
     })
   })
 
-  test('viem: an EOA delegates itself (EIP-7702, self-sponsored): the pending nonce at once skips the one its authorization takes', async () => {
+  test('viem: an EOA delegates itself (EIP-7702, self-sponsored): found by hash at once, and the pending nonce at once skips the one its authorization takes', async () => {
     // anvil funds the mnemonic's first ten accounts; the ones above are not any other test's.
     const account = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: 7 })
     const wallet = createWalletClient({ account, chain: DEVNET_CHAIN, transport: http(gateway.url) })
@@ -330,6 +330,10 @@ describe('real clients through flashgate', () => {
     const authorization = await wallet.signAuthorization({ contractAddress: `0x${'c0'.repeat(20)}`, executor: 'self' })
     expect(authorization.nonce).toBe(nonceBefore + 1)
     const delegation = await wallet.sendTransaction({ authorizationList: [authorization], to: account.address, data: '0x' })
+    // Found by hash at once, its authorization written as the node writes it.
+    const found = await result<Record<string, unknown>>('eth_getTransactionByHash', [delegation])
+    const atNode = (await rpc(devnet.rpcUrl, 'eth_getTransactionByHash', [delegation])).result as Record<string, unknown>
+    expect(found).toMatchObject({ hash: delegation, type: '0x4', authorizationList: atNode.authorizationList })
     // At once, before a flashblock shows it: the nonce the wallet's next send takes is the one after both.
     // (Not sent here: anvil's pool waits forever for the nonce the authorization took, which no transaction provides.)
     expect(await reader.getTransactionCount({ address: account.address, blockTag: 'pending' })).toBe(nonceBefore + 2)
