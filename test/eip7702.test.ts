@@ -2,15 +2,16 @@
 // EOA's code with an authorization list. The transaction, its receipt, its block and the authority's nonce
 // (which a valid authorization bumps, an invalid one leaves) must read as anvil answers them.
 import { createWalletClient, http, type Hex } from 'viem'
-import { privateKeyToAccount } from 'viem/accounts'
+import { mnemonicToAccount } from 'viem/accounts'
 import { beforeAll, describe, expect, test } from 'vitest'
+import { DEV_MNEMONIC } from '../src/devnet/anvil.js'
 import { compareWithReference, type Query } from './fixtures/compare.js'
 import { useFollowedChain } from './fixtures/followed-chain.js'
 import { anvilCall, anvilReceipt, waitForSameHead } from './fixtures/sync.js'
 
-/** anvil's default accounts 7 and 8 (the generated chain sends from the first ones), and a fresh authority. */
-const SENDER_KEY: Hex = '0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356'
-const AUTHORITY_KEY: Hex = '0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97'
+/** anvil's funded accounts 7 (sender) and 8 (authority): the generated chain sends from the first ones. */
+const SENDER_INDEX = 7
+const AUTHORITY_INDEX = 8
 
 const followed = useFollowedChain({ seed: 7702, blocks: 4 })
 
@@ -22,15 +23,15 @@ let sender: Hex
 
 beforeAll(async () => {
   const { anvil, gateway, facts } = followed()
-  const senderAccount = privateKeyToAccount(SENDER_KEY)
-  const authorityAccount = privateKeyToAccount(AUTHORITY_KEY)
+  const senderAccount = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: SENDER_INDEX })
+  const authorityAccount = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: AUTHORITY_INDEX })
   sender = senderAccount.address
   authority = authorityAccount.address
   const wallet = createWalletClient({ account: senderAccount, transport: http(anvil.rpcUrl) })
   const chainId = await wallet.getChainId()
   const delegate = facts.contracts[0]!
   const send = async (nonce: number) => {
-    const authorization = await authorityAccount.signAuthorization({ contractAddress: delegate, chainId, nonce })
+    const authorization = await authorityAccount.signAuthorization!({ contractAddress: delegate, chainId, nonce })
     const hash = await wallet.sendTransaction({ chain: null, to: authority, data: '0x', authorizationList: [authorization], gas: 200_000n })
     const receipt = await anvilReceipt<{ blockNumber: Hex }>(anvil.rpcUrl, hash)
     return { hash, block: receipt.blockNumber }

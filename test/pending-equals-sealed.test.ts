@@ -1,4 +1,4 @@
-import { type Address, encodeFunctionData, type Hex, toHex } from 'viem'
+import { type Address, encodeFunctionData, formatTransactionRequest, type Hex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
@@ -59,16 +59,10 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
         chainId: 31337,
         nonce: Number(await result<Hex>(devnet.rpcUrl, 'eth_getTransactionCount', [authority.address, 'pending'])),
       })
-      const signed = {
-        chainId: toHex(authorization.chainId),
-        address: authorization.address,
-        nonce: toHex(authorization.nonce),
-        yParity: toHex(authorization.yParity ?? 0),
-        r: authorization.r,
-        s: authorization.s,
-      }
+      // As viem writes it into a request's JSON.
+      const { authorizationList } = formatTransactionRequest({ authorizationList: [authorization] })
       const burst = [
-        { from: a, to: authority.address, authorizationList: [signed], gas: '0x30000' },
+        { from: a, to: authority.address, authorizationList, gas: '0x30000' },
         { from: a, to: authority.address, data: call('mint', [c, 4n]), gas: '0x30000' },
         { from: a, to: recipient, value: '0x3' },
         { from: b, to: token, data: call('transfer', [recipient, 5n]), gas: '0x30000' },

@@ -69,6 +69,26 @@ function unsignedFields(parsed: Record<string, unknown>): TransactionSerializabl
   return unsigned as TransactionSerializable
 }
 
+/** A signature's recovery id from viem's parse: `yParity`, or a legacy `v` (27/28, or EIP-155's); `undefined` if neither gives 0 or 1. */
+function recoveryIdOf(yParity: number | undefined, v: bigint | undefined): 0 | 1 | undefined {
+  const legacyV = v === undefined ? undefined : Number(v)
+  const recoveryId = yParity ?? (legacyV === undefined ? undefined : legacyV <= 28 ? legacyV - 27 : (legacyV - 35) % 2)
+  return recoveryId === 0 || recoveryId === 1 ? recoveryId : undefined
+}
+
+/**
+ * Who signed `digest` with (`r`, `s`, `recoveryId`): the address and the public key (64 bytes); `null` when
+ * it does not recover. Throws on an `r` or `s` longer than 32 bytes.
+ */
+function recoverSigner(digest: Uint8Array, r: Hex, s: Hex, recoveryId: 0 | 1): { address: Address; publicKey: Uint8Array } | null {
+  const signature = new Uint8Array(64)
+  signature.set(hexToBytes(r, { size: 32 }), 0)
+  signature.set(hexToBytes(s, { size: 32 }), 32)
+  const publicKey = recoverPublicKey(digest, signature, recoveryId)
+  if (publicKey === null) return null
+  return { address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), publicKey: publicKey.subarray(1) }
+}
+
 /**
  * The sender of a signed transaction (`bytes`: its encoding, when its hex was well formed); viem's recovery
  * stays as the fallback for anything unusual.
@@ -76,17 +96,13 @@ function unsignedFields(parsed: Record<string, unknown>): TransactionSerializabl
 async function recoverSender(raw: Hex, bytes: Uint8Array | null, parsed: Record<string, unknown>): Promise<{ address: Address; publicKey?: Uint8Array }> {
   try {
     const { r, s, v, yParity } = parsed as Record<string, unknown> & { r: Hex; s: Hex; v?: bigint; yParity?: number }
-    const legacyV = v === undefined ? undefined : Number(v)
-    const recoveryId = yParity ?? (legacyV === undefined ? undefined : legacyV <= 28 ? legacyV - 27 : (legacyV - 35) % 2)
-    if (recoveryId !== 0 && recoveryId !== 1) throw new Error('no recovery id')
-    const signature = new Uint8Array(64)
-    signature.set(hexToBytes(r, { size: 32 }), 0)
-    signature.set(hexToBytes(s, { size: 32 }), 32)
+    const recoveryId = recoveryIdOf(yParity, v)
+    if (recoveryId === undefined) throw new Error('no recovery id')
     const payload = bytes === null ? null : signingPayload(bytes, v)
     const digest = payload === null ? keccak256OfHex(serializeTransaction(unsignedFields(parsed))) : keccak256Bytes(payload)
-    const publicKey = recoverPublicKey(digest, signature, recoveryId)
-    if (publicKey === null) throw new Error('no key')
-    return { address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), publicKey: publicKey.subarray(1) }
+    const signer = recoverSigner(digest, r, s, recoveryId)
+    if (signer === null) throw new Error('no key')
+    return signer
   } catch {
     return { address: await recoverTransactionAddress({ serializedTransaction: raw as TransactionSerialized }) }
   }
@@ -105,7 +121,7 @@ function authorizationJson({ chainId, address, nonce, yParity, v, r, s }: Parsed
     chainId: toQuantity(chainId),
     address: address.toLowerCase(),
     nonce: toQuantity(nonce),
-    yParity: toQuantity(yParity ?? (v === undefined ? 0 : Number(v) - 27)),
+    yParity: toQuantity(recoveryIdOf(yParity, v) ?? 0),
     r: toQuantity(BigInt(r)),
     s: toQuantity(BigInt(s)),
   }
@@ -162,15 +178,11 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
 function recoverAuthorities(authorizations: readonly ParsedAuthorization[]): Authority[] {
   const authorities: Authority[] = []
   for (const { chainId, address, nonce, yParity, v, r, s } of authorizations) {
-    const recoveryId = yParity ?? (v === undefined ? undefined : Number(v) - 27)
-    if (recoveryId !== 0 && recoveryId !== 1) continue
+    const recoveryId = recoveryIdOf(yParity, v)
+    if (recoveryId === undefined) continue
     try {
-      const signature = new Uint8Array(64)
-      signature.set(hexToBytes(r, { size: 32 }), 0)
-      signature.set(hexToBytes(s, { size: 32 }), 32)
-      const publicKey = recoverPublicKey(hashAuthorization({ chainId, address, nonce, to: 'bytes' }), signature, recoveryId)
-      if (publicKey === null) continue
-      authorities.push({ address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), chainId, nonce })
+      const signer = recoverSigner(hashAuthorization({ chainId, address, nonce, to: 'bytes' }), r, s, recoveryId)
+      if (signer !== null) authorities.push({ address: signer.address, chainId, nonce })
     } catch {
       // Not a signature secp256k1 takes: skipped, as a node skips it.
     }
