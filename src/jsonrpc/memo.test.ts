@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'vitest'
+import { deflateOpen } from '../codecs/deflated.js'
 import { createAnswerCache } from '../resolvers/cache.js'
 import { RawJson } from '../resolvers/raw-json.js'
 import { createCallMemo, type Pins } from './memo.js'
@@ -44,6 +45,30 @@ describe('the call memo', () => {
     // Not kept: the next call runs again.
     expect(calls.lookup('eth_getLogs', [{}], PINNED_TO_FIVE)!.hit).toBeUndefined()
     expect(calls.figures().kept).toBe(0)
+  })
+
+  test('answers kept deflated (receipts of a block) count as the text they hold once written to a plain client: the memo stays within its bytes', () => {
+    const budget = 1024 * 1024
+    const calls = createCallMemo({
+      cache: createAnswerCache({ maxBytes: 64 * 1024 * 1024 }),
+      indexed: () => ({ first: 0, head: 10, current: true }),
+      maxBytes: budget,
+    })
+    // JSON of ~100 KB that deflates to a few KB, as a block's receipts do (~107 KB, ~3 KB stored).
+    const answerOf = (block: number) => Buffer.from(JSON.stringify(Array.from({ length: 2000 }, (_, index) => ({ block, index, status: '0x1', logs: [] }))))
+    const blocks = Array.from({ length: 40 }, (_, block) => block)
+    for (const block of blocks) {
+      const ticket = calls.lookup('eth_getBlockReceipts', [block], PINNED_TO_FIVE)!.ticket
+      const text = answerOf(block)
+      const answered = calls.keep(ticket, RawJson.fromDeflated(deflateOpen(text, 6)))
+      // Written to a plain client: the text is inflated, and stays with the answer the memo holds.
+      expect(serializeJsonRpc({ jsonrpc: '2.0', id: block, result: answered }).toString()).toBe(`{"jsonrpc":"2.0","id":${block},"result":${text}}`)
+    }
+    const held = blocks.map((block) => calls.lookup('eth_getBlockReceipts', [block], PINNED_TO_FIVE)!.hit).filter((hit) => hit !== undefined) as RawJson[]
+    expect(held.length).toBeGreaterThan(0)
+    // Before: 40 answers of ~100 KB held as if each were its ~4 KB stream, 4 MB for a budget of 1 MB.
+    expect(held.reduce((sum, hit) => sum + hit.bytes.length + hit.deflated!.stream.length, 0)).toBeLessThanOrEqual(budget)
+    expect(calls.figures().bytes).toBeLessThanOrEqual(budget)
   })
 
   test('a result small enough is kept as text and given again, written to JSON once in all', () => {
