@@ -136,7 +136,13 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
       figures.hits++
       if (!(entry.result instanceof RawJson)) return { ticket, hit: entry.result }
       const text = withDeflated(entry.result)
-      if (text !== entry.result) store.set(key, { result: text, bytes: text.heldBytes, head, first })
+      if (text.heldBytes !== entry.bytes) {
+        // A text now deflated too, or a stream kept alone (see `keep`) asked for again: given out, to be inflated
+        // by a plain client's answer and kept so, it counts from now as the text it will hold. A stream whose
+        // text is too large to keep is given as a copy, and stays a stream here.
+        if (text === entry.result && text.heldBytes > MAX_ENTRY_BYTES) return { ticket, hit: RawJson.fromDeflated(text.deflated!) }
+        store.set(key, { result: text, bytes: text.heldBytes, head, first })
+      }
       return { ticket, hit: text }
     },
     /**
@@ -154,7 +160,16 @@ export function createCallMemo({ cache, indexed, maxBytes }: { cache: AnswerCach
         }
         return kept
       }
-      if (result instanceof RawJson) return remember(result, result.heldBytes)
+      if (result instanceof RawJson) {
+        if (result.deflated === undefined || result.inflated) return remember(result, result.heldBytes)
+        // A stream not inflated yet (a block's receipts) is kept as a copy of its own, which holds the stream
+        // alone until it is asked for again (above); the answer given now is inflated for a plain client and
+        // gone with it. Kept with its text, a scan of blocks each asked once would hold every answer it wrote
+        // until a full garbage collection (held past young collections, ~107 KB each): 1.7x the CPU per
+        // request of a read without the memo (846 against 436 us).
+        remember(RawJson.fromDeflated(result.deflated), result.deflated.stream.length)
+        return result
+      }
       const json = JSON.stringify(result)
       if (json.length < TEXT_FROM_BYTES) return remember(result, json.length)
       const text = RawJson.fromText(json)

@@ -51,12 +51,17 @@ export class RawJson {
 
   /**
    * Memory it holds once its bytes have been read: its stream, and its text, counted before it is inflated.
-   * Reading `bytes` keeps the text with it, so whatever keeps it (the call memo) must count the text from the
-   * start: counted as the stream alone, a block's receipts (~3 KB deflated, ~107 KB of JSON once written to a
-   * plain client) let the memo hold 35 times its budget.
+   * Reading `bytes` keeps the text with it, so whatever keeps it where others read it (the call memo) counts
+   * the text from the start: counted as the stream alone, a block's receipts (~3 KB deflated, ~107 KB of JSON
+   * once written to a plain client) let the memo hold 35 times its budget.
    */
   get heldBytes(): number {
     return (this.#bytes?.length ?? this.deflated?.length ?? 0) + (this.deflated?.stream.length ?? 0)
+  }
+
+  /** Whether it holds its text: given as text, or inflated since (its bytes were read). */
+  get inflated(): boolean {
+    return this.#bytes !== undefined
   }
 
   parse<value = unknown>(): value {
