@@ -10,11 +10,11 @@ import { serializeJsonRpc } from './serialize.js'
 
 const PINNED_TO_FIVE: Pins = () => [5]
 
-function memo() {
+function memo(maxBytes = 16 * 1024 * 1024) {
   return createCallMemo({
     cache: createAnswerCache({ maxBytes: 64 * 1024 * 1024 }),
     indexed: () => ({ first: 0, head: 10, current: true }),
-    maxBytes: 16 * 1024 * 1024,
+    maxBytes,
   })
 }
 
@@ -54,11 +54,7 @@ describe('the call memo', () => {
 
   test('answers kept deflated (receipts of a block) hold no more than the memo counts, once written to a plain client', () => {
     const budget = 1024 * 1024
-    const calls = createCallMemo({
-      cache: createAnswerCache({ maxBytes: 64 * 1024 * 1024 }),
-      indexed: () => ({ first: 0, head: 10, current: true }),
-      maxBytes: budget,
-    })
+    const calls = memo(budget)
     const blocks = Array.from({ length: 40 }, (_, block) => block)
     // The answers given, each inflated once written to a plain client.
     const inflated = new Set<RawJson>()
