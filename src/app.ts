@@ -414,11 +414,12 @@ function shareWithWorkers(
     return shared.take(client, { cost, rate })
   })
   const nonces = createNonceRegistry()
-  hub.handle('forwardedRecord', (sender, nonce, hash) => {
-    nonces.record(sender, nonce, hash)
+  hub.handle('forwardedRecord', (sender, nonce, hash, transaction) => {
+    nonces.record(sender, nonce, hash, transaction)
     return null
   })
   hub.handle('forwardedFrom', (sender, known) => nonces.from(sender, known))
+  hub.handle('forwardedTransaction', (hash) => nonces.transaction(hash))
   const filters = createMemoryFilterStore()
   hub.handle('filterInstall', (id, filter) => {
     filters.install(id, filter)

@@ -1,7 +1,7 @@
 // `flashgate serve --workers 2` (issue 18): two serving workers on one port under one primary. The machine
 // holds one Flashblocks connection; both workers answer `pending` alike; a client is rate limited once across
 // them; a key revoked is refused by both; a transaction forwarded through one counts in the other's pending
-// nonce; a filter installed through one is polled through either; `/metrics` is the machine's; SIGTERM drains both workers, then the primary.
+// nonce and is found there by hash; a filter installed through one is polled through either; `/metrics` is the machine's; SIGTERM drains both workers, then the primary.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
@@ -187,6 +187,27 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
       const after = await fromEachWorker('/', call('eth_getTransactionCount', [SENDER.address, 'pending']))
       for (const answer of after.values()) expect(Number(answer.body.result)).toBe(known + sent + 1)
     }
+  })
+
+  test('a transaction forwarded through one worker is found by hash on the other, as a node finds one in its pool', async () => {
+    const [pending] = (await fromEachWorker('/', call('eth_getTransactionCount', [SENDER.address, 'pending']))).values()
+    // A nonce gap: the node keeps it queued, so no flashblock ever shows it and only the pool can answer.
+    const nonce = Number(pending!.body.result) + 5
+    const send = await post('/', call('eth_sendRawTransaction', [await signed(nonce)]))
+    expect(send.body.error).toBeUndefined()
+    const hash = send.body.result as string
+    const found = await fromEachWorker('/', call('eth_getTransactionByHash', [hash]))
+    expect(found.size).toBe(2)
+    for (const answer of found.values())
+      expect(answer.body.result).toMatchObject({
+        hash,
+        nonce: `0x${nonce.toString(16)}`,
+        from: SENDER.address.toLowerCase(),
+        blockNumber: null,
+        blockHash: null,
+      })
+    const [first, second] = [...found.values()]
+    expect(second!.body.result).toEqual(first!.body.result)
   })
 
   test('a filter installed through one worker is polled through either, and every block reaches it once', async () => {

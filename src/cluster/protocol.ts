@@ -11,6 +11,7 @@ import type { FlashblockMessage } from '../pending/message.js'
 import type { CallRequest } from '../codecs/index.js'
 import type { AccessListResult, CallKind } from '../pending/execute/call.js'
 import type { PendingSource } from '../pending/hydrate.js'
+import type { PendingTransaction } from '../pending/transactions.js'
 import type { FilterCursor, StoredFilter } from '../resolvers/filter-store.js'
 import type { CanonicalBlock, PendingState, UpstreamReceipt } from '../pending/state.js'
 
@@ -23,10 +24,12 @@ export type ClusterOperations = {
   hydrate: { args: [hashes: Hash[]]; result: UpstreamReceipt[] }
   /** Takes from a client's bucket: the whole seconds to wait, 0 when admitted. */
   take: { args: [limiter: LimiterSpec, client: string, cost: number, rate: number]; result: number }
-  /** A transaction forwarded by a worker: its sender's pending nonce counts it on every worker. */
-  forwardedRecord: { args: [sender: Address, nonce: number, hash: Hash]; result: null }
+  /** A transaction forwarded by a worker: its sender's pending nonce counts it, and a look-up by hash finds it, on every worker. */
+  forwardedRecord: { args: [sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null]; result: null }
   /** Forwarded nonces of a sender from `known` on, not yet dropped. */
   forwardedFrom: { args: [sender: Address, known: bigint]; result: number[] }
+  /** A forwarded transaction that still counts, by hash (a worker's look-up that its own sends missed). */
+  forwardedTransaction: { args: [hash: Hash]; result: PendingTransaction | null }
   /**
    * A `pending` call on the primary's executed state (`--pending-source execute`): its answer, the revert or
    * failure to answer with, or `null` to forward it.

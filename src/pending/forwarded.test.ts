@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, test } from 'vitest'
 import { useRedisPair } from '../../test/fixtures/redis.js'
 import type { SharedRedis } from '../redis/index.js'
-import { createForwardedTransactions } from './forwarded.js'
+import { createForwardedTransactions, createNonceRegistry } from './forwarded.js'
+import type { PendingTransaction } from './transactions.js'
 
 const SENDER = `0x${'ab'.repeat(20)}` as const
 const hash = (n: number) => `0x${n.toString(16).padStart(64, '0')}` as const
@@ -37,10 +38,10 @@ describe('forwarded transactions in the pending nonce', () => {
     const first = { hash: hash(1), index: -1 } as never
     const second = { hash: hash(2), index: -1 } as never
     await forwarded.record({ from: SENDER, nonce: 0, hash: hash(1), transaction: first })
-    expect(forwarded.transaction(hash(1))).toBe(first)
+    expect(await forwarded.transaction(hash(1))).toBe(first)
     await forwarded.record({ from: SENDER, nonce: 0, hash: hash(2), transaction: second })
-    expect(forwarded.transaction(hash(1))).toBeNull()
-    expect(forwarded.transaction(hash(2))).toBe(second)
+    expect(await forwarded.transaction(hash(1))).toBeNull()
+    expect(await forwarded.transaction(hash(2))).toBe(second)
     expect(forwarded.size).toBe(1)
   })
 
@@ -68,6 +69,40 @@ describe('forwarded transactions in the pending nonce', () => {
     // The fifty from time 0 are gone; the two recent ones stay and still count.
     expect(forwarded.size).toBe(2)
     expect(await forwarded.nextNonce(SENDER, 0n)).toBe(2n)
+  })
+})
+
+/** A pool transaction as a send records it, with the sender's public key only this process uses. */
+const pooled = (nonce: number, tag = nonce): PendingTransaction => ({
+  hash: hash(tag),
+  index: -1,
+  raw: '0x02f8',
+  from: SENDER,
+  nonce,
+  to: `0x${'12'.repeat(20)}`,
+  type: 2,
+  fields: { type: '0x2', nonce: `0x${nonce.toString(16)}`, value: '0x1', accessList: [] },
+  senderPublicKey: new Uint8Array(64).fill(7),
+})
+
+describe('forwarded sends kept by the primary of serve --workers N', () => {
+  test('a send is found by hash while it counts: not once replaced, passed by its sender\u2019s nonce or dropped', () => {
+    let clock = 0
+    const registry = createNonceRegistry({ now: () => clock, dropAfterMs: 1_000 })
+    registry.record(SENDER, 3, hash(3), pooled(3))
+    registry.record(SENDER, 4, hash(4), pooled(4))
+    expect(registry.transaction(hash(3))).toEqual(pooled(3))
+    expect(registry.transaction(hash(99))).toBeNull()
+    // Replaced: the first is gone, the second is found.
+    registry.record(SENDER, 3, hash(33), pooled(3, 33))
+    expect(registry.transaction(hash(3))).toBeNull()
+    expect(registry.transaction(hash(33))).toEqual(pooled(3, 33))
+    // The chain passed 3: found no more; 4 still is, until it is dropped.
+    expect(registry.from(SENDER, 4n)).toEqual([4])
+    expect(registry.transaction(hash(33))).toBeNull()
+    expect(registry.transaction(hash(4))).toEqual(pooled(4))
+    clock = 1_001
+    expect(registry.transaction(hash(4))).toBeNull()
   })
 })
 
@@ -106,5 +141,25 @@ describe('forwarded nonces shared through Redis', () => {
     clock += 301
     expect(await there.nextNonce(sender, 0n)).toBe(0n)
     await expect.poll(() => redis.client.exists(redis.key(`forwarded:${sender}`)), { timeout: 2_000, interval: 50 }).toBe(0)
+  })
+
+  test('a send through one process is found by hash through the other, without its public key, until it is replaced or passed', async () => {
+    const sender = SENDER
+    const here = createForwardedTransactions({ redis })
+    const there = createForwardedTransactions({ redis: other })
+    const first = pooled(20, 20)
+    await here.record({ from: sender, nonce: 20, hash: first.hash, transaction: first })
+    const { senderPublicKey: _publicKey, ...expected } = first
+    expect(await there.transaction(first.hash)).toEqual(expected)
+    expect(await there.transaction(hash(12345))).toBeNull()
+    // Replaced through the other process: the first is found nowhere, the replacement everywhere.
+    const second = pooled(20, 2020)
+    await there.record({ from: sender, nonce: 20, hash: second.hash, transaction: second })
+    expect(await here.transaction(first.hash)).toBeNull()
+    const { senderPublicKey: _other, ...expectedSecond } = second
+    expect(await here.transaction(second.hash)).toEqual(expectedSecond)
+    // The chain passes 20: no longer in anyone's pool.
+    expect(await here.nextNonce(sender, 21n)).toBe(21n)
+    expect(await here.transaction(second.hash)).toBeNull()
   })
 })

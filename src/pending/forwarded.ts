@@ -24,6 +24,7 @@ type Forwarded = { hash: Hash; at: number; transaction: PendingTransaction | nul
  */
 function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; dropAfterMs: number; now: () => number }) {
   const keyOf = (sender: Address) => redis.key(`forwarded:${sender}`)
+  const transactionKeyOf = (hash: Hash) => redis.key(`forwarded-transaction:${hash}`)
 
   async function exec(transaction: ReturnType<SharedRedis['client']['multi']>): Promise<unknown[]> {
     const replies = await transaction.exec()
@@ -35,22 +36,44 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
   }
 
   return {
-    /** Records a send; a replacement (same nonce) takes the place of the first. One round trip. */
-    record(sender: Address, nonce: number, hash: Hash): Promise<void> {
+    /**
+     * Records a send, with the transaction for look-ups by hash; a replacement (same nonce) takes the place of
+     * the first. One round trip.
+     */
+    record(sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null): Promise<void> {
       const key = keyOf(sender)
       return redis.attempt(
         'forwarded-record',
         async () => {
-          await exec(
-            redis.client
-              .multi()
-              .zremrangebyscore(key, nonce, nonce)
-              .zadd(key, nonce, `${hash}:${now()}`)
-              .zremrangebyrank(key, 0, -(MAX_SHARED_PER_SENDER + 1))
-              .pexpire(key, dropAfterMs),
-          )
+          const multi = redis.client
+            .multi()
+            .zremrangebyscore(key, nonce, nonce)
+            .zadd(key, nonce, `${hash}:${now()}`)
+            .zremrangebyrank(key, 0, -(MAX_SHARED_PER_SENDER + 1))
+            .pexpire(key, dropAfterMs)
+          if (transaction !== null) multi.set(transactionKeyOf(hash), JSON.stringify({ sender, nonce, transaction: shareable(transaction) }), 'PX', dropAfterMs)
+          await exec(multi)
         },
         () => undefined,
+      )
+    },
+    /**
+     * A transaction any process forwarded, by hash, while its send still counts: not replaced, not passed by
+     * its sender's nonce, not dropped. Two round trips when the hash is known, one when not.
+     */
+    transaction(hash: Hash, own: () => PendingTransaction | null): Promise<PendingTransaction | null> {
+      return redis.attempt(
+        'forwarded-transaction',
+        async () => {
+          const stored = await redis.client.get(transactionKeyOf(hash))
+          if (stored === null) return null
+          const { sender, nonce, transaction } = JSON.parse(stored) as { sender: Address; nonce: number; transaction: PendingTransaction }
+          const members = await redis.client.zrangebyscore(keyOf(sender), nonce, nonce)
+          const cutoff = now() - dropAfterMs
+          const counts = members.some((member) => member.startsWith(`${hash}:`) && Number(member.split(':')[1]) >= cutoff)
+          return counts ? transaction : null
+        },
+        own,
       )
     },
     /** The sender's forwarded nonces from `known` on, not yet dropped; forgets those below it. One round trip. */
@@ -74,36 +97,64 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
   }
 }
 
-/** Where forwarded nonces are shared between processes: Redis, or the primary of `serve --workers N`. */
+/** Where forwarded sends are shared between processes: Redis, or the primary of `serve --workers N`. */
 type SharedNonces = {
-  record(sender: Address, nonce: number, hash: Hash): Promise<void>
+  record(sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null): Promise<void>
   from(sender: Address, known: bigint): Promise<number[]>
+  /** `own`: this process's answer, given while the shared store fails. */
+  transaction(hash: Hash, own: () => PendingTransaction | null): Promise<PendingTransaction | null>
 }
 
 /**
- * The forwarded nonces of every worker of `serve --workers N`, kept by the primary (src/cluster): the same
- * answers as the Redis store, in memory, per sender, dropped `dropAfterMs` after they were sent.
+ * A transaction as another process needs it to answer a look-up by hash: what a pool transaction's RPC
+ * object is made of (objects/transaction.ts), without the sender's public key, which only this process's
+ * executor uses and JSON cannot write.
+ */
+export function shareable(transaction: PendingTransaction): PendingTransaction {
+  const { senderPublicKey: _key, ...rest } = transaction
+  return rest
+}
+
+/**
+ * The forwarded sends of every worker of `serve --workers N`, kept by the primary (src/cluster): the same
+ * answers as the Redis store, in memory, per sender, dropped `dropAfterMs` after they were sent, and found by
+ * hash on every worker while they count.
  */
 export function createNonceRegistry({ dropAfterMs = FORWARDED_DROP_AFTER_MS, now = Date.now }: { dropAfterMs?: number; now?: () => number } = {}) {
-  const bySender = new Map<Address, Map<number, { hash: Hash; at: number }>>()
+  type Sent = { hash: Hash; at: number; transaction: PendingTransaction | null }
+  const bySender = new Map<Address, Map<number, Sent>>()
+  // Insertion order, for the global bound.
+  const byHash = new Map<Hash, { sender: Address; nonce: number }>()
   let recorded = 0
+
+  function forget(sender: Address, nonce: number) {
+    const nonces = bySender.get(sender)
+    const sent = nonces?.get(nonce)
+    if (sent === undefined) return
+    nonces!.delete(nonce)
+    byHash.delete(sent.hash)
+    if (nonces!.size === 0) bySender.delete(sender)
+  }
 
   /** Senders whose every send is past the drop time go, a sweep every so many sends: memory follows the send rate. */
   function sweep() {
     const cutoff = now() - dropAfterMs
-    for (const [sender, nonces] of bySender) {
-      for (const [nonce, sent] of nonces) if (sent.at < cutoff) nonces.delete(nonce)
-      if (nonces.size === 0) bySender.delete(sender)
-    }
+    for (const [sender, nonces] of bySender) for (const [nonce, sent] of nonces) if (sent.at < cutoff) forget(sender, nonce)
   }
 
   return {
-    record(sender: Address, nonce: number, hash: Hash) {
+    record(sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null = null) {
       if (++recorded % 1_000 === 0) sweep()
+      forget(sender, nonce)
       let nonces = bySender.get(sender)
       if (nonces === undefined) bySender.set(sender, (nonces = new Map()))
-      nonces.set(nonce, { hash, at: now() })
-      if (nonces.size > MAX_SHARED_PER_SENDER) nonces.delete(Math.min(...nonces.keys()))
+      nonces.set(nonce, { hash, at: now(), transaction })
+      byHash.set(hash, { sender, nonce })
+      if (nonces.size > MAX_SHARED_PER_SENDER) forget(sender, Math.min(...nonces.keys()))
+      while (byHash.size > MAX_FORWARDED) {
+        const [, oldest] = byHash.entries().next().value!
+        forget(oldest.sender, oldest.nonce)
+      }
     },
     from(sender: Address, known: bigint): number[] {
       const nonces = bySender.get(sender)
@@ -111,11 +162,17 @@ export function createNonceRegistry({ dropAfterMs = FORWARDED_DROP_AFTER_MS, now
       const cutoff = now() - dropAfterMs
       const found: number[] = []
       for (const [nonce, sent] of nonces) {
-        if (BigInt(nonce) < known) nonces.delete(nonce)
+        if (BigInt(nonce) < known) forget(sender, nonce)
         else if (sent.at >= cutoff) found.push(nonce)
       }
-      if (nonces.size === 0) bySender.delete(sender)
       return found
+    },
+    /** A send that still counts, by hash: not replaced, not passed by its sender's nonce, not dropped. */
+    transaction(hash: Hash): PendingTransaction | null {
+      const key = byHash.get(hash)
+      const sent = key === undefined ? undefined : bySender.get(key.sender)?.get(key.nonce)
+      if (sent === undefined || sent.at < now() - dropAfterMs) return null
+      return sent.transaction
     },
     get senders() {
       return bySender.size
@@ -126,10 +183,11 @@ export function createNonceRegistry({ dropAfterMs = FORWARDED_DROP_AFTER_MS, now
 /** A worker's view of the primary's registry; while the primary does not answer, the worker counts its own sends. */
 function createClusterNonces(link: ClusterLink): SharedNonces {
   return {
-    async record(sender, nonce, hash) {
-      await link.request('forwardedRecord', sender, nonce, hash).catch(() => null)
+    async record(sender, nonce, hash, transaction) {
+      await link.request('forwardedRecord', sender, nonce, hash, transaction === null ? null : shareable(transaction)).catch(() => null)
     },
     from: (sender, known) => link.request('forwardedFrom', sender, known).catch(() => []),
+    transaction: (hash, own) => link.request('forwardedTransaction', hash).catch(own),
   }
 }
 
@@ -142,10 +200,11 @@ function createClusterNonces(link: ClusterLink): SharedNonces {
  * (pre-confirmed, mined or replaced) or it is evidently dropped (FORWARDED_DROP_AFTER_MS).
  * A self-sponsored EIP-7702 delegation (an authorization the sender signed for its next nonce) counts for
  * both nonces it takes, in this process (the shared stores below hold one nonce per send).
- * With `redis` (`--redis-url`), the sender and nonce of each send are shared too, so that the pending nonce
- * on every process counts what any of them forwarded (one Redis round trip per send and per pending-nonce
- * read); while Redis fails, each process counts its own sends, as without it. Look-ups by hash stay local.
- * The workers of `serve --workers N` without Redis share them through their primary the same way (`cluster`).
+ * With `redis` (`--redis-url`), each send is shared too, so that the pending nonce on every process counts
+ * what any of them forwarded (one Redis round trip per send and per pending-nonce read), and a look-up by hash
+ * on any of them finds it (after a miss of its own sends); while Redis fails, each process counts and finds
+ * its own sends, as without it. The workers of `serve --workers N` without Redis share them through their
+ * primary the same way (`cluster`).
  */
 export function createForwardedTransactions({
   now = Date.now,
@@ -195,7 +254,7 @@ export function createForwardedTransactions({
         const [, oldest] = byHash.entries().next().value!
         forget(oldest.sender, oldest.nonce)
       }
-      await shared?.record(sender, nonce, hash)
+      await shared?.record(sender, nonce, hash, transaction)
     },
     /**
      * The sender's next nonce given `known`, the next one from the chain and the pre-confirmed blocks:
@@ -216,13 +275,18 @@ export function createForwardedTransactions({
       while (next <= BigInt(Number.MAX_SAFE_INTEGER) && nonces.has(Number(next))) next++
       return next
     },
-    /** A forwarded transaction not yet dropped, by hash; `null` if unknown (the caller looks elsewhere first). */
-    transaction(hash: Hash): PendingTransaction | null {
-      const key = byHash.get(hash)
-      if (key === undefined) return null
-      const forwarded = bySender.get(key.sender)?.get(key.nonce)
-      if (forwarded === undefined || forwarded.at < now() - dropAfterMs) return null
-      return forwarded.transaction
+    /**
+     * A forwarded transaction not yet dropped, by hash; `null` if unknown (the caller looks elsewhere first).
+     * Shared, the store shared is asked (another process may have replaced one of this process's sends), and
+     * this process's own sends answer while it fails.
+     */
+    async transaction(hash: Hash): Promise<PendingTransaction | null> {
+      const own = (): PendingTransaction | null => {
+        const key = byHash.get(hash)
+        const forwarded = key === undefined ? undefined : bySender.get(key.sender)?.get(key.nonce)
+        return forwarded === undefined || forwarded.at < now() - dropAfterMs ? null : forwarded.transaction
+      }
+      return shared === null ? own() : shared.transaction(hash, own)
     },
     get size() {
       return byHash.size

@@ -89,7 +89,7 @@ export function createTransactionResolvers({
   db: Db
   cache: AnswerCache
   pendingView: PendingView
-  /** Transactions this process forwarded: found, as in a node's pool, until a flashblock shows them. */
+  /** Transactions forwarded (by this process, or by any it shares them with): found, as in a node's pool, until a flashblock shows them. */
   forwarded: ForwardedTransactions | null
   history: History
 }) {
@@ -101,7 +101,7 @@ export function createTransactionResolvers({
     if (confirmed !== null) return confirmed
     const pending = await pendingView.transaction(hash)
     if (pending !== null) return formatPendingTransaction(pending.block, pending.position) as unknown as RpcTransaction
-    const inPool = forwarded?.transaction(hash) ?? null
+    const inPool = forwarded === null ? null : await forwarded.transaction(hash)
     if (inPool !== null) return formatPoolTransaction(inPool) as unknown as RpcTransaction
     // Its block may have sealed while we looked: the index commits a block before the pending view lets go
     // of it, so a transaction gone from the pending view is in the index now.
