@@ -71,6 +71,8 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
         // Reverts (`transfer` of zero): a failed receipt, no logs.
         { from: b, to: token, data: call('transfer', [recipient, 0n]), gas: '0x30000' },
         { from: c, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' },
+        // No tip (a zero fee is an empty string in the signed bytes): written "0x0", as nodes write it.
+        { from: b, to: recipient, value: '0x1', maxFeePerGas: '0x77359400', maxPriorityFeePerGas: '0x0' },
       ]
       const state = gateway.pending!
       // One sealed block reconciled with its pre-confirmation first: flashgate reads off it how this node

@@ -1,6 +1,7 @@
 import { type Address, parseGwei } from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
 import { describe, expect, test } from 'vitest'
+import { effectiveGasPrice } from '../objects/receipt.js'
 import { decodePendingTransaction, nonceAfter } from './transactions.js'
 
 const account = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: 6 })
@@ -21,6 +22,39 @@ describe('decodePendingTransaction', () => {
     expect(decoded.from).toBe(account.address.toLowerCase())
     expect(decoded.nonce).toBe(9)
     expect(decoded.to).toBe(base.to)
+  })
+
+  test.each([
+    ['legacy', { type: 'legacy' as const, chainId: 8453, gasPrice: 0n }, { gasPrice: '0x0' }],
+    ['EIP-2930', { type: 'eip2930' as const, chainId: 8453, gasPrice: 0n }, { gasPrice: '0x0' }],
+    [
+      'EIP-1559, no tip',
+      { type: 'eip1559' as const, chainId: 8453, maxFeePerGas: parseGwei('3'), maxPriorityFeePerGas: 0n },
+      { maxFeePerGas: '0xb2d05e00', maxPriorityFeePerGas: '0x0' },
+    ],
+    [
+      'EIP-1559, no fees',
+      { type: 'eip1559' as const, chainId: 8453, maxFeePerGas: 0n, maxPriorityFeePerGas: 0n },
+      { maxFeePerGas: '0x0', maxPriorityFeePerGas: '0x0' },
+    ],
+    [
+      'EIP-7702, no tip',
+      {
+        type: 'eip7702' as const,
+        chainId: 8453,
+        maxFeePerGas: 7n,
+        maxPriorityFeePerGas: 0n,
+        authorizationList: [{ chainId: 8453, address: base.to, nonce: 1, yParity: 0, r: `0x${'11'.repeat(32)}`, s: `0x${'22'.repeat(32)}` }],
+      },
+      { maxFeePerGas: '0x7', maxPriorityFeePerGas: '0x0' },
+    ],
+  ])('a %s transaction writes a fee of zero as "0x0", and its price is worked out from it', async (_name, transaction, fees) => {
+    const raw = await account.signTransaction({ ...base, ...transaction } as never)
+    const decoded = await decodePendingTransaction(raw)
+    expect(decoded.fields).toMatchObject(fees)
+    const cap = BigInt((fees as { maxFeePerGas?: string }).maxFeePerGas ?? (fees as { gasPrice: string }).gasPrice)
+    // Paid: the base fee plus no tip, within the cap.
+    expect(effectiveGasPrice(decoded.fields, 2n)).toBe('maxFeePerGas' in fees && cap > 2n ? 2n : cap)
   })
 
   test('a contract creation has no recipient', async () => {

@@ -139,10 +139,16 @@ export async function decodePendingTransaction(raw: Hex): Promise<PendingTransac
   if (parsed.chainId !== undefined) fields.chainId = toQuantity(parsed.chainId as number)
   fields.nonce = toQuantity((parsed.nonce as number | undefined) ?? 0)
   fields.gas = toQuantity((parsed.gas as bigint | undefined) ?? 0n)
-  if (parsed.gasPrice !== undefined) fields.gasPrice = toQuantity(parsed.gasPrice as bigint)
-  if (parsed.maxFeePerGas !== undefined) fields.maxFeePerGas = toQuantity(parsed.maxFeePerGas as bigint)
-  if (parsed.maxPriorityFeePerGas !== undefined) fields.maxPriorityFeePerGas = toQuantity(parsed.maxPriorityFeePerGas as bigint)
-  if (parsed.maxFeePerBlobGas !== undefined) fields.maxFeePerBlobGas = toQuantity(parsed.maxFeePerBlobGas as bigint)
+  // viem's parse leaves out a fee that is zero (an empty RLP string): every fee the type has is written, as
+  // nodes write it, "0x0" included (a tip of zero is common: a sequencer may take any tip).
+  const fee = (name: string) => toQuantity((parsed[name] as bigint | undefined) ?? 0n)
+  if (type === 0 || type === 1) fields.gasPrice = fee('gasPrice')
+  else if (parsed.gasPrice !== undefined) fields.gasPrice = toQuantity(parsed.gasPrice as bigint)
+  if (type === 2 || type === 3 || type === 4) {
+    fields.maxFeePerGas = fee('maxFeePerGas')
+    fields.maxPriorityFeePerGas = fee('maxPriorityFeePerGas')
+  }
+  if (type === 3) fields.maxFeePerBlobGas = fee('maxFeePerBlobGas')
   fields.to = ((parsed.to as string | undefined) ?? null)?.toLowerCase() ?? null
   fields.value = toQuantity((parsed.value as bigint | undefined) ?? 0n)
   if (type !== 0 && type !== 0x7e) fields.accessList = parsed.accessList ?? []
