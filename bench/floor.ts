@@ -3,6 +3,8 @@ import { writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
 const FLOOR_SERVER_PATH = fileURLToPath(new URL('./floor-server.ts', import.meta.url))
+/** The floor keeps its heap when quiet, as flashgate does (bin/idle-heap.js): like is measured against like. */
+const IDLE_HEAP_PATH = fileURLToPath(new URL('../bin/idle-heap.js', import.meta.url))
 
 export type FloorServer = {
   url: string
@@ -16,7 +18,7 @@ export type FloorServer = {
  * of results, in a process of its own. What flashgate's cached answers are measured against (issue 18).
  */
 export async function startFloorServer(): Promise<FloorServer> {
-  const child = fork(FLOOR_SERVER_PATH, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const child = fork(FLOOR_SERVER_PATH, [], { execArgv: ['--import', IDLE_HEAP_PATH, '--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (message: { port: number }) => resolve(message.port))
     child.once('exit', (code) => reject(new Error(`the floor server exited with code ${code}`)))
