@@ -116,66 +116,90 @@ export function shareable(transaction: PendingTransaction): PendingTransaction {
 }
 
 /**
- * The forwarded sends of every worker of `serve --workers N`, kept by the primary (src/cluster): the same
- * answers as the Redis store, in memory, per sender, dropped `dropAfterMs` after they were sent, and found by
- * hash on every worker while they count.
+ * Sends by sender and nonce, found by hash too, kept in the order they were made (Map keeps insertion order):
+ * a later send of the same sender and nonce takes the place of the first, which is found by hash no more.
+ * Those past the drop time go from the front at each send, and the oldest beyond `MAX_FORWARDED`, so that
+ * memory follows the send rate, not the number of senders who never ask again.
  */
-export function createNonceRegistry({ dropAfterMs = FORWARDED_DROP_AFTER_MS, now = Date.now }: { dropAfterMs?: number; now?: () => number } = {}) {
-  type Sent = { hash: Hash; at: number; transaction: PendingTransaction | null }
-  const bySender = new Map<Address, Map<number, Sent>>()
-  // Insertion order, for the global bound.
+function createSendBook<sent extends { hash: Hash; at: number }>({ dropAfterMs, now }: { dropAfterMs: number; now: () => number }) {
+  const bySender = new Map<Address, Map<number, sent>>()
   const byHash = new Map<Hash, { sender: Address; nonce: number }>()
-  let recorded = 0
 
   function forget(sender: Address, nonce: number) {
     const nonces = bySender.get(sender)
-    const sent = nonces?.get(nonce)
-    if (sent === undefined) return
+    const found = nonces?.get(nonce)
+    if (found === undefined) return
     nonces!.delete(nonce)
-    byHash.delete(sent.hash)
+    byHash.delete(found.hash)
     if (nonces!.size === 0) bySender.delete(sender)
   }
 
-  /** Senders whose every send is past the drop time go, a sweep every so many sends: memory follows the send rate. */
-  function sweep() {
-    const cutoff = now() - dropAfterMs
-    for (const [sender, nonces] of bySender) for (const [nonce, sent] of nonces) if (sent.at < cutoff) forget(sender, nonce)
-  }
-
   return {
-    record(sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null = null) {
-      if (++recorded % 1_000 === 0) sweep()
+    forget,
+    put(sender: Address, nonce: number, entry: sent) {
       forget(sender, nonce)
       let nonces = bySender.get(sender)
       if (nonces === undefined) bySender.set(sender, (nonces = new Map()))
-      nonces.set(nonce, { hash, at: now(), transaction })
-      byHash.set(hash, { sender, nonce })
-      if (nonces.size > MAX_SHARED_PER_SENDER) forget(sender, Math.min(...nonces.keys()))
+      nonces.set(nonce, entry)
+      byHash.set(entry.hash, { sender, nonce })
+      const cutoff = now() - dropAfterMs
+      for (const [, key] of byHash) {
+        if (bySender.get(key.sender)!.get(key.nonce)!.at >= cutoff) break
+        forget(key.sender, key.nonce)
+      }
       while (byHash.size > MAX_FORWARDED) {
         const [, oldest] = byHash.entries().next().value!
         forget(oldest.sender, oldest.nonce)
       }
     },
+    /** A sender's sends by nonce (the caller may `forget` some while it goes through them). */
+    of(sender: Address): ReadonlyMap<number, sent> | undefined {
+      return bySender.get(sender)
+    },
+    /** A send not past the drop time, by hash. */
+    byHash(hash: Hash): sent | undefined {
+      const key = byHash.get(hash)
+      const found = key === undefined ? undefined : bySender.get(key.sender)?.get(key.nonce)
+      return found === undefined || found.at < now() - dropAfterMs ? undefined : found
+    },
+    get size() {
+      return byHash.size
+    },
+    get senders() {
+      return bySender.size
+    },
+  }
+}
+
+/**
+ * The forwarded sends of every worker of `serve --workers N`, kept by the primary (src/cluster): the same
+ * answers as the Redis store, in memory, per sender, dropped `dropAfterMs` after they were sent, and found by
+ * hash on every worker while they count.
+ */
+export function createNonceRegistry({ dropAfterMs = FORWARDED_DROP_AFTER_MS, now = Date.now }: { dropAfterMs?: number; now?: () => number } = {}) {
+  const book = createSendBook<{ hash: Hash; at: number; transaction: PendingTransaction | null }>({ dropAfterMs, now })
+
+  return {
+    record(sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null = null) {
+      book.put(sender, nonce, { hash, at: now(), transaction })
+      const nonces = book.of(sender)!
+      if (nonces.size > MAX_SHARED_PER_SENDER) book.forget(sender, Math.min(...nonces.keys()))
+    },
     from(sender: Address, known: bigint): number[] {
-      const nonces = bySender.get(sender)
-      if (nonces === undefined) return []
       const cutoff = now() - dropAfterMs
       const found: number[] = []
-      for (const [nonce, sent] of nonces) {
-        if (BigInt(nonce) < known) forget(sender, nonce)
+      for (const [nonce, sent] of book.of(sender) ?? []) {
+        if (BigInt(nonce) < known) book.forget(sender, nonce)
         else if (sent.at >= cutoff) found.push(nonce)
       }
       return found
     },
     /** A send that still counts, by hash: not replaced, not passed by its sender's nonce, not dropped. */
     transaction(hash: Hash): PendingTransaction | null {
-      const key = byHash.get(hash)
-      const sent = key === undefined ? undefined : bySender.get(key.sender)?.get(key.nonce)
-      if (sent === undefined || sent.at < now() - dropAfterMs) return null
-      return sent.transaction
+      return book.byHash(hash)?.transaction ?? null
     },
     get senders() {
-      return bySender.size
+      return book.senders
     },
   }
 }
@@ -218,42 +242,15 @@ export function createForwardedTransactions({
   cluster?: ClusterLink | null
 } = {}) {
   const shared: SharedNonces | null = redis !== null ? createSharedNonces({ redis, dropAfterMs, now }) : cluster !== null ? createClusterNonces(cluster) : null
-  const bySender = new Map<Address, Map<number, Forwarded>>()
-  // Insertion order, for the global bound and look-ups by hash (Map keeps insertion order).
-  const byHash = new Map<Hash, { sender: Address; nonce: number }>()
-
-  function forget(sender: Address, nonce: number) {
-    const nonces = bySender.get(sender)
-    const forwarded = nonces?.get(nonce)
-    if (forwarded === undefined) return
-    nonces!.delete(nonce)
-    byHash.delete(forwarded.hash)
-    if (nonces!.size === 0) bySender.delete(sender)
-  }
+  const book = createSendBook<Forwarded>({ dropAfterMs, now })
 
   return {
     /** A transaction the upstream accepted. A later one with the same sender and nonce replaces it. */
     async record({ from, nonce, hash, transaction = null }: { from: Address; nonce: number; hash: Hash; transaction?: PendingTransaction | null }) {
       const sender = from.toLowerCase() as Address
-      forget(sender, nonce)
-      let nonces = bySender.get(sender)
-      if (nonces === undefined) bySender.set(sender, (nonces = new Map()))
       // A self-sponsored EIP-7702 delegation takes the next nonce too: the wallet's next send must not reuse it.
       const through = transaction === null ? nonce : Number(nonceAfter(sender, BigInt(nonce), { ...transaction, from: sender, nonce })) - 1
-      nonces.set(nonce, { hash, at: now(), transaction, through })
-      byHash.set(hash, { sender, nonce })
-      // Entries are in the order they were sent: those past the drop time go from the front, so memory
-      // follows the send rate, not the number of senders who never ask again.
-      const cutoff = now() - dropAfterMs
-      for (const [, key] of byHash) {
-        const oldest = bySender.get(key.sender)?.get(key.nonce)
-        if (oldest !== undefined && oldest.at >= cutoff) break
-        forget(key.sender, key.nonce)
-      }
-      while (byHash.size > MAX_FORWARDED) {
-        const [, oldest] = byHash.entries().next().value!
-        forget(oldest.sender, oldest.nonce)
-      }
+      book.put(sender, nonce, { hash, at: now(), transaction, through })
       await shared?.record(sender, nonce, hash, transaction)
     },
     /**
@@ -263,13 +260,10 @@ export function createForwardedTransactions({
     async nextNonce(address: Address, known: bigint): Promise<bigint> {
       const sender = address.toLowerCase() as Address
       const nonces = new Set<number>(shared === null ? [] : await shared.from(sender, known))
-      const local = bySender.get(sender)
-      if (local !== undefined) {
-        const cutoff = now() - dropAfterMs
-        for (const [nonce, forwarded] of local) {
-          if (BigInt(forwarded.through) < known || forwarded.at < cutoff) forget(sender, nonce)
-          else for (let taken = nonce; taken <= forwarded.through; taken++) nonces.add(taken)
-        }
+      const cutoff = now() - dropAfterMs
+      for (const [nonce, forwarded] of book.of(sender) ?? []) {
+        if (BigInt(forwarded.through) < known || forwarded.at < cutoff) book.forget(sender, nonce)
+        else for (let taken = nonce; taken <= forwarded.through; taken++) nonces.add(taken)
       }
       let next = known
       while (next <= BigInt(Number.MAX_SAFE_INTEGER) && nonces.has(Number(next))) next++
@@ -281,15 +275,11 @@ export function createForwardedTransactions({
      * this process's own sends answer while it fails.
      */
     async transaction(hash: Hash): Promise<PendingTransaction | null> {
-      const own = (): PendingTransaction | null => {
-        const key = byHash.get(hash)
-        const forwarded = key === undefined ? undefined : bySender.get(key.sender)?.get(key.nonce)
-        return forwarded === undefined || forwarded.at < now() - dropAfterMs ? null : forwarded.transaction
-      }
+      const own = (): PendingTransaction | null => book.byHash(hash)?.transaction ?? null
       return shared === null ? own() : shared.transaction(hash, own)
     },
     get size() {
-      return byHash.size
+      return book.size
     },
   }
 }
