@@ -212,7 +212,8 @@ export const logFilter = z
     return {
       ...base,
       fromBlock: filter.fromBlock ?? { kind: 'tag', tag: 'latest' },
-      toBlock: filter.toBlock ?? { kind: 'tag', tag: 'latest' },
+      // From `pending`, an open end is `pending` too (reth's and Base's node's rule), elsewhere `latest`.
+      toBlock: filter.toBlock ?? { kind: 'tag', tag: filter.fromBlock?.kind === 'tag' && filter.fromBlock.tag === 'pending' ? 'pending' : 'latest' },
     }
   })
 

@@ -260,7 +260,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     // pre-confirmed ones. Without pending state, `pending` is `latest` below.
     if (filter.blockHash !== undefined) return confirmedLogs(filter, limits)
     const { confirmed, pending } = await pendingView.split(filter)
-    if (pending.length === 0) return confirmedLogs(filter, limits)
+    if (pending.length === 0) return confirmed === null ? [] : confirmedLogs({ ...filter, ...confirmed }, limits)
     const logs = [
       ...(confirmed === null ? [] : await confirmedLogs({ ...filter, ...confirmed }, limits)),
       ...((await pendingView.logs(filter, pending)) as Log[]),

@@ -103,6 +103,15 @@ describe('a feed that sends receipts and balances (the older format): pending an
     expect(await read(resolvers).logs(params[0])).toStrictEqual(asPending(chain.answer(method, reference)))
   })
 
+  test('logs from pending, as reth and Base\u2019s node take them: no end or a number past the pre-confirmed blocks is theirs, another tag or a number below them none', async () => {
+    const pendingLogs = await read(resolvers).logs({ fromBlock: 'pending', toBlock: 'pending' })
+    expect(pendingLogs.length).toBeGreaterThan(0)
+    expect(await read(resolvers).logs({ fromBlock: 'pending' })).toStrictEqual(pendingLogs)
+    expect(await read(resolvers).logs({ fromBlock: 'pending', toBlock: hex(newest) })).toStrictEqual(pendingLogs)
+    for (const toBlock of ['latest', 'safe', 'finalized', 'earliest', hex(chain.indexedHead)])
+      expect(await read(resolvers).logs({ fromBlock: 'pending', toBlock })).toEqual([])
+  })
+
   test('receipts of the pending block: those of the newest pre-confirmed block', async () => {
     const receipts = await read(resolvers).blockReceipts('pending')
     expect(receipts?.map(comparableReceipt)).toStrictEqual(asPending(chain.receipts[newest]!).map(comparableReceipt))

@@ -77,6 +77,14 @@ export function createPendingView({ chain, pending }: { chain: ChainState; pendi
      * (which refuses a start beyond its head).
      */
     async split({ fromBlock, toBlock }: { fromBlock: BlockSelector; toBlock: BlockSelector }): Promise<SplitRange> {
+      if (isPendingTag(fromBlock) && !isPendingTag(toBlock)) {
+        // From `pending` on, as reth and Base's node take it: up to another tag (`latest`…) is always empty;
+        // up to a number, the pre-confirmed blocks up to it (none below them), or `latest` without any.
+        if (toBlock.kind !== 'number') return { confirmed: null, pending: [] }
+        const pendingBlocks = await blocks()
+        if (pendingBlocks.length > 0) return { confirmed: null, pending: pendingBlocks.filter((block) => BigInt(block.number) <= toBlock.number) }
+        return { confirmed: { fromBlock, toBlock }, pending: [] }
+      }
       const pendingBlocks = isPendingTag(toBlock) ? await blocks() : []
       if (pendingBlocks.length === 0) return { confirmed: { fromBlock, toBlock }, pending: [] }
       if (isPendingTag(fromBlock)) return { confirmed: null, pending: pendingBlocks }
