@@ -51,7 +51,7 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
             .zadd(key, nonce, `${hash}:${now()}`)
             .zremrangebyrank(key, 0, -(MAX_SHARED_PER_SENDER + 1))
             .pexpire(key, dropAfterMs)
-          if (transaction !== null) multi.set(transactionKeyOf(hash), JSON.stringify({ sender, nonce, transaction: shareable(transaction) }), 'PX', dropAfterMs)
+          if (transaction !== null) multi.set(transactionKeyOf(hash), JSON.stringify(shareable(transaction)), 'PX', dropAfterMs)
           await exec(multi)
         },
         () => undefined,
@@ -67,8 +67,9 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
         async () => {
           const stored = await redis.client.get(transactionKeyOf(hash))
           if (stored === null) return null
-          const { sender, nonce, transaction } = JSON.parse(stored) as { sender: Address; nonce: number; transaction: PendingTransaction }
-          const members = await redis.client.zrangebyscore(keyOf(sender), nonce, nonce)
+          // Its sender and nonce say where its send is counted.
+          const transaction = JSON.parse(stored) as PendingTransaction
+          const members = await redis.client.zrangebyscore(keyOf(transaction.from.toLowerCase() as Address), transaction.nonce, transaction.nonce)
           const cutoff = now() - dropAfterMs
           const counts = members.some((member) => member.startsWith(`${hash}:`) && Number(member.split(':')[1]) >= cutoff)
           return counts ? transaction : null

@@ -257,7 +257,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
   async function getLogs({ filter, limits }: GetLogsParameters): Promise<Log[]> {
     // `toBlock: pending`: the confirmed logs up to latest (none when `fromBlock` is pending too), then the
-    // pre-confirmed ones. Without pending state, `pending` is `latest` below.
+    // pre-confirmed ones; `fromBlock: pending` as `split` says. Without pending state, `pending` is `latest` below.
     if (filter.blockHash !== undefined) return confirmedLogs(filter, limits)
     const { confirmed, pending } = await pendingView.split(filter)
     if (pending.length === 0) return confirmed === null ? [] : confirmedLogs({ ...filter, ...confirmed }, limits)

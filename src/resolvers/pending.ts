@@ -26,8 +26,9 @@ export function matchesFilter(log: { address: Address; topics: Hash[] }, filter:
 export type ResolvedBlockArgument = { kind: 'pending'; block: PendingBlock } | { kind: 'confirmed'; selector: BlockSelector }
 
 /**
- * A block range split where the index ends: the confirmed part (none when the range is pending only) and
- * the pre-confirmed blocks after it (none unless `toBlock` is `pending` and there are some).
+ * A block range split where the index ends: the confirmed part (none when the range is pending only, or
+ * empty) and the pre-confirmed blocks after it (none unless the range ends at `pending`, or starts there and
+ * ends at a number, and there are some).
  */
 export type SplitRange = { confirmed: { fromBlock: BlockSelector; toBlock: BlockSelector } | null; pending: PendingBlock[] }
 
@@ -74,7 +75,8 @@ export function createPendingView({ chain, pending }: { chain: ChainState; pendi
      * Splits `fromBlock`–`toBlock` into the index's part and the pre-confirmed blocks (`toBlock: pending`). A
      * `fromBlock` that numbers a pre-confirmed block (a client polling from the head + 1) starts there: no
      * indexed part, and only the pre-confirmed blocks from it on; past them all, the range is the index's
-     * (which refuses a start beyond its head).
+     * (which refuses a start beyond its head). `fromBlock: pending` up to anything else: see below; neither
+     * part (`confirmed: null`, no pending blocks) is an empty range.
      */
     async split({ fromBlock, toBlock }: { fromBlock: BlockSelector; toBlock: BlockSelector }): Promise<SplitRange> {
       if (isPendingTag(fromBlock) && !isPendingTag(toBlock)) {
