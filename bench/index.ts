@@ -15,7 +15,7 @@ import { describeStorage, explainAddressTopicQuery } from './logs-plan.js'
 import { parseBenchOptions } from './options.js'
 import { type BenchResults, formatReport, writeResults } from './report.js'
 import { createRpcClient } from './rpc.js'
-import { measurePending } from './pending.js'
+import { measurePendingApart } from './pending.js'
 import { measureServing } from './serving.js'
 import { startFloorServer } from './floor.js'
 import { measureWorkers, startServeProcess, type WorkersFigures } from './workers.js'
@@ -190,7 +190,7 @@ async function main(): Promise<number> {
     // down first: the pending figures are flashgate's, not theirs.
     const settled = await settleCpus()
     stamp(`pending: flashblocks feed and devnet (CPUs ${Math.round(settled.idle * 100)}% idle after waiting ${(settled.waitedMs / 1000).toFixed(1)} s)`)
-    const pending = await measurePending(log)
+    const pending = await measurePendingApart(log)
 
     const postgresSettings = options.pglite ? null : await describePostgres(options.adminDatabaseUrl)
     const storage = await describeStorage(gateway.db)

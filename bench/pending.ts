@@ -1,3 +1,5 @@
+import { fork } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { PerformanceObserver } from 'node:perf_hooks'
@@ -37,6 +39,7 @@ const FEED_INTERVAL_MS = 20
 /** A frame not visible by then fails the measurement rather than hang the bench. */
 const FRAME_TIMEOUT_MS = 10_000
 const MNEMONIC = 'test test test test test test test test test test test junk'
+const IDLE_HEAP_PATH = fileURLToPath(new URL('../bin/idle-heap.js', import.meta.url))
 
 export type LatencySummary = { samples: number; p50Ms: number; p90Ms: number; p99Ms: number; maxMs: number }
 
@@ -407,8 +410,37 @@ export async function measurePending(log: (line: string) => void) {
   }
 }
 
+/** What a child measuring the pending figures sends its parent: a line of its log, or the figures. */
+type PendingChildMessage = { line: string } | { figures: PendingFigures }
+
+/**
+ * The pending figures measured in a process of their own, set up as `flashgate` starts (bin/idle-heap.js):
+ * the devnet and the gateway timed there share no heap and no event loop with the bench, which by then
+ * holds the 1M-log chain's bodies and a gateway of its own (a heap of ~140 MB, whose collections and
+ * callbacks would be counted as flashgate's pending latency).
+ */
+export async function measurePendingApart(log: (line: string) => void): Promise<PendingFigures> {
+  const child = fork(fileURLToPath(import.meta.url), [], {
+    execArgv: ['--import', IDLE_HEAP_PATH, '--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  })
+  return new Promise<PendingFigures>((resolve, reject) => {
+    child.on('message', (message: PendingChildMessage) => {
+      if ('line' in message) log(message.line)
+      else resolve(message.figures)
+    })
+    child.once('error', reject)
+    child.once('exit', (code) => reject(new Error(`the pending measurement exited with code ${code}`)))
+  })
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const results = await measurePending((line) => console.log(line))
-  console.log(JSON.stringify(results, null, 2))
+  const send = process.send?.bind(process)
+  // The bench that forked this one is gone (aborted, killed): so is the reason to go on.
+  process.once('disconnect', () => process.exit(1))
+  const log = send === undefined ? (line: string) => console.log(line) : (line: string) => send({ line } satisfies PendingChildMessage)
+  const figures = await measurePending(log)
+  if (send === undefined) console.log(JSON.stringify(figures, null, 2))
+  else await new Promise((resolve) => send({ figures } satisfies PendingChildMessage, resolve))
   process.exit(0)
 }
