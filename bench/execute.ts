@@ -11,6 +11,7 @@ import { type FlashblockWireMessage, flashblockMessage } from '../src/pending/me
 import { createPendingState } from '../src/pending/state.js'
 import { createUpstream } from '../src/upstream/index.js'
 import { startDelayProxy } from '../test/fixtures/delay-proxy.js'
+import { nearestRank } from './quantile.js'
 
 /**
  * `npm run bench -- --execute`: what executing flashblocks ourselves (issue 16) costs, per EVM candidate:
@@ -52,7 +53,7 @@ type Percentiles = { p50: number; p99: number; samples: number }
 
 function percentiles(samples: number[]): Percentiles {
   const sorted = [...samples].sort((a, b) => a - b)
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? 0
+  const at = (q: number) => (sorted.length === 0 ? 0 : nearestRank(sorted, q))
   const round = (value: number) => Math.round(value * 100) / 100
   return { p50: round(at(0.5)), p99: round(at(0.99)), samples: sorted.length }
 }

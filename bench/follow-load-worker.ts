@@ -4,6 +4,7 @@ import { RECIPIENTS, RECIPIENT_ZIPF_EXPONENT, createRandom, createZipf, tailReci
 import { TRANSFER_TOPIC } from '../src/devnet/contracts.js'
 import { SWAP_TOPIC } from '../src/devnet/pool.js'
 import type { FollowLoadJob, FollowLoadReport, MethodFigures } from './follow-load.js'
+import { nearestRank } from './quantile.js'
 
 // Runs in a child process (follow-load.ts forks it): a mixed read load against a gateway that follows a
 // moving chain, every request asked about the chain as it is now (recent blocks, the pending block).
@@ -234,7 +235,7 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
     perMinute: windows.map((window, minute) => ({
       minute,
       requestsPerSecond: window.requests / Math.min(WINDOW_S, seconds - minute * WINDOW_S),
-      p99Ms: percentile(
+      p99Ms: nearestRank(
         window.latencies.sort((a, b) => a - b),
         0.99,
       ),
@@ -243,13 +244,9 @@ async function run(job: FollowLoadJob): Promise<FollowLoadReport> {
   }
 }
 
-function percentile(sorted: number[], fraction: number): number {
-  return sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil(fraction * sorted.length) - 1)]!
-}
-
 function summarise(values: number[], seconds: number): Omit<MethodFigures, 'failures' | 'meanKiB'> {
   const sorted = Float64Array.from(values).sort()
-  const at = (fraction: number) => (sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil(fraction * sorted.length) - 1)]!)
+  const at = (fraction: number) => nearestRank(sorted, fraction)
   return {
     requests: sorted.length,
     requestsPerSecond: sorted.length / seconds,

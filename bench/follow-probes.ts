@@ -5,6 +5,7 @@ import { DEFAULT_BLOCK_TIME_MS, DEFAULT_FLASHBLOCK_INTERVAL_MS } from '../src/de
 import type { FlashblockWireMessage } from '../src/pending/message.js'
 import { SWAP_TOPIC } from '../src/devnet/pool.js'
 import { createRpcClient } from './rpc.js'
+import { nearestRank } from './quantile.js'
 
 // What a follow run measures beside the read load, all as a client sees it: a Flashblocks feed client
 // and a WebSocket subscriber of the gateway in this process, on the same loopback as the gateway's own
@@ -43,7 +44,7 @@ export type ProbeFigures = {
 
 export function summarise(values: number[]): Summary {
   const sorted = Float64Array.from(values).sort()
-  const at = (fraction: number) => (sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil(fraction * sorted.length) - 1)]!)
+  const at = (fraction: number) => nearestRank(sorted, fraction)
   const mean = sorted.length === 0 ? Number.NaN : sorted.reduce((sum, value) => sum + value, 0) / sorted.length
   return { samples: sorted.length, p50: at(0.5), p90: at(0.9), p99: at(0.99), max: sorted.length === 0 ? Number.NaN : sorted[sorted.length - 1]!, mean }
 }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import autocannon from 'autocannon'
 import type { LoadJob, LoadReport } from './load.js'
+import { nearestRank } from './quantile.js'
 
 // Runs in a child process so that the load generator does not share the gateway's event loop.
 
@@ -97,7 +98,7 @@ async function sequential(job: LoadJob, bodies: string[]): Promise<LoadReport> {
 
 function percentiles(latencies: number[]): Pick<LoadReport, 'p50Ms' | 'p90Ms' | 'p99Ms' | 'meanMs'> {
   const sorted = Float64Array.from(latencies).sort()
-  const at = (fraction: number) => (sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil(fraction * sorted.length) - 1)]!)
+  const at = (fraction: number) => nearestRank(sorted, fraction)
   const mean = sorted.reduce((sum, value) => sum + value, 0) / sorted.length
   return { p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99), meanMs: mean }
 }

@@ -12,6 +12,7 @@ import { serveConfigSchema } from '../src/config.js'
 import { startDevnet } from '../src/devnet/devnet.js'
 import { createDecodePool, createFlashblocksFeed, createPendingState, defaultDecodeThreads } from '../src/pending/index.js'
 import { encodeFrame, flashblock, signedTransfer, startScriptedFeed } from '../test/fixtures/flashblocks.js'
+import { nearestRank } from './quantile.js'
 
 /** Flashblocks sent through the feed path; transactions in each (Base carries tens per flashblock). */
 const FEED_MESSAGES = 300
@@ -43,10 +44,9 @@ const IDLE_HEAP_PATH = fileURLToPath(new URL('../bin/idle-heap.js', import.meta.
 
 export type LatencySummary = { samples: number; p50Ms: number; p90Ms: number; p99Ms: number; maxMs: number }
 
-/** Quantiles by nearest rank: the p99 of 200 samples is the 198th smallest (the index used before made the p99 of 100 samples their maximum). */
 function summarise(samples: number[]): LatencySummary {
   const sorted = samples.slice().sort((a, b) => a - b)
-  const at = (quantile: number) => sorted[Math.max(0, Math.ceil(quantile * sorted.length) - 1)]!
+  const at = (quantile: number) => nearestRank(sorted, quantile)
   return { samples: sorted.length, p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99), maxMs: sorted.at(-1)! }
 }
 

@@ -7,6 +7,7 @@ import { createResolvers } from '../src/resolvers/index.js'
 import { createRandom, type Random } from '../test/fixtures/random.js'
 import { ADDRESS_KIND, EVENT_SIGNATURE_SALT, EVENT_TOPICS, POPULATION, SYSTEM_ADDRESSES, TRANSACTIONS_PER_BLOCK } from './scale-data.js'
 import { BLOCK_TABLES, type BlockTable, type ScaleLayout } from './scale-layouts.js'
+import { nearestRank } from './quantile.js'
 
 /** Blocks spanned by the headline `eth_getLogs` (address + topic0), as in issue 14. */
 export const HEADLINE_RANGE_BLOCKS = 2_000
@@ -257,8 +258,7 @@ async function timeCalls(sql: postgres.Sql, calls: (() => Promise<number>)[], wa
 }
 
 function percentile(sorted: number[], fraction: number): number {
-  if (sorted.length === 0) return 0
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1))]!
+  return sorted.length === 0 ? 0 : nearestRank(sorted, fraction)
 }
 
 /**
