@@ -1,12 +1,12 @@
 import { GraphQLClient } from 'graphql-request'
 import { type Address, encodeFunctionData } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
-import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
-import { TOKEN_DEPLOY_BYTECODE, TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
+import type { Anvil } from '../src/devnet/anvil.js'
+import { TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { subscribeGraphql } from './fixtures/graphql-sse.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway, startManualAnvilWithToken } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
@@ -31,11 +31,7 @@ async function transfer(amount: number) {
 const subscribe = <item>(query: string, variables?: Record<string, unknown>) => subscribeGraphql<item>(gateway.url, query, variables)
 
 beforeAll(async () => {
-  anvil = await startAnvil()
-  await anvilCall(anvil.rpcUrl, 'evm_setAutomine', [false])
-  const deployment = await anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }])
-  await anvilCall(anvil.rpcUrl, 'evm_mine')
-  token = (await anvilCall<{ contractAddress: Address }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [deployment])).contractAddress
+  ;({ anvil, token } = await startManualAnvilWithToken(SENDER))
   feed = await startScriptedFeed()
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, upstreamWs: anvil.wsUrl, databaseUrl: database.databaseUrl, flashblocksWs: feed.url })

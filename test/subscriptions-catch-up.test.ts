@@ -1,11 +1,11 @@
 import { type Address, encodeFunctionData, type Hash } from 'viem'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
-import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
-import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
+import type { Anvil } from '../src/devnet/anvil.js'
+import { tokenAbi } from '../src/devnet/contracts.js'
 import { createResolvers, type Resolvers } from '../src/resolvers/index.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { startTestGateway } from './fixtures/gateway.js'
+import { startTestGateway, startManualAnvilWithToken } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 /**
@@ -50,11 +50,7 @@ async function mine(transfers: number[]): Promise<Hash> {
 }
 
 beforeAll(async () => {
-  anvil = await startAnvil()
-  await anvilCall(anvil.rpcUrl, 'evm_setAutomine', [false])
-  const deployment = await anvilCall<Hash>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }])
-  await anvilCall(anvil.rpcUrl, 'evm_mine')
-  token = (await anvilCall<{ contractAddress: Address }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [deployment])).contractAddress
+  ;({ anvil, token } = await startManualAnvilWithToken(SENDER))
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, upstreamWs: anvil.wsUrl, databaseUrl: database.databaseUrl })
   await waitForSameHead(gateway, anvil.rpcUrl)

@@ -5,11 +5,11 @@ import { type Address, encodeFunctionData, type Hash } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket } from 'ws'
 import { isPostgresUrl } from '../src/db/index.js'
-import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
-import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
+import type { Anvil } from '../src/devnet/anvil.js'
+import { tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, signedTransfer } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, type TestGateway, startManualAnvilWithToken } from './fixtures/gateway.js'
 import { subscribeGraphql } from './fixtures/graphql-sse.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
@@ -97,11 +97,7 @@ async function waitForBoth() {
 
 describe.skipIf(!usesPostgres)('subscriptions on a process that does not ingest', () => {
   beforeAll(async () => {
-    anvil = await startAnvil()
-    await anvilCall(anvil.rpcUrl, 'evm_setAutomine', [false])
-    const deployment = await anvilCall<Hash>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }])
-    await anvilCall(anvil.rpcUrl, 'evm_mine')
-    token = (await anvilCall<{ contractAddress: Address }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [deployment])).contractAddress
+    ;({ anvil, token } = await startManualAnvilWithToken(SENDER))
     database = await createTestDatabase()
     admin = postgres(database.databaseUrl, { max: 1, onnotice: () => {} })
     // The first takes the ingest lock before the second starts, which then stands by.

@@ -3,11 +3,11 @@ import { WebSocketProvider } from 'ethers'
 import { type Address, createPublicClient, encodeFunctionData, type Log, webSocket } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
-import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
-import { TOKEN_DEPLOY_BYTECODE, TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
+import type { Anvil } from '../src/devnet/anvil.js'
+import { TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
-import { rpc, startTestGateway } from './fixtures/gateway.js'
+import { rpc, startTestGateway, startManualAnvilWithToken } from './fixtures/gateway.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
@@ -27,11 +27,7 @@ async function transfer(amount: number) {
 }
 
 beforeAll(async () => {
-  anvil = await startAnvil()
-  await anvilCall(anvil.rpcUrl, 'evm_setAutomine', [false])
-  const deployment = await anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }])
-  await anvilCall(anvil.rpcUrl, 'evm_mine')
-  token = (await anvilCall<{ contractAddress: Address }>(anvil.rpcUrl, 'eth_getTransactionReceipt', [deployment])).contractAddress
+  ;({ anvil, token } = await startManualAnvilWithToken(SENDER))
   feed = await startScriptedFeed()
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, upstreamWs: anvil.wsUrl, databaseUrl: database.databaseUrl, flashblocksWs: feed.url })
@@ -165,6 +161,35 @@ describe('eth_subscribe over WebSocket, through viem', () => {
       unwatch()
       await subscription.unsubscribe()
       await provider.destroy()
+    }
+  })
+
+  test('newPendingTransactions sends a transaction pre-confirmed, then sealed, once; one no flashblock showed, as it seals', async () => {
+    const hashes: string[] = []
+    const subscription = await client.transport.subscribe({
+      params: ['newPendingTransactions'],
+      onData: ({ result }: { result: string }) => void hashes.push(result),
+      onError: () => {},
+    })
+    try {
+      await anvilCall(anvil.rpcUrl, 'evm_mine')
+      const head = await waitForSameHead(gateway, anvil.rpcUrl)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      const nonce = Number(await anvilCall<string>(anvil.rpcUrl, 'eth_getTransactionCount', [DEV_ACCOUNTS[4]!.address, 'latest']))
+      const [shown, unshown] = await Promise.all([signedTransfer({ from: 4, nonce }), signedTransfer({ from: 4, nonce: nonce + 1 })])
+      for (const { raw } of [shown, unshown]) await anvilCall(anvil.rpcUrl, 'eth_sendRawTransaction', [raw])
+      await feed.connected()
+      feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [shown] }))
+      await expect.poll(() => hashes).toEqual([shown.hash])
+      await anvilCall(anvil.rpcUrl, 'evm_mine')
+      await waitForSameHead(gateway, anvil.rpcUrl)
+      await expect.poll(() => hashes).toEqual([shown.hash, unshown.hash])
+      await anvilCall(anvil.rpcUrl, 'evm_mine')
+      await waitForSameHead(gateway, anvil.rpcUrl)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      expect(hashes).toEqual([shown.hash, unshown.hash])
+    } finally {
+      await subscription.unsubscribe()
     }
   })
 

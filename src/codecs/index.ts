@@ -29,7 +29,7 @@ export const hexData = z
  * The message of a missing argument; `describeParamsError` names its position as geth does
  * (`missing value for required argument 1`).
  */
-const MISSING_ARGUMENT = 'missing value for required argument'
+export const MISSING_ARGUMENT = 'missing value for required argument'
 
 const describeType = (input: unknown) => (input === null ? 'null' : Array.isArray(input) ? 'an array' : `a ${typeof input}`)
 

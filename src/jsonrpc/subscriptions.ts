@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Hash } from 'viem'
 import { z } from 'zod'
-import { describeParamsError, logFilter } from '../codecs/index.js'
+import { type BlockSelector, describeParamsError, type LogFilter, logFilter, MISSING_ARGUMENT } from '../codecs/index.js'
 import { InvalidParamsError, LimitExceededError } from '../errors.js'
 import type { ChainEvents } from '../resolvers/index.js'
 import { formatPendingTransaction } from '../objects/transaction.js'
@@ -14,25 +14,86 @@ export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 100
 
 type Notify = (subscription: string, result: unknown) => void
 
-const subscribeParams = z.union([
-  z.tuple([z.literal('newHeads')]),
-  z.tuple([z.literal('logs')]).rest(z.unknown()),
-  z.tuple([z.literal('newFlashblocks')]),
-  z.tuple([z.literal('pendingLogs')]).rest(z.unknown()),
-  z.tuple([z.literal('newFlashblockTransactions')]).rest(z.unknown()),
-  z.tuple([z.literal('newPendingTransactions')]).rest(z.unknown()),
-])
+const SUBSCRIPTION_NAMES = ['newHeads', 'logs', 'newPendingTransactions', 'newFlashblocks', 'pendingLogs', 'newFlashblockTransactions'] as const
+type SubscriptionName = (typeof SUBSCRIPTION_NAMES)[number]
 
-const optionalFilter = logFilter.optional()
+const subscriptionName = z.enum(SUBSCRIPTION_NAMES, {
+  error: (issue) => (issue.input === undefined ? MISSING_ARGUMENT : `expected a subscription: one of ${SUBSCRIPTION_NAMES.join(', ')}`),
+})
+/** `newHeads` and `newFlashblocks` take no argument; an object, a boolean or `null` is ignored, as anvil ignores it. */
+const ignoredArgument = z.union([z.null(), z.boolean(), z.record(z.string(), z.unknown())], { error: 'expected no argument' }).optional()
+/** `true` for whole transactions, else hashes. */
+const wholeTransactions = z.boolean({ error: 'expected a boolean (true for whole transactions)' }).nullish()
+const optionalFilter = z
+  .unknown()
+  .transform((input) => input ?? {})
+  .pipe(logFilter)
 
-type MatchFilter = { addresses: `0x${string}`[] | null; topics: (Hash[] | null)[] }
+/** What each subscription takes after its name: at most one argument (geth refuses more). */
+const ARGUMENT_OF = {
+  newHeads: ignoredArgument,
+  newFlashblocks: ignoredArgument,
+  logs: optionalFilter.optional(),
+  pendingLogs: optionalFilter.optional(),
+  newPendingTransactions: wholeTransactions.optional(),
+  newFlashblockTransactions: wholeTransactions.optional(),
+} as const satisfies Record<SubscriptionName, z.ZodType>
+const unsubscribeParams = z.tuple([z.string({ error: (issue) => (issue.input === undefined ? MISSING_ARGUMENT : 'expected a subscription id') })])
+
+/** Logs a subscription delivers: geth's and reth's rules, the block range and block hash as well as addresses and topics. */
+type MatchFilter = {
+  addresses: `0x${string}`[] | null
+  topics: (Hash[] | null)[]
+  /** Numbered ends of the range; a tag leaves its end open. */
+  from: bigint | null
+  to: bigint | null
+  blockHash: Hash | null
+}
 type Subscription =
   | { kind: 'newHeads' }
   | { kind: 'logs'; filter: MatchFilter }
   | { kind: 'pendingLogs'; filter: MatchFilter }
   | { kind: 'newFlashblocks' }
   | { kind: 'newFlashblockTransactions'; full: boolean }
+  | { kind: 'newPendingTransactions'; full: boolean }
 type Kind = Subscription['kind']
+
+/** Parses `eth_subscribe`'s params, or throws -32602 naming the argument at fault. */
+function parseSubscription(params: unknown): Subscription {
+  const named = z.tuple([subscriptionName]).rest(z.unknown()).safeParse(params)
+  if (!named.success) throw new InvalidParamsError(describeParamsError(named.error, params))
+  const name: SubscriptionName = named.data[0]
+  const parsed = z.tuple([subscriptionName, ARGUMENT_OF[name]]).safeParse(params)
+  if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, params))
+  const argument: unknown = parsed.data[1]
+  switch (name) {
+    case 'newHeads':
+    case 'newFlashblocks':
+      return { kind: name }
+    case 'newPendingTransactions':
+    case 'newFlashblockTransactions':
+      return { kind: name, full: argument === true }
+    case 'logs':
+    case 'pendingLogs': {
+      const filter = argument as LogFilter | undefined
+      const numbered = (selector: BlockSelector | undefined) => (selector?.kind === 'number' ? selector.number : null)
+      const from = numbered(filter?.fromBlock)
+      const to = numbered(filter?.toBlock)
+      if (from !== null && to !== null && from > to) throw new InvalidParamsError('invalid from and to block combination')
+      return { kind: name, filter: { addresses: filter?.addresses ?? null, topics: filter?.topics ?? [], from, to, blockHash: filter?.blockHash ?? null } }
+    }
+  }
+}
+
+function matches(log: { address: `0x${string}`; topics: Hash[]; blockNumber: string | null; blockHash: string | null }, filter: MatchFilter): boolean {
+  if (filter.blockHash !== null && log.blockHash !== filter.blockHash) return false
+  if (filter.from !== null || filter.to !== null) {
+    if (log.blockNumber === null) return false
+    const number = BigInt(log.blockNumber)
+    if ((filter.from !== null && number < filter.from) || (filter.to !== null && number > filter.to)) return false
+  }
+  return matchesFilter(log, filter)
+}
 
 /**
  * `eth_subscribe` on one WebSocket connection (`close` when the socket goes): `newHeads`, `logs` (with
@@ -62,27 +123,46 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
       case 'logs':
         return chainEvents?.subscribe('logs', (logs) =>
           each('logs', (id, subscription) => {
-            for (const log of logs) if (matchesFilter(log, subscription.filter)) notify(id, log)
+            for (const log of logs) if (matches(log, subscription.filter)) notify(id, log)
           }),
         )
       case 'pendingLogs':
         return chainEvents?.subscribe('pendingLogs', (logs) =>
           each('pendingLogs', (id, subscription) => {
-            for (const log of logs) if (matchesFilter(log, subscription.filter)) notify(id, log)
+            for (const log of logs) if (matches(log, subscription.filter)) notify(id, log)
           }),
         )
       case 'newFlashblocks':
         return chainEvents?.subscribe('flashblock', (header) => each('newFlashblocks', (id) => notify(id, header)))
       case 'newFlashblockTransactions':
-        return chainEvents?.subscribe('pendingTransactions', (block, transactions) => {
-          const first = block.transactions.length - transactions.length
-          each('newFlashblockTransactions', (id, subscription) => {
-            transactions.forEach((transaction, offset) => {
-              notify(id, subscription.full ? formatPendingTransaction(block, first + offset) : transaction.hash)
-            })
-          })
-        })
+        return preConfirmations(kind)
+      case 'newPendingTransactions': {
+        // geth's `newPendingTransactions` (what viem's and ethers' pending watchers ask for over a socket) is,
+        // on a flashblocks chain, the transactions as they are pre-confirmed: Base's own stream; and those no
+        // flashblock showed (every one on a chain without a feed) as their block seals.
+        const stopPreConfirmations = preConfirmations(kind)
+        const stopSealed = chainEvents?.subscribe('sealedTransactions', (transactions) =>
+          each(kind, (id, subscription) => {
+            for (const transaction of transactions) notify(id, subscription.full ? transaction : transaction.hash)
+          }),
+        )
+        return () => {
+          stopPreConfirmations?.()
+          stopSealed?.()
+        }
+      }
     }
+  }
+
+  function preConfirmations(kind: 'newFlashblockTransactions' | 'newPendingTransactions') {
+    return chainEvents?.subscribe('pendingTransactions', (block, transactions) => {
+      const first = block.transactions.length - transactions.length
+      each(kind, (id, subscription) => {
+        transactions.forEach((transaction, offset) => {
+          notify(id, subscription.full ? formatPendingTransaction(block, first + offset) : transaction.hash)
+        })
+      })
+    })
   }
 
   function settle(kind: Kind) {
@@ -96,31 +176,23 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
   }
 
   return {
-    subscribe(rawParams: unknown): string {
-      const parsed = subscribeParams.safeParse(rawParams)
-      if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error))
+    subscribe(params: unknown): string {
+      const subscription = parseSubscription(params)
       if (active.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
         throw new LimitExceededError(`too many subscriptions on this connection: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION}; unsubscribe first`)
-      const [kind, argument] = parsed.data as [Kind | 'newPendingTransactions', unknown]
-      let subscription: Subscription
-      if (kind === 'logs' || kind === 'pendingLogs') {
-        const filter = optionalFilter.safeParse(argument === null ? undefined : argument)
-        if (!filter.success) throw new InvalidParamsError(`invalid argument 1: ${filter.error.issues[0]?.message}`)
-        subscription = { kind, filter: { addresses: filter.data?.addresses ?? null, topics: filter.data?.topics ?? [] } }
-      } else if (kind === 'newFlashblockTransactions' || kind === 'newPendingTransactions')
-        // geth's `newPendingTransactions` (what viem's and ethers' pending watchers ask for over a socket) is,
-        // on a flashblocks chain, the transactions as they are pre-confirmed: the same stream as Base's own.
-        subscription = { kind: 'newFlashblockTransactions', full: argument === true }
-      else subscription = { kind }
       const id = `0x${randomBytes(16).toString('hex')}`
       active.set(id, subscription)
       settle(subscription.kind)
       return id
     },
-    unsubscribe(id: unknown): boolean {
-      const subscription = typeof id === 'string' ? active.get(id) : undefined
+    /** `eth_unsubscribe`'s params: `false` for an id this connection does not hold. */
+    unsubscribe(params: unknown): boolean {
+      const parsed = unsubscribeParams.safeParse(params)
+      if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, params))
+      const [id] = parsed.data
+      const subscription = active.get(id)
       if (subscription === undefined) return false
-      active.delete(id as string)
+      active.delete(id)
       settle(subscription.kind)
       return true
     },

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { Hash, RpcBlock } from 'viem'
+import type { Hash, RpcBlock, RpcTransaction } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { loggableError } from '../errors.js'
 import type { PendingBlock, PendingLog, PendingState, PendingTransaction } from '../pending/index.js'
@@ -43,6 +43,12 @@ export type ChainEventMap = {
   logs: [logs: Log[]]
   /** Transactions a flashblock pre-confirmed, in block order, as soon as it arrives. */
   pendingTransactions: [block: PendingBlock, transactions: PendingTransaction[]]
+  /**
+   * Transactions of a new canonical block that no flashblock pre-confirmed here (all of them on a chain
+   * without a Flashblocks feed), whole, in block order, just before its `head`: with `pendingTransactions`,
+   * each transaction once, as the HTTP pending-transaction filter reports them.
+   */
+  sealedTransactions: [transactions: RpcTransaction[]]
   /** The pending block after a flashblock, as `eth_getBlockByNumber("pending", false)` answers it. */
   flashblock: [block: Record<string, unknown>]
   /** Pre-confirmed logs whose receipts became known (from the frame, or hydrated), in order. */
@@ -81,6 +87,8 @@ export function createEventStream(options: {
   /** `eth_getLogs` under `EVENT_LOG_LIMITS`. */
   getLogs(parameters: GetLogsParameters): Promise<Log[]>
   pendingBlock(block: PendingBlock, includeTransactions: boolean): Promise<Record<string, unknown>>
+  /** The indexed blocks numbered `from` to `to`, with their hashes, in order (db/block-hashes.ts). */
+  blockHashes(from: number, to: number): Promise<{ number: number; hash: Hash }[]>
   pending: PendingState | null
   logger: Logger | null
 }) {
@@ -104,7 +112,9 @@ export function createEventStream(options: {
   let awaited: { number: number; since: number } | null = null
 
   const count = (event: ChainEventName) => listeners.get(event)?.size ?? 0
-  const following = () => count('head') + count('logs') > 0
+  const following = () => count('head') + count('logs') + count('sealedTransactions') > 0
+  /** Hashes pre-confirmed here, by block number, until that block is announced: not sent again when it seals. */
+  const preConfirmed = new Map<number, Set<Hash>>()
 
   function emit<event extends ChainEventName>(event: event, ...args: ChainEventMap[event]) {
     for (const listener of [...(listeners.get(event) ?? [])]) {
@@ -128,6 +138,7 @@ export function createEventStream(options: {
       clearInterval(poll)
       poll = null
       generation++
+      preConfirmed.clear()
       announced = []
       tip = undefined
       startView = null
@@ -206,12 +217,20 @@ export function createEventStream(options: {
     if (!following()) return true
     const started = generation
     if (tip === undefined) {
-      const view = await (startView ?? chain.view())
+      const { head, firstBlock } = await (startView ?? chain.view())
       if (started !== generation) return true
-      const { head } = view
+      // The newest blocks, known to be canonical then, with no logs announced: a reorg that reaches below the
+      // head is walked back through them to where it forked, and the new branch is announced from there (a
+      // node sends it all). Remembering the head alone, the new blocks below it were never announced.
+      const recent = head === null ? [] : await options.blockHashes(Math.max(firstBlock ?? head.number, head.number - REORG_MEMORY_BLOCKS + 1), head.number)
+      if (started !== generation) return true
+      if (head !== null && recent.at(-1)?.hash !== head.hash) {
+        // A reorg landed between the two reads: read both again, the view too.
+        startView = null
+        return false
+      }
       tip = head === null ? null : { number: head.number, hash: head.hash }
-      // Known to be canonical then, with no logs announced: a reorg below it is walked back from here.
-      announced = head === null ? [] : [{ number: head.number, hash: head.hash, logs: null }]
+      announced = recent.map((block) => ({ ...block, logs: null }))
     }
     const { head, firstBlock } = await chain.view()
     if (started !== generation || head === null) return true
@@ -241,6 +260,10 @@ export function createEventStream(options: {
           : null
       if (started !== generation) return true
       if (logs?.some((log) => log.blockHash !== block.hash)) return false
+      const unconfirmed = count('sealedTransactions') > 0 ? await sealedTransactions(block) : []
+      if (started !== generation) return true
+      if (unconfirmed === null) return false
+      if (unconfirmed.length > 0) emit('sealedTransactions', unconfirmed)
       announce(block, logs)
       number++
     }
@@ -254,6 +277,16 @@ export function createEventStream(options: {
     if (announced.length > REORG_MEMORY_BLOCKS) announced.shift()
     emit('head', block)
     if (logs !== null && logs.length > 0) emit('logs', logs)
+  }
+
+  /** The block's transactions that were not pre-confirmed here, whole; `null` when the block read is not `block` any more. */
+  async function sealedTransactions(block: BlockWithHashes): Promise<RpcTransaction[] | null> {
+    const confirmed = preConfirmed.get(Number(block.number))
+    for (const number of preConfirmed.keys()) if (number <= Number(block.number)) preConfirmed.delete(number)
+    if (block.transactions.every((hash) => confirmed?.has(hash))) return []
+    const whole = await options.getBlock({ block: { kind: 'hash', hash: block.hash, requireCanonical: false }, includeTransactions: true })
+    if (whole === null) return null
+    return (whole.transactions as RpcTransaction[]).filter((transaction) => !confirmed?.has(transaction.hash))
   }
 
   async function isCanonical(block: { number: number; hash: Hash }): Promise<boolean> {
@@ -279,6 +312,11 @@ export function createEventStream(options: {
   let flashblocks = Promise.resolve()
   pending?.events.on('transactions', (block, transactions) => {
     emit('pendingTransactions', block, transactions)
+    if (count('sealedTransactions') > 0) {
+      let hashes = preConfirmed.get(block.number)
+      if (hashes === undefined) preConfirmed.set(block.number, (hashes = new Set()))
+      for (const transaction of transactions) hashes.add(transaction.hash)
+    }
     if (count('flashblock') === 0) return
     // In order: each flashblock's header is built after the previous one's.
     flashblocks = flashblocks.then(async () => {

@@ -2,7 +2,7 @@ import type { EntryPoint } from '../attribution/user-operations.js'
 import type { Logger } from 'pino'
 import type { Hex, RpcTransactionReceipt } from 'viem'
 import { toQuantity } from '../codecs/index.js'
-import type { Db } from '../db/index.js'
+import { blockHashesBetween, type Db } from '../db/index.js'
 import { HeaderNotFoundError } from '../errors.js'
 import type { PendingState } from '../pending/index.js'
 import type { ClusterLink } from '../cluster/link.js'
@@ -104,6 +104,7 @@ export function createResolvers(config: ResolversConfig) {
     getBlock: blocks.getBlock,
     getLogs: logs.getLogs,
     pendingBlock: blocks.pendingBlock,
+    blockHashes: (from, to) => blockHashesBetween(db, from, to),
     pending: config.pending ?? null,
     logger: config.logger ?? null,
   })

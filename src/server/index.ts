@@ -385,7 +385,7 @@ export function createServer(config: ServerConfig) {
       })
       const local = {
         eth_subscribe: async (params: unknown) => subscriptions.subscribe(params),
-        eth_unsubscribe: async (params: unknown) => subscriptions.unsubscribe(Array.isArray(params) ? params[0] : undefined),
+        eth_unsubscribe: async (params: unknown) => subscriptions.unsubscribe(params),
       }
       const admit = admitter(endpoint)
       ws.on('message', (data) => {
