@@ -160,6 +160,7 @@ beforeAll(async () => {
   yoga = createGraphqlServer({
     resolvers: gateway.resolvers,
     limits: gateway.resolvers.limits,
+    maxBodyBytes: 1_048_576,
     logger: pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
   })
 })
@@ -354,7 +355,7 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     } }`
     // Resolvers over the same database, with room for 100 logs in one page.
     const resolvers = createResolvers({ db: gateway.db, upstream: null })
-    const roomy = createGraphqlServer({ resolvers, limits: resolvers.limits, logger: pino({ level: 'silent' }) })
+    const roomy = createGraphqlServer({ resolvers, limits: resolvers.limits, maxBodyBytes: 1_048_576, logger: pino({ level: 'silent' }) })
     const measure = async (first: number) => {
       // Every measurement reads the head afresh (it is cached for 100 ms), so that none gets it for free.
       resolvers.chain.invalidate()
@@ -427,6 +428,22 @@ describe('GraphQL errors', () => {
     await expectError(`{ logs(filter: {}, first: 50) { nodes { logIndex } } }`, 'LIMIT_EXCEEDED', /at most 40/)
   })
 
+  test("a body over the public policy's size is 413 REQUEST_ENTITY_TOO_LARGE, as JSON-RPC's public endpoint refuses it", async () => {
+    const post = (variables: Record<string, string>) =>
+      fetch(`${gateway.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query: '{ blockNumber }', variables }),
+      })
+    const filler = (bytes: number) => ({ filler: 'x'.repeat(bytes) })
+    const refused = await post(filler(1_048_576))
+    expect(refused.status).toBe(413)
+    expect(((await refused.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('REQUEST_ENTITY_TOO_LARGE')
+    const under = await post(filler(1_048_576 - 200))
+    expect(under.status).toBe(200)
+    expect(((await under.json()) as { data: { blockNumber: string } }).data.blockNumber).toBe(String(head))
+  })
+
   test('a too-deep, too-costly, too-aliased or too-long query is refused before it reaches the database', async () => {
     const deep = `{ block { transactions { block { transactions { block { transactions { block { transactions { block { transactions { hash } } } } } } } } } } }`
     expect((await expectError(deep, 'QUERY_TOO_COMPLEX', /depth/)).message).toMatch(/depth 11 exceeds the limit of 10/)
@@ -446,6 +463,7 @@ describe('GraphQL errors', () => {
     const broken = createGraphqlServer({
       resolvers: { ...gateway.resolvers, blocksByNumbers: () => Promise.reject(new Error('relation "blocks" does not exist')) },
       limits: gateway.resolvers.limits,
+      maxBodyBytes: 1_048_576,
       logger: pino({ level: 'silent' }),
     })
     const response = await broken.fetch('http://flashgate.test/graphql', {

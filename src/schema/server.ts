@@ -68,6 +68,8 @@ export type GraphqlServerConfig = {
   chainEvents?: ChainEvents | null
   /** GraphiQL's page; by default the library's, which inlines its 9 MB of scripts (src/server serves them apart). */
   renderGraphiQL?: (options?: GraphiQLOptions) => string | Promise<string>
+  /** Largest request body, in bytes: the policy's (`--public-max-body`); a larger one is 413 `REQUEST_ENTITY_TOO_LARGE`. */
+  maxBodyBytes: number
 }
 
 /**
@@ -86,6 +88,7 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
     landingPage: false,
+    maxRequestBodySize: config.maxBodyBytes,
     context: () => ({
       resolvers,
       limits: config.limits,

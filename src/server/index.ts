@@ -175,6 +175,7 @@ export function createServer(config: ServerConfig) {
     createGraphqlServer({
       resolvers,
       limits: policies.public.logLimits,
+      maxBodyBytes: policies.public.maxBodyBytes,
       logger,
       chainEvents: config.chainEvents,
       renderGraphiQL: renderGraphiqlPage,
