@@ -113,6 +113,10 @@ describe('JSON-RPC envelope errors', () => {
     expect(await raw('[{"jsonrpc":"2.0","id":18446744073709551617,"method":"eth_blockNumber"},{"jsonrpc":"2.0","id":3,"method":"eth_blockNumber"}]')).toBe(
       '[{"jsonrpc":"2.0","id":18446744073709551617,"result":"0x14"},{"jsonrpc":"2.0","id":3,"result":"0x14"}]',
     )
+    // Past a double's range (Infinity once parsed): still a number, echoed as it came.
+    const huge = `1${'0'.repeat(400)}`
+    expect(await raw(`{"jsonrpc":"2.0","id":${huge},"method":"eth_blockNumber"}`)).toBe(`{"jsonrpc":"2.0","id":${huge},"result":"0x14"}`)
+    expect(await raw('{"jsonrpc":"2.0","id":-1e999,"method":"eth_blockNumber"}')).toBe('{"jsonrpc":"2.0","id":-1e999,"result":"0x14"}')
   })
 
   test('GET on the JSON-RPC path is 405 and an unknown path is 404', async () => {

@@ -120,8 +120,11 @@ export function scanRequestIds(text: string): string | undefined | (string | und
 
 const idOf = (request: unknown) => (typeof request === 'object' && request !== null ? (request as { id?: unknown }).id : undefined)
 
-/** A finite id beyond 2^53 or with more digits than a double keeps; `1e999` (Infinity) stays an invalid id. */
-const needsRawText = (id: unknown) => typeof id === 'number' && Number.isFinite(id) && !Number.isSafeInteger(id)
+/**
+ * An id beyond 2^53, with more digits than a double keeps, or past a double's range (a 400-digit id, `1e999`:
+ * `Infinity` once parsed, which the node echoes as it came, as any other number).
+ */
+const needsRawText = (id: unknown) => typeof id === 'number' && !Number.isSafeInteger(id)
 
 /**
  * Whether a request's parsed id is a number that does not print back as written. At module level: a named
