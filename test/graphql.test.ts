@@ -416,6 +416,13 @@ describe('GraphQL errors', () => {
     await expectError(`{ logs(filter: { topics: [null, null, null, null, null] }) { nodes { logIndex } } }`, 'BAD_USER_INPUT', /exceed max topics/)
     await expectError(`{ logs(filter: {}, after: "bogus") { nodes { logIndex } } }`, 'BAD_USER_INPUT', /cursor/)
     await expectError(`{ logs(filter: { fromBlock: { number: 5 }, toBlock: { number: 2 } }) { nodes { logIndex } } }`, 'BAD_USER_INPUT', /invalid block range/)
+    // Lists past their limits name the limit and GraphQL's field, in the words eth_getLogs uses (not zod's "Invalid input").
+    const addresses = Array.from({ length: 1_001 }, (_, index) => `"0x${index.toString(16).padStart(40, '0')}"`).join(', ')
+    const tooMany = await expectError(`{ logs(filter: { addresses: [${addresses}] }) { nodes { logIndex } } }`, 'BAD_USER_INPUT')
+    expect(tooMany.message).toBe('invalid argument filter.addresses: too many addresses: at most 1000 per filter')
+    const topics = Array.from({ length: 1_001 }, (_, index) => `"0x${index.toString(16).padStart(64, '0')}"`).join(', ')
+    const tooManyTopics = await expectError(`{ logs(filter: { topics: [[${topics}]] }) { nodes { logIndex } } }`, 'BAD_USER_INPUT')
+    expect(tooManyTopics.message).toBe('invalid argument filter.topics.0: too many topic alternatives: at most 1000 per position')
   })
 
   test('a range beyond the limits or the head, and unknown blocks, get the eth_getLogs errors with a range that fits', async () => {

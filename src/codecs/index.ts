@@ -291,7 +291,7 @@ const DEFAULT_UNION_MESSAGE = 'Invalid input'
  * kind), one issue listing them; otherwise the alternative that got furthest (a type mismatch says least).
  * Paths of the alternatives' issues are relative to the union.
  */
-function unionIssue(issue: Issue): Issue {
+export function unionIssue(issue: Issue): Issue {
   if (issue.code !== 'invalid_union' || issue.message !== DEFAULT_UNION_MESSAGE) return issue
   const candidates = issue.errors
     .map((branch) => branch[0])

@@ -3,7 +3,7 @@ import { GraphQLError } from 'graphql'
 import ComplexityPlugin from '@pothos/plugin-complexity'
 import ZodPlugin from '@pothos/plugin-zod'
 import type { Address, Hash, Hex } from 'viem'
-import { InvalidParamsError } from '../errors.js'
+import { invalidArgument } from './argument-error.js'
 import type { ChainEvents } from '../jsonrpc/subscriptions.js'
 import type { LogLimits, Resolvers } from '../resolvers/index.js'
 import type { Loaders } from './loaders.js'
@@ -41,11 +41,7 @@ export const builder = new SchemaBuilder<{
   defaultFieldNullability: false,
   zod: {
     // The same wording as JSON-RPC's `invalid argument` errors, raised as a typed error (BAD_USER_INPUT).
-    validationError: (error) => {
-      const issue = error.issues[0]
-      const path = issue?.path.length ? `${issue.path.join('.')}: ` : ''
-      return new InvalidParamsError(`invalid argument ${path}${issue?.message ?? 'invalid value'}`)
-    },
+    validationError: (error) => invalidArgument(error),
   },
   complexity: {
     defaultComplexity: 1,

@@ -1,7 +1,7 @@
 import { z } from 'zod'
-import { InvalidParamsError } from '../errors.js'
 import { BLOCK_TAGS, blockArgument, type LogFilter, logFilter, toQuantity } from '../codecs/index.js'
 import { builder } from './builder.js'
+import { invalidArgument } from './argument-error.js'
 
 /** Page size of `logs` and `transactions` connections when `first` is not given, and its ceiling. */
 export const DEFAULT_PAGE_SIZE = 100
@@ -126,6 +126,5 @@ export const PageInfo = builder.objectRef<{ endCursor: string | null; hasNextPag
 export function parseArgument<output>(schema: z.ZodType<output>, value: unknown, name: string): output {
   const parsed = schema.safeParse(value)
   if (parsed.success) return parsed.data
-  const issue = parsed.error.issues[0]
-  throw new InvalidParamsError(`invalid argument ${[name, ...(issue?.path ?? [])].join('.')}: ${issue?.message ?? 'invalid value'}`)
+  throw invalidArgument(parsed.error, [name])
 }
