@@ -139,7 +139,8 @@ const INVALID = new Set([-32600])
 function expectedEntry(entry: unknown, refused: ReadonlySet<string>): ExpectedEntry {
   if (!isObject(entry)) return { answered: true, id: null, codes: INVALID, resultAllowed: false }
   const hasId = 'id' in entry
-  const validId = typeof entry.id === 'string' || entry.id === null || (typeof entry.id === 'number' && Number.isFinite(entry.id))
+  // Any number, one past a double's range (`1e999`, Infinity once parsed) too: echoed as it was sent.
+  const validId = typeof entry.id === 'string' || entry.id === null || typeof entry.id === 'number'
   if (hasId && !validId) return { answered: true, id: null, codes: INVALID, resultAllowed: false }
   const id = validId ? entry.id : null
   if (entry.jsonrpc !== '2.0' || typeof entry.method !== 'string') return { answered: true, id, codes: INVALID, resultAllowed: false }

@@ -425,6 +425,16 @@ describe('GraphQL errors', () => {
     expect(tooManyTopics.message).toBe('invalid argument filter.topics.0: too many topic alternatives: at most 1000 per position')
   })
 
+  test('every refusal carries extensions.code: variables of the wrong value or missing are BAD_USER_INPUT, an operation the schema has not is a validation error', async () => {
+    await expectError(`query ($t: BlockTag) { block(tag: $t) { number } }`, 'BAD_USER_INPUT', /Variable "\$t" got invalid value "latest"/, { t: 'latest' })
+    await expectError(
+      `query ($a: Address!) { account(address: $a) { balance } }`,
+      'BAD_USER_INPUT',
+      /Variable "\$a" of required type "Address!" was not provided/,
+    )
+    await expectError(`mutation { x }`, 'GRAPHQL_VALIDATION_FAILED')
+  })
+
   test('a range beyond the limits or the head, and unknown blocks, get the eth_getLogs errors with a range that fits', async () => {
     await expectError(`{ logs(filter: { fromBlock: { number: 0 }, toBlock: { number: 5000 } }) { nodes { logIndex } } }`, 'BLOCK_RANGE_BEYOND_HEAD')
     await expectError(`{ blocks(from: { number: 0 }, to: { number: 500 }) { number } }`, 'BLOCK_RANGE_BEYOND_HEAD')
@@ -460,8 +470,7 @@ describe('GraphQL errors', () => {
       /complexity \d+ exceeds the limit of 100000/,
     )
     const aliases = Array.from({ length: 20 }, (_, index) => `b${index}: blockNumber`).join(' ')
-    // graphql-armor's refusals are validation errors without a code.
-    await expectError(`{ ${aliases} }`, undefined, /Aliases limit of 15 exceeded/)
+    await expectError(`{ ${aliases} }`, 'GRAPHQL_VALIDATION_FAILED', /Aliases limit of 15 exceeded/)
     const long = `{ ${Array.from({ length: 6_000 }, () => 'blockNumber').join(' ')} }`
     await expectError(long, 'GRAPHQL_PARSE_FAILED', /Token limit of 5000 exceeded/)
   })

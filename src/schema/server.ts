@@ -105,11 +105,15 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
         // Duck-typed, not `instanceof`: graphql's CommonJS and ES builds can both be loaded (vitest does).
         const located = isGraphQLError(error) ? error : null
         const original = located?.originalError ?? error
-        // Raised as a GraphQL error on purpose (scalar parsing, query limits): already has its code.
-        if (located !== null && isGraphQLError(original))
-          return original === located
-            ? located
-            : new GraphQLError(original.message, { nodes: located.nodes, path: located.path, extensions: original.extensions })
+        // Raised as a GraphQL error on purpose (scalar parsing, query limits, the document or its variables
+        // refused): its code is kept, and one without a code gets one, as every answered error has.
+        if (located !== null && isGraphQLError(original)) {
+          // graphql-js's refusal of a variable names the variable before the inner error's words: kept whole.
+          const variable = located.message.startsWith('Variable "$')
+          const extensions = { ...located.extensions, ...(original === located ? {} : original.extensions) }
+          extensions.code ??= variable ? 'BAD_USER_INPUT' : 'GRAPHQL_VALIDATION_FAILED'
+          return new GraphQLError(variable ? located.message : original.message, { nodes: located.nodes, path: located.path, extensions })
+        }
         const expected = toGraphQLError(original)
         if (expected !== null) return new GraphQLError(expected.message, { nodes: located?.nodes, path: located?.path, extensions: expected.extensions })
         if (!isGraphQLError(original)) {
