@@ -416,6 +416,16 @@ describe('GraphQL errors', () => {
     await expectError(`{ logs(filter: { topics: [null, null, null, null, null] }) { nodes { logIndex } } }`, 'BAD_USER_INPUT', /exceed max topics/)
     await expectError(`{ logs(filter: {}, after: "bogus") { nodes { logIndex } } }`, 'BAD_USER_INPUT', /cursor/)
     await expectError(`{ logs(filter: { fromBlock: { number: 5 }, toBlock: { number: 2 } }) { nodes { logIndex } } }`, 'BAD_USER_INPUT', /invalid block range/)
+    // Integers: what is wrong with them, in GraphQL's terms (decimal), not JSON-RPC's (hex).
+    expect((await expectError(`{ block(number: "-1") { number } }`, 'BAD_USER_INPUT')).message).toMatch(/non-negative integer, got a negative one/)
+    expect((await expectError(`{ block(number: "1${'0'.repeat(80)}") { number } }`, 'BAD_USER_INPUT')).message).toMatch(/integer exceeds 256 bits/)
+    expect((await expectError(`{ block(number: "1.5") { number } }`, 'BAD_USER_INPUT')).message).toMatch(/non-negative integer as a decimal string/)
+    expect((await expectError(`{ block(number: "18446744073709551616") { number } }`, 'BAD_USER_INPUT')).message).toBe(
+      'invalid argument block.number: block number larger than int64 (at most 9223372036854775807)',
+    )
+    expect((await expectError(`{ logs(filter: { fromBlock: { number: "9223372036854775808" } }) { nodes { logIndex } } }`, 'BAD_USER_INPUT')).message).toBe(
+      'invalid argument filter.fromBlock.number: block number larger than int64 (at most 9223372036854775807)',
+    )
     // Lists past their limits name the limit and GraphQL's field, in the words eth_getLogs uses (not zod's "Invalid input").
     const addresses = Array.from({ length: 1_001 }, (_, index) => `"0x${index.toString(16).padStart(40, '0')}"`).join(', ')
     const tooMany = await expectError(`{ logs(filter: { addresses: [${addresses}] }) { nodes { logIndex } } }`, 'BAD_USER_INPUT')

@@ -33,8 +33,20 @@ function toRpcBlock(value: BlockInputShape): z.input<typeof blockArgument> {
   return value.tag ?? 'latest'
 }
 
+/** Block numbers are int64 in JSON-RPC (geth's `rpc.BlockNumber`); past it, said in GraphQL's terms, not as hex. */
+const MAX_BLOCK_NUMBER = 2n ** 63n - 1n
+
+function checkBlockNumber(value: BlockInputShape | null | undefined, context: z.core.$RefinementCtx, path: PropertyKey[] = []) {
+  if (typeof value?.number === 'bigint' && value.number > MAX_BLOCK_NUMBER)
+    context.addIssue({ code: 'custom', path: [...path, 'number'], message: `block number larger than int64 (at most ${MAX_BLOCK_NUMBER})` })
+}
+
 /** A `BlockInput` to the resolvers' block selector, through the JSON-RPC block-argument codec. */
-export const blockSelector = z.custom<BlockInputShape>().transform(toRpcBlock).pipe(blockArgument)
+export const blockSelector = z
+  .custom<BlockInputShape>()
+  .superRefine((value, context) => checkBlockNumber(value, context))
+  .transform(toRpcBlock)
+  .pipe(blockArgument)
 
 type LogFilterShape = {
   fromBlock?: BlockInputShape | null
@@ -61,9 +73,11 @@ export const LogFilterInput = builder.inputRef<LogFilterShape>('LogFilter').impl
 export const logFilterSchema = z
   .custom<LogFilterShape>()
   .superRefine((filter, context) => {
-    for (const end of ['fromBlock', 'toBlock'] as const)
+    for (const end of ['fromBlock', 'toBlock'] as const) {
       if (filter[end]?.hash !== undefined && filter[end]?.hash !== null)
         context.addIssue({ code: 'custom', path: [end], message: 'takes a number or a tag; filter one block by hash with blockHash' })
+      checkBlockNumber(filter[end], context, [end])
+    }
   })
   .transform(
     (filter): z.input<typeof logFilter> => ({

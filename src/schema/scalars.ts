@@ -6,9 +6,25 @@ import { builder } from './builder.js'
 /** Unsigned integers up to 256 bits, as decimal strings (JSON numbers lose precision past 2^53). */
 const MAX_UINT256 = 2n ** 256n - 1n
 
+/** Digits of the largest 256-bit integer: a longer decimal string is too large before it is converted. */
+const MAX_UINT256_DIGITS = MAX_UINT256.toString().length
+
+const NEGATIVE = 'expected a non-negative integer, got a negative one'
+
+/** What is wrong with a decimal string, `null` for nothing. */
+function decimalProblem(text: string): string | null {
+  if (/^\d+$/.test(text)) return text.length > MAX_UINT256_DIGITS ? 'integer exceeds 256 bits' : null
+  if (/^-\d+$/.test(text)) return NEGATIVE
+  return 'expected a non-negative integer as a decimal string'
+}
+
 const unsignedInteger = z
-  .union([z.string().regex(/^\d{1,78}$/, { error: 'expected a decimal integer string' }), z.number().int().nonnegative()], {
+  .union([z.string(), z.number().int({ error: 'expected an integer' }).nonnegative({ error: NEGATIVE })], {
     error: 'expected a non-negative integer as a decimal string',
+  })
+  .superRefine((value, context) => {
+    const problem = typeof value === 'string' ? decimalProblem(value) : null
+    if (problem !== null) context.addIssue({ code: 'custom', message: problem })
   })
   .transform((value) => BigInt(value))
   .refine((value) => value <= MAX_UINT256, { error: 'integer exceeds 256 bits' })
