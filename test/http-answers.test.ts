@@ -194,6 +194,41 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
     }
   })
 
+  test('CORS for REST: a page on another origin may register an agent and read the builder codes, as it may call JSON-RPC', async () => {
+    const url = `${gateway.url}/v1/agents/builder-codes`
+    const preflight = await raw(url, {
+      method: 'OPTIONS',
+      headers: { origin: 'https://dapp.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+    })
+    expect(preflight.status).toBe(204)
+    expect(preflight.headers['access-control-allow-origin']).toBe('*')
+    expect(preflight.headers['access-control-allow-methods']).toContain('POST')
+    const registered = await raw(url, {
+      method: 'POST',
+      headers: { ...json, origin: 'https://dapp.example' },
+      body: JSON.stringify({ walletAddress: `0x${'c4'.repeat(20)}` }),
+    })
+    expect(registered.status).toBe(201)
+    expect(registered.headers['access-control-allow-origin']).toBe('*')
+    const leaderboard = await raw(`${gateway.url}/v1/builder-codes`, { headers: { origin: 'https://dapp.example' } })
+    expect(leaderboard.status).toBe(200)
+    expect(leaderboard.headers['access-control-allow-origin']).toBe('*')
+  })
+
+  test('HEAD is GET without a body wherever GET is served; health, readiness and metrics take no other method', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics', '/v1/builder-codes', '/graphql?query=%7BblockNumber%7D']) {
+      const [get, head] = await Promise.all([raw(`${gateway.url}${path}`), raw(`${gateway.url}${path}`, { method: 'HEAD' })])
+      expect(head.status, path).toBe(get.status)
+      expect(get.status, path).toBe(200)
+      expect(head.body.length, path).toBe(0)
+    }
+    for (const path of ['/healthz', '/readyz', '/metrics']) {
+      const post = await raw(`${gateway.url}${path}`, { method: 'POST', headers: json, body: '{}' })
+      expect(post.status, path).toBe(405)
+      expect(post.headers.allow, path).toBe('GET, HEAD')
+    }
+  })
+
   test('GraphQL refusals have bodies: 415 for text/plain, 406 for a subscription over POST without event-stream', async () => {
     const plain = await raw(`${gateway.url}/graphql`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{"query":"{ blockNumber }"}' })
     expect(plain.status).toBe(415)

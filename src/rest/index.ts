@@ -162,19 +162,19 @@ export function createRestHandler(config: RestConfig): RestHandler {
     }
     const segments = path.split('/').slice(1)
     if (path.startsWith(`${REGISTRATION_PATH}/`) && segments.length === 4) {
-      only(request, ['GET'])
+      only(request, ['GET', 'HEAD'])
       return lookup(request, response, decodeSegment(segments[3]!))
     }
     if (path === '/v1/builder-codes') {
-      only(request, ['GET'])
+      only(request, ['GET', 'HEAD'])
       return leaderboard(request, response, url.searchParams)
     }
     if (segments.length === 3 && segments[1] === 'builder-codes' && segments[2] !== '') {
-      only(request, ['GET'])
+      only(request, ['GET', 'HEAD'])
       return summary(request, response, decodeSegment(segments[2]!))
     }
     if (segments.length === 4 && segments[1] === 'builder-codes' && segments[3] === 'stats') {
-      only(request, ['GET'])
+      only(request, ['GET', 'HEAD'])
       return stats(request, response, decodeSegment(segments[2]!), url.searchParams)
     }
     throw new NotFoundError(`no route for ${request.method} ${path}`)

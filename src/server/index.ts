@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
 import {
   type FlashgateError,
+  HttpMethodNotAllowedError,
   InternalError,
   isFlashgateError,
   JsonRpcNeedsPostError,
@@ -129,6 +130,8 @@ function refuseClientError(error: NodeJS.ErrnoException, socket: Socket) {
 }
 
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
+/** REST's paths (src/rest). */
+const REST_PATH_PREFIX = '/v1/'
 /** Options of a JSON-RPC call through an endpoint with no rate to take. */
 const NOTHING_TO_ADMIT = Object.freeze({})
 /** The headers of most JSON-RPC answers (no headers of their own, CORS open to any origin): made once. */
@@ -271,7 +274,7 @@ export function createServer(config: ServerConfig) {
     if (!servesApis && !OPERATIONS_PATHS.has(path))
       return sendHttpError(request, response, new NotFoundError(`this process only ingests (--role ingest): ${path} is served by the serving processes`))
     // A preflight names no API key to check: answer it before the lookup (https://fetch.spec.whatwg.org/#cors-preflight-fetch).
-    if (request.method === 'OPTIONS' && (JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX))) {
+    if (request.method === 'OPTIONS' && (JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX) || path.startsWith(REST_PATH_PREFIX))) {
       response.writeHead(204, cors.preflight(request)).end()
       return
     }
@@ -297,6 +300,8 @@ export function createServer(config: ServerConfig) {
 
   /** Everything but JSON-RPC: REST, GraphQL, GraphiQL's assets, health, readiness and metrics. */
   async function routeOther(request: IncomingMessage, response: ServerResponse, path: string) {
+    // REST answers a page on another origin may read, as JSON-RPC's (`--cors-origins`).
+    if (path.startsWith(REST_PATH_PREFIX)) for (const [name, value] of Object.entries(cors.headers(request))) response.setHeader(name, value)
     if (await rest(request, response)) return
     if (path === GRAPHQL_PATH) {
       const wait = await admitter(publicEndpoint(request))(1)
@@ -310,10 +315,15 @@ export function createServer(config: ServerConfig) {
           limited.headers,
         )
       }
+      // HEAD is GET without the body (RFC 9110 §9.3.2), which yoga refuses: Node's response already leaves the
+      // body out for a HEAD request, whatever the method yoga is told.
+      if (request.method === 'HEAD') request.method = 'GET'
       return graphql(request, response)
     }
     if (path.startsWith(GRAPHIQL_ASSETS_PATH) && (request.method === 'GET' || request.method === 'HEAD') && (await serveGraphiqlAsset(request, response, path)))
       return
+    if (OPERATIONS_PATHS.has(path) && request.method !== 'GET' && request.method !== 'HEAD')
+      return sendHttpError(request, response, new HttpMethodNotAllowedError(request.method ?? '', ['GET', 'HEAD']))
     if (path === '/healthz') return sendJson(request, response, 200, { status: 'ok' })
     if (path === '/metrics') {
       const { contentType, body } = cluster === null ? await metrics.scrape() : await cluster.request('metrics')
