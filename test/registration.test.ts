@@ -70,6 +70,16 @@ describe('POST /v1/agents/builder-codes', () => {
     expect(await lookup.json()).toEqual(created.body)
   })
 
+  test('walletAddress and wallet_address naming different wallets is a 400, and registers neither', async () => {
+    const [first, second] = [randomWallet(), randomWallet()]
+    const answer = await register({ walletAddress: first, wallet_address: second })
+    expect(answer.status).toBe(400)
+    expect(answer.body).toEqual({ error: { code: 'invalid_request', message: 'walletAddress and wallet_address name different wallets; send one' } })
+    for (const wallet of [first, second]) expect((await fetch(`${gateway.url}/v1/agents/builder-codes/${wallet}`)).status).toBe(404)
+    // The same wallet in both spellings is one wallet.
+    expect((await register({ walletAddress: first, wallet_address: first.toLowerCase() })).status).toBe(201)
+  })
+
   test('100 concurrent first calls for one wallet: exactly one code, one 201', async () => {
     const wallet = randomWallet()
     const answers = await Promise.all(Array.from({ length: 100 }, () => register({ walletAddress: wallet })))

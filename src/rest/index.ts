@@ -118,7 +118,11 @@ export function createRestHandler(config: RestConfig): RestHandler {
     const fields = body as Record<string, unknown>
     const given = fields.walletAddress ?? fields.wallet_address
     if (given === undefined) throw new InvalidRequestBodyError('walletAddress is required')
-    const registered = await resolvers.registerBuilderCode(parseWallet(given))
+    const wallet = parseWallet(given)
+    // Both spellings naming different wallets: which one was meant is not for the server to guess.
+    if (fields.walletAddress !== undefined && fields.wallet_address !== undefined && parseWallet(fields.wallet_address) !== wallet)
+      throw new InvalidRequestBodyError('walletAddress and wallet_address name different wallets; send one')
+    const registered = await resolvers.registerBuilderCode(wallet)
     return send(request, response, registered.created ? 201 : 200, { builderCode: registered.builderCode, walletAddress: registered.walletAddress })
   }
 
