@@ -142,8 +142,8 @@ function summarisePauses(pauses: { start: number; end: number }[]): GcPauses {
   return { count: durations.length, totalMs: durations.reduce((sum, duration) => sum + duration, 0), maxMs: Math.max(0, ...durations) }
 }
 
-/** From `eth_sendRawTransaction` on the devnet to the transaction in flashgate's pending view: target p99 under 250 ms. */
-export async function measureSendToVisible(): Promise<LatencySummary> {
+/** A devnet and a gateway (its index in memory) following it and its Flashblocks feed. */
+async function startDevnetGateway() {
   const devnet = await startDevnet({ port: 0, flashblocksPort: 0 })
   const config = serveConfigSchema.parse({
     port: 0,
@@ -151,22 +151,30 @@ export async function measureSendToVisible(): Promise<LatencySummary> {
     upstreamRpc: devnet.rpcUrl,
     flashblocksWs: devnet.flashblocksUrl,
     startBlock: '0',
-    // One client polls every few milliseconds: the public endpoint's per-address rate must not slow it.
+    // A client polls every few milliseconds: the public endpoint's per-address rate must not slow it.
     publicRateLimit: 0,
     logLevel: 'silent',
   })
   const gateway = await startGateway({ config, logger: pino({ level: 'silent' }) })
+  return { devnet, gateway }
+}
+
+/** One JSON-RPC call; an error answer throws. */
+async function call<value>(url: string, method: string, params: unknown[]): Promise<value> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  })
+  const body = (await response.json()) as { result?: value; error?: { message: string } }
+  if (body.error) throw new Error(`${method}: ${body.error.message}`)
+  return body.result as value
+}
+
+/** From `eth_sendRawTransaction` on the devnet to the transaction in flashgate's pending view: target p99 under 250 ms. */
+export async function measureSendToVisible(): Promise<LatencySummary> {
+  const { devnet, gateway } = await startDevnetGateway()
   const account = mnemonicToAccount(MNEMONIC, { addressIndex: 7 })
-  const call = async <value>(url: string, method: string, params: unknown[]): Promise<value> => {
-    const response = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    })
-    const body = (await response.json()) as { result?: value; error?: { message: string } }
-    if (body.error) throw new Error(`${method}: ${body.error.message}`)
-    return body.result as value
-  }
   const samples: number[] = []
   try {
     // Live: flashgate shows a pending block above its head.
@@ -223,17 +231,7 @@ export async function measureHydration(): Promise<{
   batchRoundTrip: LatencySummary
   blockReceiptsRoundTrip: LatencySummary
 }> {
-  const devnet = await startDevnet({ port: 0, flashblocksPort: 0 })
-  const config = serveConfigSchema.parse({
-    port: 0,
-    databaseUrl: 'memory://',
-    upstreamRpc: devnet.rpcUrl,
-    flashblocksWs: devnet.flashblocksUrl,
-    startBlock: '0',
-    publicRateLimit: 0,
-    logLevel: 'silent',
-  })
-  const gateway = await startGateway({ config, logger: pino({ level: 'silent' }) })
+  const { devnet, gateway } = await startDevnetGateway()
   const state = gateway.pending!
   const visible: number[] = []
   const upstream: number[] = []
@@ -318,30 +316,10 @@ export async function measureHydration(): Promise<{
 
 /** `eth_sendRawTransactionSync` through flashgate (today's format, hydrated) until its pre-confirmed receipt: target p99 < 250 ms. */
 export async function measureSyncSend(): Promise<LatencySummary & { preConfirmed: number }> {
-  const devnet = await startDevnet({ port: 0, flashblocksPort: 0 })
-  const config = serveConfigSchema.parse({
-    port: 0,
-    databaseUrl: 'memory://',
-    upstreamRpc: devnet.rpcUrl,
-    flashblocksWs: devnet.flashblocksUrl,
-    startBlock: '0',
-    publicRateLimit: 0,
-    logLevel: 'silent',
-  })
-  const gateway = await startGateway({ config, logger: pino({ level: 'silent' }) })
+  const { devnet, gateway } = await startDevnetGateway()
   const account = mnemonicToAccount(MNEMONIC, { addressIndex: 8 })
   const samples: number[] = []
   let preConfirmed = 0
-  const call = async <value>(url: string, method: string, params: unknown[]): Promise<value> => {
-    const response = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    })
-    const body = (await response.json()) as { result?: value; error?: { message: string } }
-    if (body.error) throw new Error(`${method}: ${body.error.message}`)
-    return body.result as value
-  }
   try {
     await gateway.ingester.waitForBlock(0, 10_000)
     for (let sample = -WARM_UP_SENDS; sample < SEND_SAMPLES; sample++) {
