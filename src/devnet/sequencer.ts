@@ -5,6 +5,7 @@ import { createChainLock } from './chain-lock.js'
 import type { FlashblockWireMessage } from '../pending/message.js'
 import { type FeedFormat, buildFlashblockMessage } from './flashblock-message.js'
 import { type PendingBlock, hidePendingBlockHash, readAsNode } from './node-view.js'
+import { createNodeFilters, FILTER_METHODS } from './filters.js'
 
 // How the devnet turns anvil into a Base-like sequencer (DESIGN.md §6). anvil runs with --no-mining and
 // FIFO ordering; a slot of `blockTimeMs` has `blockTimeMs / flashblockIntervalMs` ticks. Every tick but the
@@ -307,14 +308,20 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     // a pre-confirmed one is refused ("nonce too low"), as a Base node refuses it.
     const response = await anvil.forward(request)
     const [raw] = Array.isArray(request.params) ? (request.params as unknown[]) : []
-    if (typeof response.result === 'string' && typeof raw === 'string') rawByHash.set(response.result as Hash, raw as Hex)
+    if (typeof response.result === 'string' && typeof raw === 'string') {
+      rawByHash.set(response.result as Hash, raw as Hex)
+      filters.accepted(response.result as Hash)
+    }
     return response
   }
 
   async function sendTransaction(request: JsonRpcRequest): Promise<JsonRpcResponse> {
     const response = await anvil.forward(request)
     // anvil signed it; the raw form is what a revert needs to put it back.
-    if (typeof response.result === 'string') await rawTransaction(response.result as Hash)
+    if (typeof response.result === 'string') {
+      await rawTransaction(response.result as Hash)
+      filters.accepted(response.result as Hash)
+    }
     return response
   }
 
@@ -363,8 +370,18 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     return anvil.forward(request)
   }
 
+  // A node's filters, over the sealed chain and the transactions accepted (anvil's would see the speculative blocks).
+  const filters = createNodeFilters({
+    read: async <value>(method: string, params: unknown[]) => {
+      const response = await lock.shared(() => readAsNode({ jsonrpc: '2.0', id: 1, method, params }, speculative, anvil.forward))
+      if (response.error) throw response.error
+      return response.result as value
+    },
+  })
+
   function forward(request: JsonRpcRequest): Promise<JsonRpcResponse> {
     const { method } = request
+    if (FILTER_METHODS.has(method)) return filters.handle(request)
     if (method === 'eth_sendRawTransaction') return lock.exclusive(() => sendRawTransaction(request))
     if (method === 'eth_sendTransaction' || method === 'eth_sendUnsignedTransaction') return lock.exclusive(() => sendTransaction(request))
     if (method === 'eth_sendRawTransactionSync') return sendRawTransactionSync(request)
