@@ -64,3 +64,40 @@ test('a pre-confirmation the feed drops takes its attribution with it; nothing w
   const stats = (await (await fetch(`${gateway.url}/v1/builder-codes/${builderCode}/stats`)).json()) as { confirmed: { transactions: number } }
   expect(stats.confirmed.transactions).toBe(0)
 })
+
+test('the leaderboard ranks a code on its confirmed and pending attributions together, with its confirmed figures, though the confirmed alone would not make the top', async () => {
+  const [confirmedOnly, withPending] = ['a-leader', 'b-leader']
+  const sender = DEV_ACCOUNTS[3]!
+  const sendConfirmed = (code: string) =>
+    rpc(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender.address, to: `0x${'78'.repeat(20)}`, data: attributionSuffix([code]), gas: '0xc350' }])
+  for (const code of [confirmedOnly, confirmedOnly, confirmedOnly, withPending]) await sendConfirmed(code)
+  const head = await waitForSameHead(gateway, anvil.rpcUrl)
+  const signer = DEV_ACCOUNTS[4]!
+  const pendingTransactions = await Promise.all(
+    [0, 1, 2].map(async (nonce) => {
+      const raw = await signer.signTransaction({
+        type: 'eip1559',
+        chainId: 31337,
+        nonce: 100 + nonce,
+        to: `0x${'79'.repeat(20)}`,
+        value: 1n,
+        gas: 50_000n,
+        maxFeePerGas: parseGwei('2'),
+        maxPriorityFeePerGas: parseGwei('1'),
+        data: attributionSuffix([withPending]),
+      })
+      return { raw, hash: keccak256(raw), gasUsed: 21_500n }
+    }),
+  )
+  feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: pendingTransactions }))
+  await expect.poll(() => pendingCount(withPending)).toBe(3)
+  const leaderboard = async (limit: number) =>
+    ((await (await fetch(`${gateway.url}/v1/builder-codes?limit=${limit}`)).json()) as { builderCodes: Record<string, unknown>[] }).builderCodes
+  // 1 confirmed + 3 pending ahead of 3 confirmed; its confirmed figures are its own (they were left out as 0).
+  const [first] = await leaderboard(1)
+  expect(first).toMatchObject({ builderCode: withPending, transactions: 1, pendingTransactions: 3, reach: 1 })
+  expect((await leaderboard(2)).map((entry) => [entry.builderCode, entry.transactions, entry.pendingTransactions])).toEqual([
+    [withPending, 1, 3],
+    [confirmedOnly, 3, 0],
+  ])
+})

@@ -208,6 +208,6 @@ describe('stats errors', () => {
     expect(await getJson('/v1/nothing-here')).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } })
     const post = await fetch(`${gateway.url}/v1/builder-codes/${codes[0]}/stats`, { method: 'POST' })
     expect(post.status).toBe(405)
-    expect(post.headers.get('allow')).toBe('GET')
+    expect(post.headers.get('allow')).toBe('GET, HEAD')
   })
 })

@@ -1,9 +1,9 @@
-import { sql } from 'drizzle-orm'
+import { type SQL, sql } from 'drizzle-orm'
 import { type Address, getAddress, type Hex } from 'viem'
 import type { AttributionRole } from '../attribution/decode.js'
 import { type AttributedAction, attributedActions, ENTRY_POINTS, type EntryPoint } from '../attribution/user-operations.js'
 import type { SeriesInterval } from '../codecs/index.js'
-import { byteaToHex, type Db, schema } from '../db/index.js'
+import { arrayLiteral, byteaToHex, type Db, schema } from '../db/index.js'
 import type { PendingBlock, PendingState, PendingTransaction } from '../pending/index.js'
 import type { ChainState } from './chain.js'
 import { createRegistryReader, type RegistryStatus } from './registry.js'
@@ -328,27 +328,34 @@ export function createAttributionResolvers({
     const limit = Math.min(Math.max(1, options.limit ?? DEFAULT_LEADERBOARD_SIZE), MAX_LEADERBOARD_SIZE)
     const view = await chain.view()
     const head = view.head?.number ?? -1
-    const rows = await db.query<{
-      code: string
-      registered: boolean
-      transactions: number
-      user_operations: number
-      reach: number
-      gas_used: string
-      last_seen: string | number
-    }>(sql`
-      select ${schema.attributions.code} as code, count(*) filter (where ${schema.attributions.kind} = 'transaction')::int as transactions,
-        count(*) filter (where ${schema.attributions.kind} = 'userOperation')::int as user_operations,
-        count(distinct ${schema.attributions.sender})::int as reach, sum(${schema.attributions.gasUsed})::text as gas_used,
-        max(${schema.attributions.blockTimestamp}) as last_seen,
-        exists (select 1 from ${schema.builderCodes} where ${schema.builderCodes.code} = ${schema.attributions.code}) as registered
-      from ${schema.attributions}
-      where ${schema.attributions.blockNumber} <= ${head}
-      group by ${schema.attributions.code}
-      order by count(*) desc, code
-      limit ${limit}`)
+    /** Confirmed figures by code, of the codes `where` picks, the most attributed first. */
+    const confirmedFigures = (where: SQL, most: number | null) =>
+      db.query<{
+        code: string
+        registered: boolean
+        transactions: number
+        user_operations: number
+        reach: number
+        gas_used: string
+        last_seen: string | number
+      }>(sql`
+        select ${schema.attributions.code} as code, count(*) filter (where ${schema.attributions.kind} = 'transaction')::int as transactions,
+          count(*) filter (where ${schema.attributions.kind} = 'userOperation')::int as user_operations,
+          count(distinct ${schema.attributions.sender})::int as reach, sum(${schema.attributions.gasUsed})::text as gas_used,
+          max(${schema.attributions.blockTimestamp}) as last_seen,
+          exists (select 1 from ${schema.builderCodes} where ${schema.builderCodes.code} = ${schema.attributions.code}) as registered
+        from ${schema.attributions}
+        where ${schema.attributions.blockNumber} <= ${head} and ${where}
+        group by ${schema.attributions.code}
+        order by count(*) desc, code
+        ${most === null ? sql`` : sql`limit ${most}`}`)
+    const rows = await confirmedFigures(sql`true`, limit)
     const pendingByCode = new Map<string, number>()
     for (const { action } of pendingAttributions(head)) for (const code of action.attribution.codes) pendingByCode.set(code, (pendingByCode.get(code) ?? 0) + 1)
+    // A code with pre-confirmed attributions is ranked on all of its own: its confirmed figures too, though
+    // they alone would not have made the confirmed top.
+    const unlisted = [...pendingByCode.keys()].filter((code) => !rows.some((row) => row.code === code))
+    if (unlisted.length > 0) rows.push(...(await confirmedFigures(sql`${schema.attributions.code} = any(${arrayLiteral(unlisted)}::text[])`, null)))
     const entries: LeaderboardEntry[] = rows.map((row) => ({
       builderCode: row.code,
       registered: row.registered,
