@@ -128,3 +128,35 @@ test(`--retain-blocks ${RETAIN}: history is pruned while readers query the bound
   await waitForSameHead(gateway, anvil.rpcUrl)
   await expect.poll(async () => (await gateway.resolvers.chain.view()).firstBlock, { timeout: 10_000 }).toBe(cut + 4)
 }, 120_000)
+
+test('a later cut takes the change an earlier cut kept as an account’s newest, once a newer change falls below it too: one row per account below the cut, whatever the number of cuts', async () => {
+  const superseded = async (cut: number) =>
+    Number(
+      (
+        await gateway.db.query<{ n: string }>(
+          sql`select count(*)::text as n from (select address from account_changes where block_number < ${cut} group by address having count(*) > 1) as twice`,
+        )
+      )[0]!.n,
+    )
+  const oldest = async () => Number((await gateway.db.query<{ n: string }>(sql`select min(number)::text as n from blocks`))[0]!.n)
+  // The cut of now applied: each account's newest change below it kept…
+  const first = (await waitForSameHead(gateway, anvil.rpcUrl)) - RETAIN + 1
+  await expect.poll(oldest, { timeout: 45_000, interval: 200 }).toBe(first)
+  // …each sender changes again, in blocks of their own above the first block kept…
+  for (const sender of chain.senders) await anvilCall(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender, to: chain.recipients[0], value: '0x1' }])
+  const changed = await waitForSameHead(gateway, anvil.rpcUrl)
+  // …then the cut moves past those blocks, in a cut of its own.
+  await anvilCall(anvil.rpcUrl, 'anvil_mine', [hex(RETAIN)])
+  const head = await waitForSameHead(gateway, anvil.rpcUrl)
+  const cut = head - RETAIN + 1
+  expect(cut).toBeGreaterThan(changed)
+  await expect.poll(oldest, { timeout: 45_000, interval: 200 }).toBe(cut)
+  expect(await superseded(cut)).toBe(0)
+  const queries = [...chain.senders, ...chain.recipients].flatMap((address) =>
+    [cut, head].flatMap((number) => [
+      { method: 'eth_getBalance', params: [address, hex(number)] },
+      { method: 'eth_getTransactionCount', params: [address, hex(number)] },
+    ]),
+  )
+  expect((await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, queries)).errors).toBe(0)
+}, 120_000)

@@ -95,12 +95,18 @@ export function startRetention({
       // The block headers last (COPY order reversed), as a reorg deletes.
       for (const [, { table, blockNumber, pruning }] of [...blockTables].reverse()) {
         if (pruning === 'range') await tx.execute(sql`delete from ${table} where ${blockNumber} >= ${start} and ${blockNumber} < ${end}`)
-        // An account's change below the cut goes only when a newer one, also below the cut, supersedes it.
-        else if (pruning === 'superseded')
+        // An account's change below the cut goes only when a newer one, also below the cut, supersedes it:
+        // in these blocks; and below them, the change an earlier cut kept as the account's newest, once one
+        // in these blocks supersedes it (else each cut would leave one more such row per account).
+        else if (pruning === 'superseded') {
           await tx.execute(sql`delete from ${table} as old
             where old.block_number >= ${start} and old.block_number < ${end}
               and exists (select 1 from ${table} as newer
                           where newer.address = old.address and newer.block_number > old.block_number and newer.block_number < ${cut})`)
+          await tx.execute(sql`delete from ${table} as old
+            where old.block_number < ${start}
+              and old.address in (select newer.address from ${table} as newer where newer.block_number >= ${start} and newer.block_number < ${end})`)
+        }
       }
     })
   }
