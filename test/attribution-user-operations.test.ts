@@ -3,7 +3,9 @@
 // operations whose callData ends in an ERC-8021 suffix. flashgate attributes each operation to its smart
 // account (never to the bundler), with the gas the EntryPoint reported for it: pending first, then
 // confirmed, never both at once.
+import { execFile } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
 import { type Address, concat, createPublicClient, createWalletClient, decodeEventLog, type Hex, http } from 'viem'
 import { entryPoint07Abi, entryPoint07Address } from 'viem/account-abstraction'
 import { afterAll, beforeAll, expect, test } from 'vitest'
@@ -65,6 +67,8 @@ afterAll(async () => {
   await devnet?.stop()
   await database?.drop()
 })
+
+const execFileAsync = promisify(execFile)
 
 test('user operations with suffixes are attributed to their smart accounts, pending first, then confirmed, with their own gas', async () => {
   const [firstAccount, secondAccount] = accounts as [SmartAccount, SmartAccount]
@@ -141,6 +145,10 @@ test('user operations with suffixes are attributed to their smart accounts, pend
   // The bundler's own suffix: one transaction, its sender the bundler, its gas the whole bundle's.
   const bundler = (await stats('bundler_co'))!
   expect(bundler.confirmed).toMatchObject({ transactions: 1, userOperations: 0, reach: 1, userOperationReach: 0, gasUsed: receipt.gasUsed.toString() })
+
+  // `flashgate attribution` names what the index counts: the bundle's own code, then its operations'.
+  const cli = await execFileAsync('node', ['bin/flashgate.js', 'attribution', bundle, '--url', gateway.url])
+  expect(cli.stdout.trim().split('\n')).toEqual(['bundler_co', 'agent_one', 'agent_two'])
 
   // The leaderboard ranks by transactions and operations.
   const board = (await (await fetch(`${gateway.url}/v1/builder-codes?limit=10`)).json()) as { builderCodes?: unknown[] } | unknown[]

@@ -1,4 +1,5 @@
-import { attributionSuffix, decodeAttribution } from '../attribution/index.js'
+import { attributionSuffix } from '../attribution/index.js'
+import { attributedActions, type ReceiptForAttribution, type TransactionForAttribution } from '../attribution/user-operations.js'
 import { nonEmpty } from '../config.js'
 import { DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT } from './flags.js'
 import { UsageError } from './usage-error.js'
@@ -15,7 +16,11 @@ export function suffix(codes: string[]) {
   }
 }
 
-/** `flashgate attribution <txHash>`: the client-side check of the spec's §4.3, through the gateway. */
+/**
+ * `flashgate attribution <txHash>`: the client-side check of the spec's §4.3, through the gateway: the codes
+ * the transaction attributes, as the index counts them: its own calldata's, then those of the user operations
+ * it bundles when it calls an EntryPoint (v0.6, v0.7 or v0.8 at their canonical addresses), each once.
+ */
 export async function attribution(hash: string | undefined, flags: Record<string, string | undefined>) {
   if (hash === undefined || !/^0x[0-9a-fA-F]{64}$/.test(hash)) throw new UsageError('usage: flashgate attribution <txHash> [--url URL]')
   const url =
@@ -25,7 +30,10 @@ export async function attribution(hash: string | undefined, flags: Record<string
     response = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getTransactionByHash', params: [hash] }),
+      body: JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'eth_getTransactionByHash', params: [hash] },
+        { jsonrpc: '2.0', id: 2, method: 'eth_getTransactionReceipt', params: [hash] },
+      ]),
       signal: AbortSignal.timeout(ATTRIBUTION_TIMEOUT_MS),
     })
   } catch (error) {
@@ -33,11 +41,17 @@ export async function attribution(hash: string | undefined, flags: Record<string
     const reason = cause?.code ?? cause?.message ?? (error as Error).message
     throw new UsageError(`cannot reach the gateway at ${url} (${reason}); point at it with --url or FLASHGATE_URL`)
   }
-  const answer = (await response.json().catch(() => null)) as { result?: { input?: string } | null; error?: { message: string } } | null
-  if (answer === null) throw new UsageError(`${url} did not answer JSON-RPC (HTTP ${response.status}); is it a flashgate gateway?`)
-  if (answer.error) throw new UsageError(`the gateway answered: ${answer.error.message}`)
-  if (answer.result === null || answer.result === undefined) throw new UsageError(`transaction ${hash} is not known to ${url}`)
-  const decoded = decodeAttribution(answer.result.input)
-  if (decoded === null || decoded.codes.length === 0) throw new UsageError(`transaction ${hash} carries no ERC-8021 attribution`)
-  for (const code of decoded.codes) console.log(code)
+  type Answer = { id?: unknown; result?: unknown; error?: { message: string } }
+  const answers = (await response.json().catch(() => null)) as Answer[] | Answer | null
+  if (answers === null) throw new UsageError(`${url} did not answer JSON-RPC (HTTP ${response.status}); is it a flashgate gateway?`)
+  if (!Array.isArray(answers)) throw new UsageError(`the gateway answered: ${answers.error?.message ?? 'not a batch'}`)
+  const [found, receipt] = [1, 2].map((id) => answers.find((answer) => answer.id === id))
+  if (found?.error) throw new UsageError(`the gateway answered: ${found.error.message}`)
+  const transaction = found?.result as TransactionForAttribution | null | undefined
+  if (transaction === null || transaction === undefined) throw new UsageError(`transaction ${hash} is not known to ${url}`)
+  // Without its receipt (pending, or refused) the bundle's operations are read from its calldata alone.
+  const actions = attributedActions(transaction, receipt?.error ? null : ((receipt?.result ?? null) as ReceiptForAttribution))
+  const codes = new Set(actions.flatMap((action) => action.attribution.codes))
+  if (codes.size === 0) throw new UsageError(`transaction ${hash} carries no ERC-8021 attribution, in its calldata or in user operations it bundles`)
+  for (const code of codes) console.log(code)
 }
