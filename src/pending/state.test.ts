@@ -150,6 +150,24 @@ describe('pending state: sequence rules', () => {
     expect(state.blocks(0)).toEqual([])
   })
 
+  test('a silent feed leaves out the block it was building, not the blocks the builder finished before it (sealed on the chain, not yet indexed)', async () => {
+    const { state, advance } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, transactions: transactions.slice(1, 2) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 12, transactions: transactions.slice(2, 3) })))
+    advance(FLASHBLOCK_STALE_MS + 1)
+    // The index two blocks behind: the finished blocks 10 and 11 keep their transactions and receipts in view.
+    const finished = state.blocks(9)
+    expect(finished.map((block) => block.number)).toEqual([10, 11])
+    expect(finished.map((block) => block.receipts[0]?.transactionHash)).toEqual([transactions[0]!.hash, transactions[1]!.hash])
+    // As the index takes them, they go; the unfinished block 12 never shows while the feed is silent.
+    expect(state.blocks(10).map((block) => block.number)).toEqual([11])
+    expect(state.blocks(11)).toEqual([])
+    // The feed speaks again: block 12 is back in view.
+    await state.apply(parse(flashblock({ index: 1, blockNumber: 12, transactions: transactions.slice(3, 4), cumulativeGasBefore: 21_000n })))
+    expect(state.blocks(11).map((block) => block.number)).toEqual([12])
+  })
+
   test('balances: the latest reported value wins, and a feed without balances says so', async () => {
     const { state } = createState()
     const account = `0x${'5c'.repeat(20)}`

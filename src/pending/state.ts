@@ -468,15 +468,20 @@ export function createPendingState(config: PendingStateConfig) {
       confirmedHead = Math.min(confirmedHead, ancestor)
       if (blocks.some((block) => block.number > ancestor)) drop(`the chain was rewound to block ${ancestor}`)
     },
-    /** The pending blocks above the indexed head, oldest first; empty when the feed is stale. */
+    /**
+     * The pending blocks above the indexed head, oldest first. When the feed is stale, the block it was
+     * building is left out (it may never seal as pre-confirmed), but not the ones before it: the builder went
+     * on from those, so they are sealed on the chain, and they stay in view until the index has them (an
+     * index a block or two behind would otherwise take their receipts back for seconds).
+     */
     blocks(headNumber: number): PendingBlock[] {
       // Blocks the index already holds are not pending. They are forgotten a little later (a process without
       // the ingester learns of canonical blocks only through the head it reads), so that the ingester's
       // `confirm` still finds the block it reconciles, even when a reader saw the new head first.
       if (blocks.length > 0 && blocks[0]!.number <= headNumber - KEEP_CONFIRMED_BLOCKS)
         blocks = blocks.filter((block) => block.number > headNumber - KEEP_CONFIRMED_BLOCKS)
-      if (now() - lastMessageAt > staleAfterMs) return []
-      return blocks[0] !== undefined && blocks[0].number <= headNumber ? blocks.filter((block) => block.number > headNumber) : blocks
+      const visible = now() - lastMessageAt > staleAfterMs ? blocks.slice(0, -1) : blocks
+      return visible[0] !== undefined && visible[0].number <= headNumber ? visible.filter((block) => block.number > headNumber) : visible
     },
     /**
      * Takes back every receipt known for the pending block `number` (and the balances its source brought),
