@@ -209,18 +209,39 @@ describe('receipts hydrated from a flashblocks-aware upstream: pending logs and 
 })
 
 describe('without fresh pre-confirmed state, pending answers as latest', () => {
-  test(`a feed silent for more than ${FLASHBLOCK_STALE_MS} ms`, async () => {
+  test(`a feed silent for more than ${FLASHBLOCK_STALE_MS} ms: the block it was building leaves the view, the block the builder finished before it (sealed, not yet indexed) stays`, async () => {
     const { state, advance } = await fedPendingState('legacy')
     const resolvers = seeded().createResolvers({ pending: state, upstream })
-    const [pendingNonce, latestNonce] = [newest, chain.indexedHead].map((number) => chain.answer('eth_getTransactionCount', [sender, hex(number)]))
-    expect(pendingNonce).not.toBe(latestNonce)
+    const finished = newest - 1
+    expect(chain.pendingNumbers).toEqual([finished, newest])
+    const [pendingNonce, finishedNonce] = [newest, finished].map((number) => chain.answer('eth_getTransactionCount', [sender, hex(number)]))
+    expect(pendingNonce).not.toBe(finishedNonce)
     expect(await read(resolvers).nonce(sender, 'pending')).toBe(pendingNonce)
     advance(FLASHBLOCK_STALE_MS + 1)
-    expect(await read(resolvers).nonce(sender, 'pending')).toBe(latestNonce)
-    expect(await read(resolvers).blockReceipts('pending')).toStrictEqual(chain.receipts[chain.indexedHead])
-    expect(await read(resolvers).logs({ fromBlock: 'pending', toBlock: 'pending' })).toStrictEqual(
-      chain.answer('eth_getLogs', [{ fromBlock: hex(chain.indexedHead), toBlock: hex(chain.indexedHead) }]),
+    expect(await read(resolvers).nonce(sender, 'pending')).toBe(finishedNonce)
+    const receipts = await read(resolvers).blockReceipts('pending')
+    expect(receipts?.map(comparableReceipt)).toStrictEqual(asPending(chain.receipts[finished]!).map(comparableReceipt))
+    const logs = await read(resolvers).logs({ fromBlock: 'pending', toBlock: 'pending' })
+    expect(logs.length).toBeGreaterThan(0)
+    expect(logs).toStrictEqual(receipts!.flatMap((receipt) => receipt.logs))
+    // A receipt of the finished block is still answered; one of the block being built is not, until it seals.
+    const [kept] = chain.blocks[finished]!.transactions
+    const [unfinished] = chain.blocks[newest]!.transactions
+    expect(comparableReceipt(await read(resolvers).receipt(kept!.hash))).toStrictEqual(
+      comparableReceipt(asPending(chain.answer('eth_getTransactionReceipt', [kept!.hash]) as RpcTransactionReceipt)),
     )
+    expect(await read(resolvers).receipt(unfinished!.hash)).toBeNull()
+  })
+
+  test(`a feed silent for more than ${FLASHBLOCK_STALE_MS} ms, with the index up to the block it finished: pending answers as latest`, async () => {
+    const { state, advance } = await fedPendingState('legacy')
+    const resolvers = seeded().createResolvers({ pending: state, upstream })
+    advance(FLASHBLOCK_STALE_MS + 1)
+    // The index at the finished block: nothing pre-confirmed is above it but the block being built.
+    const head = newest - 1
+    expect(state.blocks(head)).toEqual([])
+    expect(state.blocks(chain.indexedHead).map((block) => block.number)).toEqual([head])
+    expect(await read(resolvers).blockReceipts('latest')).toStrictEqual(chain.receipts[chain.indexedHead])
   })
 
   test('no feed at all', async () => {
