@@ -282,11 +282,15 @@ export function createEventStream(options: {
   /** The block's transactions that were not pre-confirmed here, whole; `null` when the block read is not `block` any more. */
   async function sealedTransactions(block: BlockWithHashes): Promise<RpcTransaction[] | null> {
     const confirmed = preConfirmed.get(Number(block.number))
+    let unconfirmed: RpcTransaction[] = []
+    if (!block.transactions.every((hash) => confirmed?.has(hash))) {
+      const whole = await options.getBlock({ block: { kind: 'hash', hash: block.hash, requireCanonical: false }, includeTransactions: true })
+      // Read again, with what was pre-confirmed still remembered.
+      if (whole === null) return null
+      unconfirmed = (whole.transactions as RpcTransaction[]).filter((transaction) => !confirmed?.has(transaction.hash))
+    }
     for (const number of preConfirmed.keys()) if (number <= Number(block.number)) preConfirmed.delete(number)
-    if (block.transactions.every((hash) => confirmed?.has(hash))) return []
-    const whole = await options.getBlock({ block: { kind: 'hash', hash: block.hash, requireCanonical: false }, includeTransactions: true })
-    if (whole === null) return null
-    return (whole.transactions as RpcTransaction[]).filter((transaction) => !confirmed?.has(transaction.hash))
+    return unconfirmed
   }
 
   async function isCanonical(block: { number: number; hash: Hash }): Promise<boolean> {
