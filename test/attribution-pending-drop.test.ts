@@ -1,10 +1,10 @@
-import { keccak256, parseGwei } from 'viem'
+import { keccak256 } from 'viem'
 import { afterAll, beforeAll, expect, test } from 'vitest'
 import type { Gateway } from '../src/app.js'
 import { attributionSuffix } from '../src/attribution/index.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { DEV_ACCOUNTS, flashblock, startScriptedFeed } from './fixtures/flashblocks.js'
+import { DEV_ACCOUNTS, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway } from './fixtures/gateway.js'
 import { waitForSameHead } from './fixtures/sync.js'
 
@@ -43,17 +43,7 @@ test('a pre-confirmation the feed drops takes its attribution with it; nothing w
     body: JSON.stringify({ walletAddress: agent.address }),
   })
   const { builderCode } = (await registration.json()) as { builderCode: string }
-  const raw = await agent.signTransaction({
-    type: 'eip1559',
-    chainId: 31337,
-    nonce: 0,
-    to: `0x${'77'.repeat(20)}`,
-    value: 1n,
-    gas: 50_000n,
-    maxFeePerGas: parseGwei('2'),
-    maxPriorityFeePerGas: parseGwei('1'),
-    data: attributionSuffix([builderCode]),
-  })
+  const { raw } = await signedTransfer({ from: 1, nonce: 0, to: `0x${'77'.repeat(20)}`, gas: 50_000n, data: attributionSuffix([builderCode]) })
   const head = Number((await rpc(gateway.url, 'eth_blockNumber')).result)
   feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [{ raw, hash: keccak256(raw), gasUsed: 21_500n }] }))
   await expect.poll(() => pendingCount(builderCode)).toBe(1)
@@ -72,22 +62,11 @@ test('the leaderboard ranks a code on its confirmed and pending attributions tog
     rpc(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender.address, to: `0x${'78'.repeat(20)}`, data: attributionSuffix([code]), gas: '0xc350' }])
   for (const code of [confirmedOnly, confirmedOnly, confirmedOnly, withPending]) await sendConfirmed(code)
   const head = await waitForSameHead(gateway, anvil.rpcUrl)
-  const signer = DEV_ACCOUNTS[4]!
   const pendingTransactions = await Promise.all(
-    [0, 1, 2].map(async (nonce) => {
-      const raw = await signer.signTransaction({
-        type: 'eip1559',
-        chainId: 31337,
-        nonce: 100 + nonce,
-        to: `0x${'79'.repeat(20)}`,
-        value: 1n,
-        gas: 50_000n,
-        maxFeePerGas: parseGwei('2'),
-        maxPriorityFeePerGas: parseGwei('1'),
-        data: attributionSuffix([withPending]),
-      })
-      return { raw, hash: keccak256(raw), gasUsed: 21_500n }
-    }),
+    [0, 1, 2].map(async (nonce) => ({
+      ...(await signedTransfer({ from: 4, nonce: 100 + nonce, to: `0x${'79'.repeat(20)}`, gas: 50_000n, data: attributionSuffix([withPending]) })),
+      gasUsed: 21_500n,
+    })),
   )
   feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: pendingTransactions }))
   await expect.poll(() => pendingCount(withPending)).toBe(3)

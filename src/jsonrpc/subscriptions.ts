@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import type { Hash } from 'viem'
 import { z } from 'zod'
 import { type BlockSelector, describeParamsError, type LogFilter, logFilter, MISSING_ARGUMENT } from '../codecs/index.js'
 import { InvalidParamsError, LimitExceededError } from '../errors.js'
 import type { ChainEvents } from '../resolvers/index.js'
 import { formatPendingTransaction } from '../objects/transaction.js'
-import { matchesFilter } from '../resolvers/pending.js'
+import { type LogCriteria, matchesCriteria } from '../resolvers/pending.js'
 
 export type { ChainEvents } from '../resolvers/index.js'
 
@@ -40,19 +39,10 @@ const ARGUMENT_OF = {
 } as const satisfies Record<SubscriptionName, z.ZodType>
 const unsubscribeParams = z.tuple([z.string({ error: (issue) => (issue.input === undefined ? MISSING_ARGUMENT : 'expected a subscription id') })])
 
-/** Logs a subscription delivers: geth's and reth's rules, the block range and block hash as well as addresses and topics. */
-type MatchFilter = {
-  addresses: `0x${string}`[] | null
-  topics: (Hash[] | null)[]
-  /** Numbered ends of the range; a tag leaves its end open. */
-  from: bigint | null
-  to: bigint | null
-  blockHash: Hash | null
-}
 type Subscription =
   | { kind: 'newHeads' }
-  | { kind: 'logs'; filter: MatchFilter }
-  | { kind: 'pendingLogs'; filter: MatchFilter }
+  | { kind: 'logs'; filter: LogCriteria }
+  | { kind: 'pendingLogs'; filter: LogCriteria }
   | { kind: 'newFlashblocks' }
   | { kind: 'newFlashblockTransactions'; full: boolean }
   | { kind: 'newPendingTransactions'; full: boolean }
@@ -85,16 +75,6 @@ function parseSubscription(params: unknown): Subscription {
   }
 }
 
-function matches(log: { address: `0x${string}`; topics: Hash[]; blockNumber: string | null; blockHash: string | null }, filter: MatchFilter): boolean {
-  if (filter.blockHash !== null && log.blockHash !== filter.blockHash) return false
-  if (filter.from !== null || filter.to !== null) {
-    if (log.blockNumber === null) return false
-    const number = BigInt(log.blockNumber)
-    if ((filter.from !== null && number < filter.from) || (filter.to !== null && number > filter.to)) return false
-  }
-  return matchesFilter(log, filter)
-}
-
 /**
  * `eth_subscribe` on one WebSocket connection (`close` when the socket goes): `newHeads`, `logs` (with
  * `removed: true` for logs a reorg undid) and `newPendingTransactions` (hashes, or with `true` whole
@@ -123,13 +103,13 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
       case 'logs':
         return chainEvents?.subscribe('logs', (logs) =>
           each('logs', (id, subscription) => {
-            for (const log of logs) if (matches(log, subscription.filter)) notify(id, log)
+            for (const log of logs) if (matchesCriteria(log, subscription.filter)) notify(id, log)
           }),
         )
       case 'pendingLogs':
         return chainEvents?.subscribe('pendingLogs', (logs) =>
           each('pendingLogs', (id, subscription) => {
-            for (const log of logs) if (matches(log, subscription.filter)) notify(id, log)
+            for (const log of logs) if (matchesCriteria(log, subscription.filter)) notify(id, log)
           }),
         )
       case 'newFlashblocks':

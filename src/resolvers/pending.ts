@@ -20,6 +20,25 @@ export function matchesFilter(log: { address: Address; topics: Hash[] }, filter:
 }
 
 /**
+ * A log against a subscription's criteria, as geth and reth match them: addresses and topics, and where given,
+ * numbered ends of a block range (a tag leaves its end open) and a block hash.
+ */
+export type LogCriteria = Pick<LogFilter, 'addresses' | 'topics'> & { from: bigint | null; to: bigint | null; blockHash: Hash | null }
+
+export function matchesCriteria(
+  log: { address: Address; topics: Hash[]; blockNumber: string | null; blockHash: string | null },
+  criteria: LogCriteria,
+): boolean {
+  if (criteria.blockHash !== null && log.blockHash !== criteria.blockHash) return false
+  if (criteria.from !== null || criteria.to !== null) {
+    if (log.blockNumber === null) return false
+    const number = BigInt(log.blockNumber)
+    if ((criteria.from !== null && number < criteria.from) || (criteria.to !== null && number > criteria.to)) return false
+  }
+  return matchesFilter(log, criteria)
+}
+
+/**
  * A block argument resolved once: the pre-confirmed block when it names `pending` and there is one, else a
  * selector the index answers (`pending` without pre-confirmed state reads as `latest`, DESIGN.md §3).
  */
