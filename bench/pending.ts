@@ -13,6 +13,7 @@ import { startDevnet } from '../src/devnet/devnet.js'
 import { createDecodePool, createFlashblocksFeed, createPendingState, defaultDecodeThreads } from '../src/pending/index.js'
 import { encodeFrame, flashblock, signedTransfer, startScriptedFeed } from '../test/fixtures/flashblocks.js'
 import { nearestRank } from './quantile.js'
+import { createRpcClient } from './rpc.js'
 
 /** Flashblocks sent through the feed path; transactions in each (Base carries tens per flashblock). */
 const FEED_MESSAGES = 300
@@ -159,16 +160,9 @@ async function startDevnetGateway() {
   return { devnet, gateway }
 }
 
-/** One JSON-RPC call; an error answer throws. */
-async function call<value>(url: string, method: string, params: unknown[]): Promise<value> {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  })
-  const body = (await response.json()) as { result?: value; error?: { message: string } }
-  if (body.error) throw new Error(`${method}: ${body.error.message}`)
-  return body.result as value
+/** One JSON-RPC call (bench/rpc.ts); an error answer throws. */
+function call<value>(url: string, method: string, params: unknown[]): Promise<value> {
+  return createRpcClient(url).call<value>(method, params)
 }
 
 /** From `eth_sendRawTransaction` on the devnet to the transaction in flashgate's pending view: target p99 under 250 ms. */
