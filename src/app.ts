@@ -85,11 +85,13 @@ function sealedBlock({ number, hash, transactionHashes, receipts, block }: Inges
     number,
     hash,
     transactionHashes,
-    receipts: receipts.map(({ status, gasUsed, cumulativeGasUsed, logs }) => ({
+    receipts: receipts.map(({ status, gasUsed, cumulativeGasUsed, logs, ...rest }) => ({
       status,
       gasUsed,
       cumulativeGasUsed,
       logs: logs.map(({ address, topics, data }) => ({ address, topics, data })),
+      // How the node writes it, for the workers' pre-confirmed receipts to follow.
+      ...(Object.hasOwn(rest, 'blockTimestamp') && { blockTimestamp: (rest as Record<string, unknown>).blockTimestamp }),
     })),
     header: { ...block, transactions: transactionHashes },
   }

@@ -6,7 +6,7 @@ import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway } from './fixtures/gateway.js'
-import { waitForSameHead } from './fixtures/sync.js'
+import { blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 let anvil: Anvil
 let database: TestDatabase
@@ -45,7 +45,14 @@ test('a pre-confirmation the feed drops takes its attribution with it; nothing w
   const { builderCode } = (await registration.json()) as { builderCode: string }
   const { raw } = await signedTransfer({ from: 1, nonce: 0, to: `0x${'77'.repeat(20)}`, gas: 50_000n, data: attributionSuffix([builderCode]) })
   const head = Number((await rpc(gateway.url, 'eth_blockNumber')).result)
-  feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [{ raw, hash: keccak256(raw), gasUsed: 21_500n }] }))
+  feed.send(
+    flashblock({
+      index: 0,
+      blockNumber: head + 1,
+      parentHash: await blockHashAt(anvil.rpcUrl, head),
+      transactions: [{ raw, hash: keccak256(raw), gasUsed: 21_500n }],
+    }),
+  )
   await expect.poll(() => pendingCount(builderCode)).toBe(1)
 
   // A gap in the sequence drops the pre-confirmed state, and with it the pending attribution.
@@ -68,7 +75,7 @@ test('the leaderboard ranks a code on its confirmed and pending attributions tog
       gasUsed: 21_500n,
     })),
   )
-  feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: pendingTransactions }))
+  feed.send(flashblock({ index: 0, blockNumber: head + 1, parentHash: await blockHashAt(anvil.rpcUrl, head), transactions: pendingTransactions }))
   await expect.poll(() => pendingCount(withPending)).toBe(3)
   const leaderboard = async (limit: number) =>
     ((await (await fetch(`${gateway.url}/v1/builder-codes?limit=${limit}`)).json()) as { builderCodes: Record<string, unknown>[] }).builderCodes

@@ -6,7 +6,7 @@ import { FLASHBLOCK_STALE_MS } from '../src/pending/index.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, flashblock, signedTransfer } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = DEV_ACCOUNTS[3]!.address.toLowerCase() as `0x${string}`
 const RECIPIENT = `0x${'7e'.repeat(20)}` as const
@@ -92,7 +92,7 @@ async function preConfirm(nonce: number) {
   const first = await signedTransfer({ from: 3, nonce, to: RECIPIENT, value: 5n })
   const second = await signedTransfer({ from: 3, nonce: nonce + 1, to: RECIPIENT, value: 6n })
   const payloadId = `0x${(++payloads).toString(16).padStart(16, '0')}` as const
-  feed.broadcast(flashblock({ payloadId, index: 0, blockNumber: head + 1, transactions: [first] }) as never)
+  feed.broadcast(flashblock({ payloadId, index: 0, blockNumber: head + 1, parentHash: await blockHashAt(anvil.rpcUrl, head), transactions: [first] }) as never)
   feed.broadcast(flashblock({ payloadId, index: 1, blockNumber: head + 1, cumulativeGasBefore: 21_000n, transactions: [second] }) as never)
   return [first.hash, second.hash]
 }

@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { subscribeGraphql } from './fixtures/graphql-sse.js'
 import { rpc, startTestGateway, type TestGateway, startManualAnvilWithToken } from './fixtures/gateway.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
 const RECIPIENT = '0x70997970c51812dc3a010c7d01b50e0d17dc79c8'
@@ -102,7 +102,7 @@ describe('GraphQL subscriptions over server-sent events', () => {
     const head = Number((await rpc(gateway.url, 'eth_blockNumber')).result)
     const [plain, logged] = await Promise.all([signedTransfer({ from: 2, nonce: 50 }), signedTransfer({ from: 2, nonce: 51 })])
     await feed.connected()
-    feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [plain] }))
+    feed.send(flashblock({ index: 0, blockNumber: head + 1, parentHash: await blockHashAt(anvil.rpcUrl, head), transactions: [plain] }))
     feed.send(
       flashblock({
         index: 1,

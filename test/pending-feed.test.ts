@@ -4,7 +4,7 @@ import { FLASHBLOCK_STALE_MS } from '../src/pending/index.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, type FrameKind, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = DEV_ACCOUNTS[3]!.address.toLowerCase() as `0x${string}`
 const RECIPIENT = `0x${'7e'.repeat(20)}` as const
@@ -41,7 +41,17 @@ async function pendingBlock(kind: FrameKind, nonceBase: number) {
     signedTransfer({ from: 3, nonce: nonceBase + 1, to: RECIPIENT, value: 6n }),
   ])
   const payloadId = `0x${(++payloadCounter).toString(16).padStart(16, '0')}` as const
-  feed.send(flashblock({ payloadId, index: 0, blockNumber: head + 1, transactions: [plain], balances: { [RECIPIENT]: 5n } }), kind)
+  feed.send(
+    flashblock({
+      payloadId,
+      index: 0,
+      blockNumber: head + 1,
+      parentHash: await blockHashAt(anvil.rpcUrl, head),
+      transactions: [plain],
+      balances: { [RECIPIENT]: 5n },
+    }),
+    kind,
+  )
   feed.send(
     flashblock({
       payloadId,
@@ -130,7 +140,7 @@ describe('pending view from a Flashblocks feed', () => {
     const upstreamReceipt = (await receipt())!
     // Once indexed, so that confirming that block does not void the pre-confirmation below.
     await waitForSameHead(gateway, anvil.rpcUrl)
-    const blockNumber = Number(upstreamReceipt.blockNumber) + 100
+    const blockNumber = Number(upstreamReceipt.blockNumber) + 10
     feed.send(
       flashblock({
         payloadId: `0x${(++payloadCounter).toString(16).padStart(16, '0')}`,

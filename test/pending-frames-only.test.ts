@@ -4,7 +4,7 @@ import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { result, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 // Today's frames (no receipts, no balances) with an upstream that is an ordinary node (anvil): it has no
 // receipts for pre-confirmed transactions. flashgate says so and serves what the frames alone give.
@@ -46,8 +46,9 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
     )
     const payloadId = '0x00000000000000aa'
     let index = 0
+    const parentHash = await blockHashAt(anvil.rpcUrl, head)
     const send = (sent: typeof transactions) =>
-      feed.send(flashblock({ payloadId, index: index++, blockNumber: head + 1, transactions: sent, format: 'current' }))
+      feed.send(flashblock({ payloadId, index: index++, blockNumber: head + 1, parentHash, transactions: sent, format: 'current' }))
     for (const transaction of transactions) send([transaction])
     // A live feed sends a flashblock every 200 ms, with or without transactions (silence would be stale).
     const ticking = setInterval(() => send([]), 200)

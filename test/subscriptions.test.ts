@@ -8,7 +8,7 @@ import { TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway, startManualAnvilWithToken } from './fixtures/gateway.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
 const RECIPIENT = '0x70997970c51812dc3a010c7d01b50e0d17dc79c8'
@@ -112,7 +112,7 @@ describe('eth_subscribe over WebSocket, through viem', () => {
     const head = Number((await rpc(gateway.url, 'eth_blockNumber')).result)
     const [plain, logged] = await Promise.all([signedTransfer({ from: 2, nonce: 50 }), signedTransfer({ from: 2, nonce: 51 })])
     await feed.connected()
-    feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [plain] }))
+    feed.send(flashblock({ index: 0, blockNumber: head + 1, parentHash: await blockHashAt(anvil.rpcUrl, head), transactions: [plain] }))
     feed.send(
       flashblock({
         index: 1,
@@ -148,7 +148,7 @@ describe('eth_subscribe over WebSocket, through viem', () => {
       await new Promise((resolve) => setTimeout(resolve, 200))
       const sent = await Promise.all([signedTransfer({ from: 3, nonce: 60 }), signedTransfer({ from: 3, nonce: 61 })])
       await feed.connected()
-      feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: sent }))
+      feed.send(flashblock({ index: 0, blockNumber: head + 1, parentHash: await blockHashAt(anvil.rpcUrl, head), transactions: sent }))
       const expected = sent.map((transaction) => transaction.hash)
       await expect.poll(() => hashes).toEqual(expected)
       await expect.poll(() => ethersHashes).toEqual(expected)
@@ -179,7 +179,7 @@ describe('eth_subscribe over WebSocket, through viem', () => {
       const [shown, unshown] = await Promise.all([signedTransfer({ from: 4, nonce }), signedTransfer({ from: 4, nonce: nonce + 1 })])
       for (const { raw } of [shown, unshown]) await anvilCall(anvil.rpcUrl, 'eth_sendRawTransaction', [raw])
       await feed.connected()
-      feed.send(flashblock({ index: 0, blockNumber: head + 1, transactions: [shown] }))
+      feed.send(flashblock({ index: 0, blockNumber: head + 1, parentHash: await blockHashAt(anvil.rpcUrl, head), transactions: [shown] }))
       await expect.poll(() => hashes).toEqual([shown.hash])
       await anvilCall(anvil.rpcUrl, 'evm_mine')
       await waitForSameHead(gateway, anvil.rpcUrl)

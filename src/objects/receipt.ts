@@ -112,6 +112,27 @@ export function buildPendingReceipt(options: {
 }
 
 /**
+ * How the node writes a receipt's own `blockTimestamp`, learnt from its sealed receipts: anvil as a JSON number,
+ * others as a hex quantity, some not at all. Pre-confirmed receipts flashgate builds follow it.
+ */
+export type ReceiptTimestampForm = 'number' | 'hex' | 'absent'
+
+export function receiptTimestampForm(sealed: Record<string, unknown>): ReceiptTimestampForm {
+  if (!Object.hasOwn(sealed, 'blockTimestamp')) return 'absent'
+  return typeof sealed.blockTimestamp === 'number' ? 'number' : 'hex'
+}
+
+/** The receipt with its `blockTimestamp` written as the node writes it (the same object when it already is). */
+export function withTimestampForm(receipt: PendingReceipt, form: ReceiptTimestampForm | null): PendingReceipt {
+  if (form === null || !Object.hasOwn(receipt, 'blockTimestamp')) return receipt
+  const { blockTimestamp, ...rest } = receipt
+  if (form === 'absent') return rest as PendingReceipt
+  if (form === 'number' && typeof blockTimestamp === 'string') return { ...rest, blockTimestamp: Number(blockTimestamp) } as PendingReceipt
+  if (form === 'hex' && typeof blockTimestamp === 'number') return { ...rest, blockTimestamp: toQuantity(blockTimestamp) } as PendingReceipt
+  return receipt
+}
+
+/**
  * A receipt from a flashblocks-aware upstream, as the pending view answers it: the node's own object with
  * the pending block hash (the upstream may already have sealed it). `null` when it is not the receipt of
  * this transaction in this block (the upstream sees another chain, or the block moved on).

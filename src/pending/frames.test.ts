@@ -180,13 +180,35 @@ describe('legacy frames (receipts and balances in metadata) are still used where
       expect(state.feedSendsReceipts).toBe(true)
     })
 
-  test('one receipt that does not parse leaves that transaction without one, not the flashblock', async () => {
+  test('one receipt that does not parse leaves that transaction and the later ones of its block without a receipt from the frames, not the flashblock', async () => {
     const state = createPendingState({ logger })
     const message = flashblock({ index: 0, blockNumber: 81, transactions: transactions.slice(0, 2) })
     ;(message.metadata as { receipts: Record<string, unknown> }).receipts[transactions[0]!.hash] = { type: '0x2', status: 'maybe' }
     expect(await state.apply(receive(message))).toBe('started')
     await state.settled()
-    expect(state.blocks(0)[0]?.receipts.map((receipt) => receipt?.transactionHash ?? null)).toEqual([null, transactions[1]!.hash])
+    // The second's gas used and log indexes count from the first's figures, which are unknown.
+    expect(state.blocks(0)[0]?.transactions.map((transaction) => transaction.hash)).toEqual(transactions.slice(0, 2).map((t) => t.hash))
+    expect(state.blocks(0)[0]?.receipts).toEqual([null, null])
+    // Nor from a later flashblock of the block, whose receipts are whole.
+    await state.apply(receive(flashblock({ index: 1, blockNumber: 81, transactions: transactions.slice(2, 3), cumulativeGasBefore: 42_000n })))
+    await state.settled()
+    expect(state.blocks(0)[0]?.receipts).toEqual([null, null, null])
+  })
+
+  test('a transaction the feed sent no receipt for, between two it did: the ones after it are hydrated, with their own gas used', async () => {
+    const upstream = hydratingUpstream(83)
+    const state = createPendingState({ logger, hydrate: upstream.hydrate })
+    const message = flashblock({ index: 0, blockNumber: 83, transactions: transactions.slice(0, 3) })
+    delete (message.metadata as { receipts: Record<string, unknown> }).receipts[transactions[1]!.hash]
+    await state.apply(receive(message))
+    await state.settled()
+    expect(upstream.calls).toEqual([[transactions[1]!.hash, transactions[2]!.hash]])
+    const receipts = state.blocks(0)[0]?.receipts
+    expect(receipts?.map((receipt) => [receipt?.transactionHash, receipt?.gasUsed, receipt?.cumulativeGasUsed])).toEqual([
+      [transactions[0]!.hash, '0x5208', '0x5208'],
+      [transactions[1]!.hash, '0x5208', '0x5208'],
+      [transactions[2]!.hash, '0x5208', '0xa410'],
+    ])
   })
 
   test('a receipt in the enum form under a name that is no receipt type (an inherited key such as toString) counts as absent', async () => {
@@ -212,7 +234,11 @@ describe('reconciliation by content', () => {
     expect(state.status().divergences).toEqual({ transactions: 0, parent: 0, receipt: 1 })
     expect(state.status().reconciledBlocks).toBe(1)
 
-    await state.apply(receive(flashblock({ payloadId: '0x00000000000000ff', index: 0, blockNumber: 91, transactions: transactions.slice(2, 3) })))
+    await state.apply(
+      receive(
+        flashblock({ payloadId: '0x00000000000000ff', index: 0, blockNumber: 91, transactions: transactions.slice(2, 3), parentHash: `0x${'90'.repeat(32)}` }),
+      ),
+    )
     await state.apply(receive(flashblock({ payloadId: '0x0000000000000100', index: 0, blockNumber: 92, transactions: [], parentHash: `0x${'91'.repeat(32)}` })))
     state.confirm({ number: 91, hash: `0x${'91'.repeat(32)}`, transactionHashes: [transactions[3]!.hash], receipts: [] })
     expect(state.status().divergences.transactions).toBe(1)

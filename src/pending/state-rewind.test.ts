@@ -5,14 +5,14 @@ import { flashblockMessage } from './message.js'
 import { createPendingState } from './state.js'
 
 const logger = pino({ level: 'silent' })
-const start = (blockNumber: number, payload: number) =>
-  flashblockMessage.parse(flashblock({ index: 0, blockNumber, payloadId: `0x${payload.toString(16).padStart(16, '0')}` }))
+const start = (blockNumber: number, payload: number, parentHash?: `0x${string}`) =>
+  flashblockMessage.parse(flashblock({ index: 0, blockNumber, parentHash, payloadId: `0x${payload.toString(16).padStart(16, '0')}` }))
 
 test('after the index is rewound below its head, blocks at the old heights are pre-confirmed again, and none built on the old branch is served', async () => {
   const state = createPendingState({ logger })
   await state.apply(start(10, 1))
   state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: [] })
-  await state.apply(start(11, 2))
+  await state.apply(start(11, 2, `0x${'0a'.repeat(32)}`))
   // At or below the sealed head, and the chain unchanged: a stale flashblock.
   expect(await state.apply(start(5, 3))).toBe('ignored')
   expect(state.blocks(10).map((block) => block.number)).toEqual([11])

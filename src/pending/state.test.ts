@@ -125,11 +125,78 @@ describe('pending state: sequence rules', () => {
     expect(differing.state.status().divergences.receipt).toBe(2)
   })
 
+  test("pre-confirmed receipts write blockTimestamp as the node's sealed receipts do (a number, a hex quantity, or not at all)", async () => {
+    for (const [sealedTimestamp, expected] of [
+      [1_800_000_000, 1_800_000_000],
+      ['0x6b49d200', '0x6b49d200'],
+      [undefined, undefined],
+    ] as const) {
+      const { state } = createState()
+      await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), format: 'legacy' })))
+      // Until a sealed receipt shows the form, as built: a hex quantity.
+      expect(state.blocks(9)[0]!.receipts[0]!.blockTimestamp).toBe('0x6b49d200')
+      const sealed = { ...state.blocks(9)[0]!.receipts[0]!, blockHash: `0x${'0a'.repeat(32)}` } as Record<string, unknown>
+      if (sealedTimestamp === undefined) delete sealed.blockTimestamp
+      else sealed.blockTimestamp = sealedTimestamp
+      state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: [transactions[0]!.hash], receipts: [sealed] as never })
+      await state.apply(
+        parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(1, 2), format: 'legacy' })),
+      )
+      const [receipt] = state.blocks(10)[0]!.receipts
+      expect(receipt!.blockTimestamp).toBe(expected)
+      expect(Object.hasOwn(receipt!, 'blockTimestamp')).toBe(expected !== undefined)
+      expect(state.status().divergences.receipt).toBe(0)
+    }
+  })
+
   test('a canonical parent other than the one a pending block was built on drops it', async () => {
     const { state } = createState()
     await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}` })))
     state.confirm({ number: 10, hash: `0x${'0b'.repeat(32)}`, transactionHashes: [] })
     expect(state.blocks(0)).toEqual([])
+  })
+
+  test('index 0 of an earlier block replayed after a newer block started changes nothing (the newer block and its nonces stay)', async () => {
+    const { state } = createState()
+    const first = parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) }))
+    await state.apply(first)
+    await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, transactions: transactions.slice(2, 3) })))
+    expect(await state.apply(first)).toBe('duplicate')
+    expect(state.blocks(0).map((block) => [block.number, block.transactions.length])).toEqual([
+      [10, 2],
+      [11, 1],
+    ])
+    // A new payload for block 10 is another matter: the builder rebuilt it, and what was built on it goes.
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 10, payloadId: '0x00000000000000aa' })))).toBe('started')
+    expect(state.blocks(0).map((block) => [block.number, block.transactions.length])).toEqual([[10, 0]])
+  })
+
+  test('index 0 of the block after the indexed head, built on another parent, is not shown', async () => {
+    const { state } = createState()
+    state.confirm({ number: 10, hash: `0x${'0A'.repeat(32)}`, transactionHashes: [] })
+    expect(
+      await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0b'.repeat(32)}`, transactions: transactions.slice(0, 1) }))),
+    ).toBe('dropped')
+    expect(state.blocks(10)).toEqual([])
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 11, transactions: transactions.slice(1, 2) })))).toBe('ignored')
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, payloadId: '0x00000000000000bb' })))).toBe(
+      'started',
+    )
+    expect(state.blocks(10).map((block) => block.number)).toEqual([11])
+  })
+
+  test('index 0 of a block more than 32 above the indexed head (misnumbered or replayed) is not shown; 32 above is', async () => {
+    const { state } = createState()
+    state.confirm({ number: 9, hash: `0x${'09'.repeat(32)}`, transactionHashes: [] })
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, parentHash: `0x${'09'.repeat(32)}`, transactions: transactions.slice(0, 1) })))
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 59, transactions: transactions.slice(1, 2) })))).toBe('dropped')
+    expect(state.blocks(9)).toEqual([])
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 41 })))).toBe('started')
+    expect(state.blocks(9).map((block) => block.number)).toEqual([41])
+    // Without an indexed head (a process that does not ingest) there is nothing to measure against.
+    const alone = createState().state
+    expect(await alone.apply(parse(flashblock({ index: 0, blockNumber: 5_000 })))).toBe('started')
   })
 
   test('blocks at or below the indexed head are served no more, and only the newest 32 are kept', async () => {

@@ -2,7 +2,14 @@ import { EventEmitter } from 'node:events'
 import type { Logger } from 'pino'
 import { type Address, type Hash, type Hex, keccak256 } from 'viem'
 import type { FeedReceipt, FlashblockMessage } from './message.js'
-import { buildPendingReceipt, normaliseUpstreamReceipt, type PendingReceipt } from '../objects/receipt.js'
+import {
+  buildPendingReceipt,
+  normaliseUpstreamReceipt,
+  type PendingReceipt,
+  type ReceiptTimestampForm,
+  receiptTimestampForm,
+  withTimestampForm,
+} from '../objects/receipt.js'
 import { type Decoded, decodeInline } from './decode-pool.js'
 import type { PendingTransaction } from './transactions.js'
 
@@ -59,6 +66,11 @@ export type PendingBlock = {
   /** Cumulative gas and log count after the feed receipts so far (to derive gas used and log indexes). */
   cumulativeGasUsed: bigint
   logCount: number
+  /**
+   * Whether those counts hold: false from the first transaction a receipt-carrying feed sent without a usable
+   * receipt, after which the feed's receipts of the block can give neither gas used nor log indexes.
+   */
+  countsKnown: boolean
 }
 
 export type ApplyOutcome = 'started' | 'appended' | 'duplicate' | 'ignored' | 'dropped'
@@ -148,6 +160,8 @@ export function createPendingState(config: PendingStateConfig) {
   let blocks: PendingBlock[] = []
   let awaitingStart = true
   let confirmedHead = -1
+  /** The hash of the block at `confirmedHead`, while it is known (not after a rewind below it). */
+  let confirmedHash: Hash | null = null
   let lastMessageAt = Number.NEGATIVE_INFINITY
   // Messages are applied one at a time, in arrival order (sender recovery is asynchronous).
   let queue: Promise<unknown> = Promise.resolve()
@@ -158,6 +172,8 @@ export function createPendingState(config: PendingStateConfig) {
   const hydration = { inFlight: 0, failures: 0, missing: 0, completed: 0, lagsMs: [] as number[], lastError: null as string | null }
   const divergences = { transactions: 0, parent: 0, receipt: 0 }
   let reconciled = 0
+  /** How the node writes a receipt's `blockTimestamp` (learnt from the sealed receipts; as built until then). */
+  let timestampForm: ReceiptTimestampForm | null = null
   /** Whether the latest flashblock with transactions carried their receipts (a legacy feed). */
   let feedSendsReceipts = false
 
@@ -199,9 +215,10 @@ export function createPendingState(config: PendingStateConfig) {
       receipts.forEach((receipt, offset) => {
         const position = positions[offset]!
         if (receipt === null || block.receipts[position] !== null) return
-        block.receipts[position] = receipt
+        const written = withTimestampForm(receipt, timestampForm)
+        block.receipts[position] = written
         onAccepted?.(offset)
-        announced.push(receipt)
+        announced.push(written)
       })
       if (announced.length === 0) return
       block.version++
@@ -285,6 +302,9 @@ export function createPendingState(config: PendingStateConfig) {
       const index = block.transactionCount + offset
       const raw = message.diff.transactions[offset] as Hex
       const feedReceipt: FeedReceipt | null | undefined = feedReceipts?.[transaction?.hash ?? keccak256(raw)]
+      // A receipt-carrying feed that sent none (or one that did not parse) for a transaction leaves the gas and
+      // logs before the next ones unknown: their receipts come from `hydrate` instead, or stay unknown.
+      if (feedReceipts !== null && !feedReceipt) block.countsKnown = false
       if (transaction === null) {
         // Its position and, where the feed says, its gas and logs still count for the ones after it.
         if (feedReceipt) {
@@ -298,7 +318,7 @@ export function createPendingState(config: PendingStateConfig) {
       block.transactions.push(transaction)
       block.receipts.push(null)
       added.push(transaction)
-      if (feedReceipt) {
+      if (feedReceipt && block.countsKnown) {
         fromFeed.push(
           buildPendingReceipt({
             transaction,
@@ -340,7 +360,18 @@ export function createPendingState(config: PendingStateConfig) {
       }
       const number = Number(message.base.block_number)
       if (number <= confirmedHead) return 'ignored'
-      if (current !== undefined && current.payloadId === message.payload_id) return 'duplicate'
+      // A repeat of any block's index 0 (not only the newest's: a frame replayed late) changes nothing.
+      if (blocks.some((block) => block.payloadId === message.payload_id && block.number === number)) return 'duplicate'
+      // A block that cannot follow the index: built on another parent than the indexed head, or so far above it
+      // that the view could not hold the blocks between (a misnumbered or replayed frame). Nothing of it is shown.
+      if (number === confirmedHead + 1 && confirmedHash !== null && message.base.parent_hash.toLowerCase() !== confirmedHash) {
+        drop(`index 0 of block ${number} is built on ${message.base.parent_hash}, not on the indexed block ${confirmedHead} (${confirmedHash})`)
+        return 'dropped'
+      }
+      if (confirmedHead >= 0 && number > confirmedHead + MAX_PENDING_BLOCKS) {
+        drop(`index 0 of block ${number} is more than ${MAX_PENDING_BLOCKS} blocks above the indexed head ${confirmedHead}`)
+        return 'dropped'
+      }
       // A block replaces any pending block at its height or above (the builder restarted it).
       blocks = blocks.filter((block) => block.number < number)
       const base = message.base
@@ -374,6 +405,7 @@ export function createPendingState(config: PendingStateConfig) {
         reportsBalances: true,
         cumulativeGasUsed: 0n,
         logCount: 0,
+        countsKnown: true,
       }
       blocks.push(block)
       if (blocks.length > MAX_PENDING_BLOCKS) blocks = blocks.slice(-MAX_PENDING_BLOCKS)
@@ -443,7 +475,12 @@ export function createPendingState(config: PendingStateConfig) {
      */
     confirm(canonical: CanonicalBlock) {
       const { number, hash } = canonical
-      confirmedHead = Math.max(confirmedHead, number)
+      const sealedReceipt = canonical.receipts?.[0]
+      if (sealedReceipt !== undefined) timestampForm = receiptTimestampForm(sealedReceipt)
+      if (number >= confirmedHead) {
+        confirmedHead = number
+        confirmedHash = hash.toLowerCase() as Hash
+      }
       const confirmed = blocks.find((block) => block.number === number)
       const outcome = confirmed === undefined ? 'same' : reconcile(confirmed, canonical)
       if (confirmed !== undefined) reconciled++
@@ -465,7 +502,10 @@ export function createPendingState(config: PendingStateConfig) {
      * again, though their numbers may not be above the old head.
      */
     rewind(ancestor: number) {
-      confirmedHead = Math.min(confirmedHead, ancestor)
+      if (ancestor < confirmedHead) {
+        confirmedHead = ancestor
+        confirmedHash = null
+      }
       if (blocks.some((block) => block.number > ancestor)) drop(`the chain was rewound to block ${ancestor}`)
     },
     /**

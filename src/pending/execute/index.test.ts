@@ -206,7 +206,7 @@ describe('flashblock executor', () => {
         flashblock({
           index: 0,
           blockNumber: head + 2,
-          parentHash: `0x${'33'.repeat(32)}`,
+          parentHash: keccak256('0x0b'),
           timestamp: timestamp + 2,
           format: 'current',
           transactions: [await signedTransfer({ from: 4, nonce: nonce + 2 })],
