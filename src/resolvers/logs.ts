@@ -265,7 +265,9 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
       ...(confirmed === null ? [] : await confirmedLogs({ ...filter, ...confirmed }, limits)),
       ...((await pendingView.logs(filter, pending)) as Log[]),
     ]
-    if (logs.length > limits.maxLogs) throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
+    const oneBlock = confirmed === null && pending.length === 1
+    if (!oneBlock && logs.length > limits.maxLogs)
+      throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
     const overflow = firstPastBytes(logs, limits)
     if (overflow !== null) throw new LimitExceededError(`query returned more than ${limits.maxBytes} bytes of logs; add address or topic filters`)
     return logs
@@ -318,13 +320,13 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
       bytesOfLogs,
     )
     // The cache is shared by every endpoint policy: an answer cached under larger limits is refused here.
-    checkAnswer(logs, fromNumber, limits)
+    checkAnswer(logs, fromNumber, limits, toNumber)
     return logs
   }
 
   /** The result cap's and the byte bound's errors for a whole answer, in chain order. */
-  function checkAnswer(logs: Log[], fromNumber: number, limits: LogLimits): void {
-    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
+  function checkAnswer(logs: Log[], fromNumber: number, limits: LogLimits, toNumber: number): void {
+    if (logs.length > resultCap(fromNumber, toNumber, limits)) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
     const overflow = firstPastBytes(logs, limits)
     if (overflow !== null) throw answerBytesError(Number(logs[overflow]!.blockNumber), fromNumber, limits)
   }
@@ -344,15 +346,26 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     }) as Promise<Log[]>
     const [olderLogs, indexed] = await Promise.all([older, toNumber >= firstBlock ? logsInRange(filter, firstBlock, toNumber, limits) : Promise.resolve([])])
     const logs = [...olderLogs, ...indexed]
-    checkAnswer(logs, fromNumber, limits)
+    checkAnswer(logs, fromNumber, limits, toNumber)
     return logs
   }
 
-  /** The result cap's error, naming the range before the block where the result overflowed, if any. */
+  /**
+   * Results allowed: `maxLogs`, except in one block (a range of one, or a block hash), whose logs are all
+   * given, as reth gives them, within the byte bound: no smaller range exists for a client to ask for, and
+   * clients that follow the chain (ethers, viem, Ponder) read each block's logs by its hash.
+   */
+  function resultCap(fromNumber: number, toNumber: number, limits: LogLimits): number {
+    return fromNumber === toNumber ? Number.POSITIVE_INFINITY : limits.maxLogs
+  }
+
+  /**
+   * The result cap's error, naming the range before the block where the result overflowed, or that block
+   * alone when it is the first (one block is answered whole).
+   */
   function resultCapError(overflowBlock: number, fromNumber: number, limits: LogLimits): LimitExceededError {
     // Every log of the blocks before the first one that overflows fits under the cap.
-    if (overflowBlock > fromNumber) return tooLarge(`query returned more than ${limits.maxLogs} results`, fromNumber, overflowBlock - 1, limits.maxLogs)
-    return new LimitExceededError(`query returned more than ${limits.maxLogs} results in block ${toQuantity(fromNumber)}; add address or topic filters`)
+    return tooLarge(`query returned more than ${limits.maxLogs} results`, fromNumber, Math.max(fromNumber, overflowBlock - 1), limits.maxLogs)
   }
 
   /** The byte bound's error, naming the range before the block whose logs took the answer past it, if any. */
@@ -386,8 +399,9 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   }
 
   async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number, limits: LogLimits): Promise<Log[]> {
-    const logs = await queryLogs({ filter, fromNumber, toNumber }, limits.maxLogs + 1, limits)
-    if (logs.length > limits.maxLogs) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
+    const cap = resultCap(fromNumber, toNumber, limits)
+    const logs = await queryLogs({ filter, fromNumber, toNumber }, Math.min(cap + 1, Number.MAX_SAFE_INTEGER), limits)
+    if (logs.length > cap) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
     // Checked before the answer is cached: rows cut at the byte bound are not the whole answer.
     const overflow = firstPastBytes(logs, limits)
     if (overflow !== null) throw answerBytesError(Number(logs[overflow]!.blockNumber), fromNumber, limits)
