@@ -7,7 +7,7 @@ import { deployToken, tokenAbi, ZERO_AMOUNT_REASON } from '../src/devnet/contrac
 import { PASS_THROUGH_METHODS } from '../src/upstream/pass-through.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { anvilCall } from './fixtures/sync.js'
+import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 /** anvil's first dev account. */
 const PRIVATE_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80'
@@ -154,7 +154,58 @@ describe('forwarding', () => {
   })
 
   test('indexed methods are never forwarded', () => {
-    for (const method of ['eth_getLogs', 'eth_getBlockReceipts', 'eth_getBalance', 'eth_getTransactionCount', 'eth_getBlockByNumber'])
+    for (const method of [
+      'eth_getLogs',
+      'eth_getBlockReceipts',
+      'eth_getBalance',
+      'eth_getTransactionCount',
+      'eth_getBlockByNumber',
+      'eth_getBlockTransactionCountByNumber',
+      'eth_getTransactionByBlockNumberAndIndex',
+    ])
       expect(PASS_THROUGH_METHODS.has(method)).toBe(false)
   })
+})
+
+// Last: it stops the gateway's ingester.
+test("a block's transaction count and transactions by index name the block every other method names: at `latest`, the index's head, not a newer block the node has", async () => {
+  const send = () => anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: account0, to: RECIPIENT, value: '0x1' }])
+  const account0 = privateKeyToAccount(PRIVATE_KEY).address
+  const indexedHash = await send()
+  const indexed = await waitForSameHead(gateway, anvil.rpcUrl)
+  await gateway.ingester.stop()
+  // The node moves on to a block of two transactions that the index never sees.
+  await anvilCall(anvil.rpcUrl, 'evm_setAutomine', [false])
+  try {
+    await send()
+    await send()
+    await anvilCall(anvil.rpcUrl, 'evm_mine', [])
+  } finally {
+    await anvilCall(anvil.rpcUrl, 'evm_setAutomine', [true])
+  }
+  expect(Number(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', []))).toBe(indexed + 1)
+  const latest = (await rpc(gateway.dedicatedUrl, 'eth_getBlockByNumber', ['latest', false])).result as { number: string; hash: string }
+  expect(Number(latest.number)).toBe(indexed)
+  for (const [method, params, reference] of [
+    ['eth_getBlockTransactionCountByNumber', ['latest'], [latest.number]],
+    ['eth_getTransactionByBlockNumberAndIndex', ['latest', '0x0'], [latest.number, '0x0']],
+    ['eth_getTransactionByBlockNumberAndIndex', ['latest', '0x1'], [latest.number, '0x1']],
+    ['eth_getBlockTransactionCountByHash', [latest.hash], [latest.hash]],
+    ['eth_getTransactionByBlockHashAndIndex', [latest.hash, '0x0'], [latest.hash, '0x0']],
+  ] as const) {
+    const ours = await rpc(gateway.dedicatedUrl, method, [...params])
+    expect(ours, `${method} ${JSON.stringify(params)}`).toEqual(await rpc(anvil.rpcUrl, method, [...reference]))
+  }
+  expect(((await rpc(gateway.dedicatedUrl, 'eth_getTransactionByBlockNumberAndIndex', ['latest', '0x0'])).result as { hash: string }).hash).toBe(indexedHash)
+  // A block the index does not hold yet is not known, as by eth_getBlockByNumber.
+  for (const method of ['eth_getBlockTransactionCountByNumber', 'eth_getBlockByNumber'] as const)
+    expect(
+      (
+        await rpc(
+          gateway.dedicatedUrl,
+          method,
+          method === 'eth_getBlockByNumber' ? [`0x${(indexed + 1).toString(16)}`, false] : [`0x${(indexed + 1).toString(16)}`],
+        )
+      ).result,
+    ).toBeNull()
 })

@@ -1,5 +1,5 @@
 import { asc, eq } from 'drizzle-orm'
-import type { Hash, RpcBlock, RpcTransaction } from 'viem'
+import { type Hash, type Hex, type RpcBlock, type RpcTransaction, toHex } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { ANSWER_BYTES, type AnswerCache, blockBytes, transactionBytes } from './cache.js'
@@ -74,7 +74,23 @@ export function createBlockResolvers({ db, chain, cache, pendingView, history }:
     return { ...header, transactions } as unknown as RpcBlock
   }
 
-  return { getBlock, blockNumberOf, pendingBlock }
+  /**
+   * `eth_getBlockTransactionCountByNumber` (and ByHash): the number of transactions of the block `getBlock`
+   * answers, so that it names the same block at every tag (the index's head, not the node's); `null` when unknown.
+   */
+  async function getBlockTransactionCount({ block }: { block: BlockSelector }): Promise<Hex | null> {
+    const found = await getBlock({ block, includeTransactions: false })
+    return found === null ? null : toHex(found.transactions.length)
+  }
+
+  /** `eth_getTransactionByBlockNumberAndIndex` (and BlockHashAndIndex): the transaction at `index` of that block, or `null`. */
+  async function getTransactionByBlockAndIndex({ block, index }: { block: BlockSelector; index: bigint }): Promise<RpcTransaction | null> {
+    const found = await getBlock({ block, includeTransactions: true })
+    if (found === null || index >= BigInt(found.transactions.length)) return null
+    return found.transactions[Number(index)] as RpcTransaction
+  }
+
+  return { getBlock, blockNumberOf, pendingBlock, getBlockTransactionCount, getTransactionByBlockAndIndex }
 }
 
 export type TransactionLookup = { hash: Hash }

@@ -185,6 +185,8 @@ export function createResolvers(config: ResolversConfig) {
     getBlock: blocks.getBlock,
     blockNumberOf: blocks.blockNumberOf,
     pendingBlock: blocks.pendingBlock,
+    getBlockTransactionCount: blocks.getBlockTransactionCount,
+    getTransactionByBlockAndIndex: blocks.getTransactionByBlockAndIndex,
     getTransaction: transactions.getTransaction,
     getBlockReceipts: receipts.getBlockReceipts,
     getTransactionReceipt: receipts.getTransactionReceipt,

@@ -8,6 +8,10 @@ import { eth_estimateGas } from './eth_estimateGas.js'
 import { eth_getBalance } from './eth_getBalance.js'
 import { eth_getBlockByHash } from './eth_getBlockByHash.js'
 import { eth_getBlockByNumber } from './eth_getBlockByNumber.js'
+import { eth_getBlockTransactionCountByHash } from './eth_getBlockTransactionCountByHash.js'
+import { eth_getBlockTransactionCountByNumber } from './eth_getBlockTransactionCountByNumber.js'
+import { eth_getTransactionByBlockHashAndIndex } from './eth_getTransactionByBlockHashAndIndex.js'
+import { eth_getTransactionByBlockNumberAndIndex } from './eth_getTransactionByBlockNumberAndIndex.js'
 import { eth_getBlockReceipts } from './eth_getBlockReceipts.js'
 import { eth_getLogs } from './eth_getLogs.js'
 import { eth_uninstallFilter } from './eth_uninstallFilter.js'
@@ -35,6 +39,10 @@ export const methods: Record<string, MethodDefinition> = {
   eth_getBalance,
   eth_getBlockByHash,
   eth_getBlockByNumber,
+  eth_getBlockTransactionCountByHash,
+  eth_getBlockTransactionCountByNumber,
+  eth_getTransactionByBlockHashAndIndex,
+  eth_getTransactionByBlockNumberAndIndex,
   eth_getBlockReceipts,
   eth_getLogs,
   eth_uninstallFilter,
