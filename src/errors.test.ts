@@ -1,8 +1,10 @@
+import { DrizzleQueryError } from 'drizzle-orm/errors'
 import { describe, expect, test } from 'vitest'
 import {
   HttpMethodNotAllowedError,
   InternalError,
   InvalidParamsError,
+  loggableError,
   JsonRpcNeedsPostError,
   NotFoundError,
   PayloadTooLargeError,
@@ -56,4 +58,18 @@ describe('the error family', () => {
     }
     expect(toJsonRpcError(new Error('select * from secrets'))).toEqual({ code: -32603, message: 'internal error' })
   })
+})
+
+test("a failed query is logged with its statement and its cause, never its parameters (an API key's digest, a caller's filter)", () => {
+  const digest = Buffer.from('9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08', 'hex')
+  const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
+  const failed = new DrizzleQueryError('select "id" from "api_keys" where "key_hash" = $1', [digest], cause)
+  const logged = loggableError(failed)
+  expect(logged).toEqual({
+    name: 'Error',
+    message: 'Failed query: select "id" from "api_keys" where "key_hash" = $1: connect ECONNREFUSED 127.0.0.1:5432',
+    code: 'ECONNREFUSED',
+  })
+  expect(JSON.stringify(logged)).not.toContain('params')
+  expect(JSON.stringify(logged)).not.toContain(digest.toString('latin1'))
 })

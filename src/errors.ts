@@ -252,10 +252,21 @@ const MAX_LOGGED_MESSAGE_CHARS = 300
 /** An unexpected error as the log may show it: never its parameters, its cause's payload or its full text. */
 export function loggableError(error: unknown): { name: string; message: string; code?: string | number } {
   if (!(error instanceof Error)) return { name: typeof error, message: String(error).slice(0, MAX_LOGGED_MESSAGE_CHARS) }
-  const message =
-    error.message.length > MAX_LOGGED_MESSAGE_CHARS ? `${error.message.slice(0, MAX_LOGGED_MESSAGE_CHARS)}… (${error.message.length} chars)` : error.message
+  const text = withoutParameters(error)
+  const message = text.length > MAX_LOGGED_MESSAGE_CHARS ? `${text.slice(0, MAX_LOGGED_MESSAGE_CHARS)}… (${text.length} chars)` : text
   const code = (error as { code?: unknown }).code ?? (error.cause as { code?: unknown } | undefined)?.code
   return typeof code === 'string' || typeof code === 'number' ? { name: error.name, message, code } : { name: error.name, message }
+}
+
+/**
+ * An error's message without the statement's parameters that drizzle appends to a failed query's ("Failed query:
+ * …\nparams: …": an API key's digest, a caller's filter), followed by its cause's message, which says why it failed.
+ */
+function withoutParameters(error: Error): string {
+  const cut = error.message.indexOf('\nparams: ')
+  if (cut === -1) return error.message
+  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : ''
+  return `${error.message.slice(0, cut)}${cause}`
 }
 
 export function isFlashgateError(error: unknown): error is FlashgateError {

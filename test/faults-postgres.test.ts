@@ -152,6 +152,11 @@ test.skipIf(!serverInstalled)(
     expect(logged.length).toBeGreaterThan(0)
     expect(logged.length).toBeLessThan(errors.length / 4)
     expect(logged.some((line) => (JSON.parse(line) as { suppressed?: number }).suppressed! > 0)).toBe(true)
+    // Key lookups that failed too (the dedicated endpoint's key, once its cache entry expired): as rarely, and
+    // never with the statement's parameters (the key's digest).
+    const endpointLogged = logLines.filter((line) => line.includes('could not resolve a JSON-RPC endpoint'))
+    expect(endpointLogged.length).toBeLessThan(errors.length / 4)
+    for (const line of logLines) expect(line).not.toContain('params:')
     const graphqlLogged = logLines.filter((line) => line.includes('unexpected error while serving GraphQL'))
     expect(graphqlLogged.length).toBeGreaterThan(0)
     for (const line of graphqlLogged) expect(line.length).toBeLessThan(800)

@@ -16,6 +16,7 @@ import {
   toJsonRpcError,
   UnauthorizedError,
 } from '../errors.js'
+import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
 import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
@@ -186,6 +187,7 @@ export function createServer(config: ServerConfig) {
     logger,
   )
   const cors = createCors(config.corsOrigins ?? '*')
+  const endpointFailures = createRepeatLimiter()
   const redis = config.redis ?? null
   const cluster = config.cluster ?? null
   const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy, redis, cluster })
@@ -233,7 +235,13 @@ export function createServer(config: ServerConfig) {
    * request's id when a single request of modest size names one.
    */
   async function sendJsonRpcFailure(request: IncomingMessage, response: ServerResponse, error: unknown) {
-    if (!isFlashgateError(error)) logger.error({ err: loggableError(error) }, 'could not resolve a JSON-RPC endpoint')
+    if (!isFlashgateError(error)) {
+      const err = loggableError(error)
+      // Once a second per kind, not once per request: a database outage fails every key lookup.
+      endpointFailures(unexpectedErrorKind(err), (suppressed) =>
+        logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'could not resolve a JSON-RPC endpoint'),
+      )
+    }
     const failure = isFlashgateError(error) ? error : new InternalError()
     const body = request.method === 'POST' ? await readBody(request, MAX_ID_PROBE_BYTES).catch(() => '') : ''
     return sendJson(request, response, failure.httpStatus, { jsonrpc: '2.0', id: requestId(body), error: toJsonRpcError(failure) }, cors.headers(request))
