@@ -229,3 +229,21 @@ test.skipIf(!serverInstalled)('--role ingest answers health, readiness and metri
   expect((await fetch(`http://127.0.0.1:${ingester.port}/metrics`)).status).toBe(200)
   for (const server of servers) expect(server.ingester.status().leader).toBe(false)
 })
+
+// Last: it stops the primary.
+test.skipIf(!serverInstalled)(
+  "with the primary down, a serving process on the replica still answers its API keys' endpoints (keys are read from the replica)",
+  async () => {
+    const [server] = servers
+    const head = (await rpc(server!.dedicatedUrl, 'eth_blockNumber')).result
+    expect(head).toMatch(/^0x[0-9a-f]+$/)
+    await primary.stop()
+    // Past the key cache's 2 s: the key is looked up again.
+    await sleep(2_500)
+    expect(await rpc(server!.dedicatedUrl, 'eth_blockNumber')).toEqual({ jsonrpc: '2.0', id: 1, result: head })
+    expect((await rpc(server!.dedicatedUrl, 'eth_getBlockReceipts', [head])).result).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getBlockReceipts', [head]))
+    // An unknown key is still refused.
+    const refused = await rpc(server!.dedicatedUrl.replace(/[^/]+$/, 'fg_unknown'), 'eth_blockNumber')
+    expect(refused.error?.code).toBeDefined()
+  },
+)

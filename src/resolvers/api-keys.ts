@@ -55,7 +55,7 @@ function toRecord(row: typeof schema.apiKeys.$inferSelect): ApiKeyRecord {
  * `redis` (`--redis-url`), a revocation reaches every process's cache through a pub/sub message: no Redis
  * call per request.
  */
-export function createApiKeyResolvers({ db, redis = null }: { db: Db; redis?: SharedRedis | null }) {
+export function createApiKeyResolvers({ db, readDb = db, redis = null }: { db: Db; readDb?: Db; redis?: SharedRedis | null }) {
   // Unknown keys are cached too (as `null`), so that a flood of made-up keys costs no queries.
   const cache = new LRUCache<string, { record: ApiKeyRecord | null }>({ max: KEY_CACHE_MAX_ENTRIES, ttl: KEY_CACHE_TTL_MS })
   // Bumped at each revocation: a look-up that read the database before it does not cache what it read.
@@ -108,14 +108,21 @@ export function createApiKeyResolvers({ db, redis = null }: { db: Db; redis?: Sh
     return cached !== undefined ? cached.record : readApiKey(key)
   }
 
-  async function readApiKey(key: string): Promise<ApiKeyRecord | null> {
-    const readAt = generation
-    const rows = await db.drizzle
+  const keyRow = (from: Db, key: string) =>
+    from.drizzle
       .select()
       .from(schema.apiKeys)
       .where(eq(schema.apiKeys.keyHash, digest(key)))
       .limit(1)
-    const row = rows[0]
+      .then((rows) => rows[0])
+
+  /**
+   * Looked up where the process reads (a replica, with `--database-read-url`), so that keys keep working while
+   * the primary is away; a key the replica does not have yet (made a moment ago) is looked for on the primary.
+   */
+  async function readApiKey(key: string): Promise<ApiKeyRecord | null> {
+    const readAt = generation
+    const row = (await keyRow(readDb, key)) ?? (readDb === db ? undefined : await keyRow(db, key))
     const record = row === undefined || row.revokedAt !== null ? null : toRecord(row)
     if (generation === readAt) cache.set(key, { record })
     return record

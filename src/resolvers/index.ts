@@ -135,7 +135,7 @@ export function createResolvers(config: ResolversConfig) {
   const batches = createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock })
   const builderCodes = createBuilderCodeResolvers({ db, primary: config.primary ?? db })
   const attribution = createAttributionResolvers({ db, chain, pending: config.pending ?? null, entryPoints: config.entryPoints })
-  const apiKeys = createApiKeyResolvers({ db: config.primary ?? db, redis: config.redis ?? null })
+  const apiKeys = createApiKeyResolvers({ db: config.primary ?? db, readDb: db, redis: config.redis ?? null })
 
   const sending = createSendResolvers({
     forward: config.forward ?? null,
