@@ -3,6 +3,8 @@ import type { ecdsaRecover } from 'secp256k1'
 import { recover as recoverInWasm } from 'tiny-secp256k1'
 import {
   type Address,
+  concatHex,
+  fromRlp,
   type Hash,
   type Hex,
   hexToBytes,
@@ -10,6 +12,7 @@ import {
   serializeTransaction,
   type TransactionSerializable,
   type TransactionSerialized,
+  toRlp,
 } from 'viem'
 import { parseTransaction } from 'viem/op-stack'
 import { hashAuthorization } from 'viem/utils'
@@ -124,6 +127,21 @@ function authorizationJson({ chainId, address, nonce, yParity, v, r, s }: Parsed
     yParity: toQuantity(recoveryIdOf(yParity, v) ?? 0),
     r: toQuantity(BigInt(r)),
     s: toQuantity(BigInt(s)),
+  }
+}
+
+/**
+ * The transaction as a block holds it. A blob transaction sent in its network form (EIP-4844:
+ * `0x03 || rlp([tx_payload_body, blobs, commitments, proofs])`) is the transaction with its sidecar; its hash,
+ * its sender and the block see only `0x03 || rlp(tx_payload_body)`. Anything else is returned as it is.
+ */
+export function canonicalTransaction(raw: Hex): Hex {
+  if (!raw.startsWith('0x03')) return raw
+  try {
+    const fields = fromRlp(`0x${raw.slice(4)}`, 'hex')
+    return Array.isArray(fields) && Array.isArray(fields[0]) ? concatHex(['0x03', toRlp(fields[0])]) : raw
+  } catch {
+    return raw
   }
 }
 

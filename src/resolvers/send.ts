@@ -1,6 +1,6 @@
 import { type Hash, type Hex, keccak256 } from 'viem'
 import { TransactionTimeoutError, UpstreamError } from '../errors.js'
-import { decodePendingTransaction, type ForwardedTransactions, type PendingReceipt, type PendingState } from '../pending/index.js'
+import { canonicalTransaction, decodePendingTransaction, type ForwardedTransactions, type PendingReceipt, type PendingState } from '../pending/index.js'
 import type { ChainState } from './chain.js'
 import type { PendingView } from './pending.js'
 
@@ -77,8 +77,8 @@ export function createSendResolvers({
     const forwarding = forward?.('eth_sendRawTransaction', [raw]) ?? null
     if (forwarding === null) throw new UpstreamError('no upstream to send transactions to')
     const hash = (await forwarding) as Hash
-    // The sender and nonce are read only for transactions the upstream accepted.
-    const decoded = await decodePendingTransaction(raw).catch(() => null)
+    // The sender and nonce are read only for transactions the upstream accepted (a blob transaction's without its blobs).
+    const decoded = await decodePendingTransaction(canonicalTransaction(raw)).catch(() => null)
     if (decoded !== null && forwarded !== null) await forwarded.record({ from: decoded.from, nonce: decoded.nonce, hash, transaction: decoded })
     return hash
   }
@@ -91,7 +91,7 @@ export function createSendResolvers({
   /** https://eips.ethereum.org/EIPS/eip-7966 */
   async function sendRawTransactionSync({ raw, timeoutMs }: SendRawTransactionSyncParameters): Promise<unknown> {
     const wait = Math.min(timeoutMs ?? SYNC_SEND_MAX_TIMEOUT_MS, SYNC_SEND_MAX_TIMEOUT_MS)
-    const hash = keccak256(raw)
+    const hash = keccak256(canonicalTransaction(raw))
     let resolve!: Waiter
     const arrived = new Promise<unknown>((settled) => {
       resolve = settled
