@@ -135,12 +135,17 @@ export function createIngester(config: IngesterConfig) {
       await registry.start(store, chainId, state.get(SYNC_KEYS.builderCodeRegistry), (state.get(SYNC_KEYS.firstBlock) as number | undefined) ?? 0)
       return head.number + 1
     }
+    return startIndex(chainId, state.get(SYNC_KEYS.builderCodeRegistry))
+  }
+
+  /** Records where a new index starts (`--start-block` on the upstream's chain as it is now); returns that block. */
+  async function startIndex(chainId: number, registryProgress: unknown): Promise<number> {
     const upstreamHead = await follower.readHead()
     const start = typeof config.startBlock === 'number' ? config.startBlock : Math.max(0, upstreamHead - config.startBlock.latestMinus)
     await store.putSyncState(SYNC_KEYS.chainId, chainId)
     await store.putSyncState(SYNC_KEYS.firstBlock, start)
     await store.putSyncState(SYNC_KEYS.accountSource, 'trace')
-    await registry.start(store, chainId, state.get(SYNC_KEYS.builderCodeRegistry), start)
+    await registry.start(store, chainId, registryProgress, start)
     logger.info({ chainId, start, upstreamHead }, 'starting a new index')
     return start
   }
@@ -150,7 +155,13 @@ export function createIngester(config: IngesterConfig) {
     const { ancestor, firstBlock, removedLogs } = await rewindToCommonAncestor({ store, fetcher, logger }, head)
     status.head = ancestor >= firstBlock ? ancestor : null
     events.emit('reorg', { ancestor, removedLogs })
-    return ancestor + 1
+    if (ancestor >= firstBlock) return ancestor + 1
+    // Not one block in common: the upstream's chain was reset or replaced (a wiped devnet, a node synced
+    // anew). The index starts again where `--start-block` says on that chain, rather than waiting for it to
+    // grow back to where the old one started; what was read below the index is read again.
+    logger.warn({ firstBlock }, 'the upstream shares no block with the index: starting a new index on its chain')
+    const chainId = (await store.syncState()).get(SYNC_KEYS.chainId) as number
+    return startIndex(chainId, null)
   }
 
   /** Since when the upstream has been below our head while agreeing with what we hold at its head. */
