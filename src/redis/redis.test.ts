@@ -1,35 +1,15 @@
-import { type ChildProcess, spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { pino } from 'pino'
 import { afterAll, expect, test } from 'vitest'
 import { createRateLimiter } from '../policy/rate-limit.js'
 import { createRedis, type SharedRedis } from './index.js'
 import { freePort } from '../../test/fixtures/ports.js'
+import { startRedisServer, stopRedisServer } from '../../test/fixtures/redis.js'
 
 /** Longest a limiter may take to answer while Redis is down: it must not wait on it. */
 const OUTAGE_ANSWER_MAX_MS = 50
 /** Reconnection backs off to 2 s between attempts: Redis counts as back within a few of them. */
 const RECONNECT_WITHIN_MS = 6_000
-
-/** A Redis of this test's own on `port` (the machine's shared one is never stopped), keeping nothing on disk. */
-async function startRedisServer(port: number): Promise<ChildProcess> {
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('Ready to accept connections')) resolve()
-    })
-  })
-  return server
-}
-
-async function stopRedisServer(server: ChildProcess) {
-  if (server.exitCode !== null) return
-  const exited = new Promise((resolve) => server.once('exit', resolve))
-  server.kill('SIGKILL')
-  await exited
-}
 
 const servers: ChildProcess[] = []
 const connections: SharedRedis[] = []

@@ -1,6 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, test } from 'vitest'
-import { useRedisPair } from '../../test/fixtures/redis.js'
+import { pino } from 'pino'
+import { freePort } from '../../test/fixtures/ports.js'
+import { startRedisServer, stopRedisServer, useRedisPair } from '../../test/fixtures/redis.js'
+import { createRedis } from '../redis/index.js'
 import { createFilterStore, createMemoryFilterStore, type FilterCursor, type StoredFilter } from './filter-store.js'
 
 const at = (number: number, index = 0): FilterCursor => ({ number, index, hashes: [] })
@@ -87,3 +90,48 @@ describe('filters in Redis (--redis-url)', () => {
     expect(await redis.client.exists(redis.key('filter:0xidle'))).toBe(0)
   })
 })
+
+test('through a Redis outage (frozen, then back with its data): each poll of a filter moves on from the one before, nothing repeated or lost, and the filters are shared again after', async () => {
+  const port = await freePort()
+  const server = await startRedisServer(port)
+  const connect = () => createRedis({ url: `redis://127.0.0.1:${port}`, logger: pino({ level: 'silent' }) })
+  const [redis, other] = [await connect(), await connect()]
+  try {
+    const store = createFilterStore({ redis })
+    const elsewhere = createFilterStore({ redis: other })
+    await store.install('0xbefore', blocks(1))
+    const polled = await store.get('0xbefore')
+    expect(await store.advance('0xbefore', polled!.cursor, at(2))).toBe(true)
+
+    server.kill('SIGSTOP')
+    try {
+      // The filter this process polled goes on from its own copy; one installed meanwhile lives here.
+      const during = await store.get('0xbefore')
+      expect(during?.cursor).toEqual(at(2))
+      expect(await store.advance('0xbefore', at(2), at(3))).toBe(true)
+      await store.install('0xduring', blocks(3))
+      expect(await store.advance('0xduring', at(3), at(4))).toBe(true)
+      expect((await store.get('0xduring'))?.cursor).toEqual(at(4))
+    } finally {
+      server.kill('SIGCONT')
+    }
+
+    // Back: each filter's next poll continues from where the outage left it (not from Redis's older copy)…
+    await expect.poll(async () => await redis.client.ping().catch(() => null), { timeout: 10_000 }).toBe('PONG')
+    await sleep(1_100)
+    expect((await store.get('0xbefore'))?.cursor).toEqual(at(3))
+    expect(await store.advance('0xbefore', at(3), at(5))).toBe(true)
+    expect((await store.get('0xduring'))?.cursor).toEqual(at(4))
+    // …and the filters are in Redis again, for the other processes.
+    expect((await elsewhere.get('0xbefore'))?.cursor).toEqual(at(5))
+    expect((await elsewhere.get('0xduring'))?.cursor).toEqual(at(4))
+    expect(await elsewhere.advance('0xduring', at(4), at(6))).toBe(true)
+    expect((await store.get('0xduring'))?.cursor).toEqual(at(6))
+    expect(await store.remove('0xduring')).toBe(true)
+    expect(await elsewhere.get('0xduring')).toBeNull()
+  } finally {
+    await redis.close()
+    await other.close()
+    await stopRedisServer(server)
+  }
+}, 30_000)

@@ -114,28 +114,55 @@ return 0`
 
 /**
  * Filters in Redis, one hash per filter (`f`: kind and criteria, `c`: the cursor), expiring as in memory.
- * While Redis fails, this process's own memory answers (a filter installed in Redis is then not found, and
- * clients install it again, as they do after a node restarts).
+ * This process keeps a copy of each filter it installed or polled, so that while Redis fails its polls go on
+ * from where they were (a filter only other processes polled is not found here meanwhile, and clients
+ * install it again, as after a node restart). A filter installed or moved while Redis failed is this
+ * process's until Redis answers again; its next poll then writes it back to Redis, cursor and all, so that
+ * a poll after the outage neither repeats what was delivered during it nor loses the filter.
  */
 function redisStore(redis: SharedRedis, timeoutMs: number): FilterStore {
   const local = createMemoryFilterStore({ timeoutMs })
+  /** Filters whose newest state is the local copy (installed or moved while Redis failed). */
+  const diverged = new Set<string>()
   const key = (id: string) => redis.key(`filter:${id}`)
+  async function write(id: string, filter: StoredFilter) {
+    await redis.client
+      .multi()
+      .hset(key(id), 'f', JSON.stringify({ kind: filter.kind, criteria: filter.criteria }), 'c', JSON.stringify(filter.cursor))
+      .pexpire(key(id), timeoutMs)
+      .exec()
+  }
+  const keepLocally = <result>(id: string, result: result) => {
+    diverged.add(id)
+    return result
+  }
   return {
-    install: (id, filter) =>
-      redis.attempt(
+    install: (id, filter) => {
+      local.install(id, filter)
+      return redis.attempt(
         'filters',
-        async () => {
-          const cursor = JSON.stringify(filter.cursor)
-          await redis.client
-            .multi()
-            .hset(key(id), 'f', JSON.stringify({ kind: filter.kind, criteria: filter.criteria }), 'c', cursor)
-            .pexpire(key(id), timeoutMs)
-            .exec()
-        },
-        () => local.install(id, filter),
-      ),
-    get: (id) =>
-      redis.attempt(
+        () => write(id, filter),
+        () => keepLocally(id, undefined),
+      )
+    },
+    get: (id) => {
+      const copy = local.get(id)
+      if (diverged.has(id)) {
+        if (copy === null) {
+          diverged.delete(id)
+          return Promise.resolve(null)
+        }
+        return redis.attempt(
+          'filters',
+          async () => {
+            await write(id, copy)
+            diverged.delete(id)
+            return copy
+          },
+          () => copy,
+        )
+      }
+      return redis.attempt(
         'filters',
         async () => {
           const [[, values], [, extended]] = (await redis.client.multi().hmget(key(id), 'f', 'c').pexpire(key(id), timeoutMs).exec()) as [
@@ -143,24 +170,39 @@ function redisStore(redis: SharedRedis, timeoutMs: number): FilterStore {
             [unknown, number],
           ]
           const [definition, cursor] = values
-          if (extended !== 1 || definition == null || cursor == null) return null
+          if (extended !== 1 || definition == null || cursor == null) {
+            local.remove(id)
+            return null
+          }
           const { kind, criteria } = JSON.parse(definition) as Omit<StoredFilter, 'cursor'>
-          return { kind, criteria, cursor: JSON.parse(cursor) as FilterCursor }
+          const filter = { kind, criteria, cursor: JSON.parse(cursor) as FilterCursor }
+          local.install(id, filter)
+          return filter
         },
-        () => local.get(id),
-      ),
-    advance: (id, from, to) =>
-      redis.attempt(
+        () => copy,
+      )
+    },
+    advance: (id, from, to) => {
+      if (diverged.has(id)) return Promise.resolve(local.advance(id, from, to))
+      return redis.attempt(
         'filters',
-        async () => (await redis.client.eval(ADVANCE_SCRIPT, 1, key(id), JSON.stringify(from), JSON.stringify(to), timeoutMs)) === 1,
-        () => local.advance(id, from, to),
-      ),
-    remove: (id) =>
-      redis.attempt(
+        async () => {
+          const moved = (await redis.client.eval(ADVANCE_SCRIPT, 1, key(id), JSON.stringify(from), JSON.stringify(to), timeoutMs)) === 1
+          if (moved) local.advance(id, from, to)
+          return moved
+        },
+        () => (local.advance(id, from, to) ? keepLocally(id, true) : false),
+      )
+    },
+    remove: (id) => {
+      diverged.delete(id)
+      const removed = local.remove(id)
+      return redis.attempt(
         'filters',
-        async () => (await redis.client.del(key(id))) === 1,
-        () => local.remove(id),
-      ),
+        async () => (await redis.client.del(key(id))) === 1 || removed,
+        () => removed,
+      )
+    },
   }
 }
 
