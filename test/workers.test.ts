@@ -3,6 +3,7 @@
 // them; a key revoked is refused by both; a transaction forwarded through one counts in the other's pending
 // nonce and is found there by hash; a filter installed through one is polled through either; `/metrics` is the machine's; SIGTERM drains both workers, then the primary.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { type Hex, parseGwei } from 'viem'
@@ -135,6 +136,19 @@ const alive = (pid: number) => {
 
 const until = (condition: () => Promise<boolean>, timeoutMs: number, explain: () => string) => waitUntil(condition, timeoutMs, explain, 200)
 
+async function scrape(): Promise<string> {
+  const response = await fetch(`http://127.0.0.1:${port}/metrics`)
+  expect(response.status).toBe(200)
+  return response.text()
+}
+
+/** JSON-RPC requests on the public endpoint that /metrics counts, over every status. */
+const requestsCounted = (text: string) =>
+  text
+    .split('\n')
+    .filter((line) => line.startsWith('flashgate_http_requests_total{') && line.includes('route="/"'))
+    .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
+
 afterAll(async () => {
   if (child !== undefined && child.exitCode === null) child.kill('SIGKILL')
   await devnet?.stop()
@@ -255,16 +269,7 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
   })
 
   test('/metrics is the machine’s: requests summed over the workers', async () => {
-    const scrape = async () => {
-      const response = await fetch(`http://127.0.0.1:${port}/metrics`)
-      expect(response.status).toBe(200)
-      return response.text()
-    }
-    const total = (text: string) =>
-      text
-        .split('\n')
-        .filter((line) => line.startsWith('flashgate_http_requests_total{') && line.includes('route="/"'))
-        .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0)
+    const total = requestsCounted
     const before = total(await scrape())
     const answers = await fromEachWorker('/', call('eth_chainId'))
     expect(answers.size).toBe(2)
@@ -330,6 +335,11 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
       )
       // Past the crash-loop guard (a worker dying within 5 s of its start is not replaced).
       await new Promise((resolve) => setTimeout(resolve, 5_500))
+      // Requests that both workers count, then a scrape: the machine's counters must not go back when one dies.
+      await fromEachWorker('/', call('eth_chainId'))
+      await Promise.all(Array.from({ length: 10 }, () => post('/', call('eth_chainId'))))
+      const before = requestsCounted(await scrape())
+      expect(before).toBeGreaterThanOrEqual(12)
       const [victim] = childrenOf(primary.pid!)
       process.kill(victim!, 'SIGKILL')
       await until(
@@ -337,6 +347,13 @@ describe.runIf(postgresAvailable)('serve --workers 2', () => {
         30_000,
         () => `no replacement for worker ${victim}:\n${output}`,
       )
+      const after = await scrape()
+      expect(requestsCounted(after)).toBeGreaterThanOrEqual(before)
+      // One start time, the machine's (its first process's), and a file-descriptor limit not summed over processes.
+      expect(after).toMatch(/^flashgate_process_start_time_seconds \d+$/m)
+      const limit = Number(/^flashgate_process_max_fds (\d+)$/m.exec(after)?.[1])
+      expect(limit).toBeGreaterThan(0)
+      expect(limit).toBeLessThanOrEqual(Number(/^Max open files\s+(\d+)/m.exec(readFileSync(`/proc/${primary.pid}/limits`, 'utf8'))?.[1]))
       // The replacement follows the primary's feed as the other worker does: both answer the same pending block.
       await until(
         async () => {

@@ -11,6 +11,30 @@ import { isClusterMessage } from './protocol.js'
 /** One process's figures as `registry.getMetricsAsJSON()` gives them. */
 type ProcessMetrics = object[]
 
+/**
+ * Figures of one process that are the machine's once aggregated, whatever prom-client's default says: a file
+ * descriptor limit is the same for each process (summed, it would triple), and the machine started when its
+ * first process did (prom-client leaves the start time out of an aggregate, so a restart could not be told).
+ */
+const MACHINE_AGGREGATORS: [suffix: string, aggregator: string][] = [
+  ['process_max_fds', 'max'],
+  ['process_start_time_seconds', 'min'],
+]
+
+function asMachineFigures(figures: ProcessMetrics): ProcessMetrics {
+  return figures.map((metric) => {
+    const name = (metric as { name?: string }).name ?? ''
+    const machine = MACHINE_AGGREGATORS.find(([suffix]) => name.endsWith(suffix))
+    return machine === undefined ? metric : { ...metric, aggregator: machine[1] }
+  })
+}
+
+/** The counters (and histograms, counters by bucket) of these figures summed; gauges of a process that is gone mean nothing. */
+async function countersOf(figures: ProcessMetrics[]): Promise<ProcessMetrics> {
+  const summed = await AggregatorRegistry.aggregate(figures).getMetricsAsJSON()
+  return summed.filter((metric) => String(metric.type) === 'counter' || String(metric.type) === 'histogram')
+}
+
 /** A worker that has not given its figures this long after `/metrics` asked is left out of that scrape. */
 const METRICS_WAIT_MS = 2_000
 /** The primary tells its workers how the ingester and the feed are doing this often (for `/readyz` and `/metrics`). */
@@ -34,6 +58,11 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
   const handlers = new Map<ClusterOperation, (...args: unknown[]) => unknown>()
   const metricsWaiting = new Map<number, (metrics: ProcessMetrics) => void>()
   let nextMetricsId = 0
+  /** Each worker's figures as its last scrape gave them. */
+  const lastFigures = new Map<Worker, ProcessMetrics>()
+  /** The counters of workers that exited, summed: the machine's counters never go back when one dies. */
+  let retired: ProcessMetrics = []
+  let retiring: Promise<void> = Promise.resolve()
   let hydrating = false
   /** Whether the hydration's receipts carry balances (flashgate's own execution). */
   let hydratingBalances = false
@@ -88,13 +117,15 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
           }, METRICS_WAIT_MS)
           metricsWaiting.set(id, (metrics) => {
             clearTimeout(timer)
+            if (attached.has(worker)) lastFigures.set(worker, metrics)
             resolve(metrics)
           })
           send(worker, { fg: 'metrics-request', id })
         }),
     )
     const figures = [await ownMetrics(), ...(await Promise.all(replies)).filter((metrics) => metrics !== null)]
-    const registry = AggregatorRegistry.aggregate(figures)
+    await retiring
+    const registry = AggregatorRegistry.aggregate([...figures.map(asMachineFigures), retired])
     return { contentType: registry.contentType, body: await registry.metrics() }
   }
 
@@ -120,7 +151,17 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
       worker.on('message', (message: unknown) => onMessage(worker, message))
       // node:cluster's own messages to a worker (a connection handed over) may fail as it exits.
       worker.on('error', (error: Error) => logger.warn({ err: loggableError(error), worker: worker.id }, "a worker's channel failed"))
-      worker.on('exit', () => attached.delete(worker))
+      worker.on('exit', () => {
+        attached.delete(worker)
+        const last = lastFigures.get(worker)
+        lastFigures.delete(worker)
+        if (last !== undefined)
+          retiring = retiring
+            .then(async () => {
+              retired = await countersOf([retired, last])
+            })
+            .catch((error: unknown) => logger.warn({ err: loggableError(error), worker: worker.id }, "could not keep an exited worker's counters"))
+      })
     },
     handle<operation extends Exclude<ClusterOperation, 'metrics'>>(operation: operation, handler: Handler<operation>) {
       handlers.set(operation, handler as (...args: unknown[]) => unknown)
