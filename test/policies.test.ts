@@ -239,6 +239,30 @@ describe('size limits', () => {
     expect(under.body.every((entry: { result?: unknown }) => entry.result !== undefined)).toBe(true)
   })
 
+  test("errors count against a batch's bytes too: calls whose node answers are reverts of kilobytes are refused past the bound", async () => {
+    // Code that reverts with 4,000 zero bytes: the node's error carries them as data (8 KB of hex each).
+    const revertBytes = 4_000
+    const reverting = `0x61${revertBytes.toString(16).padStart(4, '0')}6000fd`
+    const target = `0x${'ab'.repeat(20)}`
+    const revert = (id: number) => call('eth_call', [{ to: target }, 'latest', { [target]: { code: reverting } }], id)
+    const single = await post(gateway.dedicatedUrl, revert(1))
+    expect(single.body.error.data).toBe(`0x${'00'.repeat(revertBytes)}`)
+    const errorSize = JSON.stringify(single.body.error).length
+    const calls = Math.ceil(DEDICATED.batchResponse / errorSize) + 8 + 12
+    expect(calls).toBeLessThanOrEqual(DEDICATED.batch)
+    const answer = await post(
+      gateway.dedicatedUrl,
+      Array.from({ length: calls }, (_, i) => revert(i)),
+    )
+    expect(answer.status).toBe(200)
+    const refused = answer.body.filter((entry: { error: { code: number } }) => entry.error.code === -32003)
+    const reverted = answer.body.filter((entry: { error: { code: number } }) => entry.error.code !== -32003)
+    expect(refused.length).toBeGreaterThanOrEqual(12)
+    // At most the bound's worth and the calls that were running when it was crossed.
+    expect(reverted.length * errorSize).toBeLessThanOrEqual(DEDICATED.batchResponse + 8 * errorSize)
+    for (const entry of reverted) expect(entry.error).toEqual(single.body.error)
+  })
+
   test('a body over the policy size: HTTP 413 with a JSON-RPC error; the dedicated limit is higher', async () => {
     const body = JSON.stringify({ ...call('eth_chainId'), padding: 'x'.repeat(PUBLIC.body) })
     const over = await post(gateway.url, body)

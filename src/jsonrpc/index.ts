@@ -173,6 +173,15 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return { result, bytes: typeof result === 'string' ? Buffer.byteLength(result) + 2 : String(result).length }
   }
 
+  /** The bytes an error object takes in the answer (its message and data are the node's, of any length). */
+  function errorBytes(error: unknown): number {
+    try {
+      return JSON.stringify(error)?.length ?? 0
+    } catch {
+      return 0
+    }
+  }
+
   /** A call of a batch past its bound on answered bytes, not yet started: not run, and `-32003` unless it is a notification. */
   function refusedAsTooLarge(request: unknown, exactId?: NumericId): JsonRpcResponse | null {
     if (typeof request !== 'object' || request === null || Array.isArray(request)) return failure(null, new InvalidRequestError('invalid request'))
@@ -200,7 +209,13 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
           continue
         }
         const { response } = await handleOne(requests[index], local, ids?.[index])
-        if (response === null || !('result' in response) || maxBatchResponseBytes === Number.POSITIVE_INFINITY) {
+        if (response === null || maxBatchResponseBytes === Number.POSITIVE_INFINITY) {
+          responses[index] = response
+          continue
+        }
+        // An error counts too: a node's answer to a forwarded call (a revert's data) can be megabytes.
+        if (!('result' in response)) {
+          resultBytes += errorBytes(response.error)
           responses[index] = response
           continue
         }
