@@ -345,7 +345,10 @@ export function createServer(config: ServerConfig) {
   }
 
   function failUnexpectedly(response: ServerResponse, request: IncomingMessage, error: unknown) {
-    logger.error({ err: loggableError(error) }, 'unhandled error in request')
+    const err = loggableError(error)
+    endpointFailures(`request:${unexpectedErrorKind(err)}`, (suppressed) =>
+      logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unhandled error in request'),
+    )
     if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) })
     else response.destroy()
   }
@@ -412,7 +415,14 @@ export function createServer(config: ServerConfig) {
           .then((text) => endpoint.jsonRpc.handle(text, { local, admit }))
           // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
           .then((reply) => reply.body !== null && send(serializeJsonRpc(reply.body)))
-          .catch((error: unknown) => logger.error({ err: loggableError(error) }, 'unhandled error on a WebSocket'))
+          .catch((error: unknown) => {
+            const err = loggableError(error)
+            endpointFailures(`websocket:${unexpectedErrorKind(err)}`, (suppressed) =>
+              logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unhandled error on a WebSocket'),
+            )
+            // Answered all the same: a client waits for every request it sent.
+            send(JSON.stringify({ jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) }))
+          })
       })
       ws.on('close', () => subscriptions.close())
       ws.on('error', () => ws.terminate())
