@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
 import { type BlockSelector, describeParamsError, type LogFilter, logFilter, MISSING_ARGUMENT } from '../codecs/index.js'
-import { InvalidParamsError, LimitExceededError } from '../errors.js'
+import { InvalidParamsError, InvalidRequestError, LimitExceededError } from '../errors.js'
 import type { ChainEvents } from '../resolvers/index.js'
 import { formatPendingTransaction } from '../objects/transaction.js'
 import { type LogCriteria, matchesCriteria } from '../resolvers/pending.js'
@@ -88,6 +88,8 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
   const active = new Map<string, Subscription>()
   /** The connection listens to an event only while it has a subscription fed by it. */
   const listening = new Map<Kind, () => void>()
+  /** Closed with its connection: a subscribe that comes later (a batch's, after slower calls) adds nothing. */
+  let closed = false
 
   function each<kind extends Kind>(kind: kind, send: (id: string, subscription: Extract<Subscription, { kind: kind }>) => void) {
     for (const [id, subscription] of active) if (subscription.kind === kind) send(id, subscription as Extract<Subscription, { kind: kind }>)
@@ -158,6 +160,7 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
   return {
     subscribe(params: unknown): string {
       const subscription = parseSubscription(params)
+      if (closed) throw new InvalidRequestError('the connection is closed')
       if (active.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
         throw new LimitExceededError(`too many subscriptions on this connection: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION}; unsubscribe first`)
       const id = `0x${randomBytes(16).toString('hex')}`
@@ -177,6 +180,7 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
       return true
     },
     close() {
+      closed = true
       active.clear()
       for (const unsubscribe of listening.values()) unsubscribe()
       listening.clear()

@@ -11,12 +11,35 @@ export function isPendingTag(selector: BlockSelector | undefined): boolean {
 }
 
 export function matchesFilter(log: { address: Address; topics: Hash[] }, filter: Pick<LogFilter, 'addresses' | 'topics'>): boolean {
-  if (filter.addresses !== null && !filter.addresses.includes(log.address)) return false
-  return filter.topics.every((alternatives, position) => {
-    if (alternatives === null) return true
+  const { addresses, topics } = compiled(filter)
+  if (addresses !== null && !addresses.has(log.address)) return false
+  for (let position = 0; position < topics.length; position++) {
+    const alternatives = topics[position]
+    if (alternatives === null || alternatives === undefined) continue
     const topic = log.topics[position]
-    return topic !== undefined && alternatives.includes(topic)
-  })
+    if (topic === undefined || !alternatives.has(topic)) return false
+  }
+  return true
+}
+
+type CompiledFilter = { addresses: Set<string> | null; topics: (Set<string> | null)[] }
+/**
+ * Each filter's addresses and topic alternatives as sets, made once per filter object: a subscription or a
+ * stateful filter may name 1,000 addresses and 1,000 alternatives per topic, and is matched against every log
+ * of every block (scanned as lists, 100 such subscriptions took 20 s of CPU for a block of 3,000 logs).
+ */
+const compiledFilters = new WeakMap<object, CompiledFilter>()
+
+function compiled(filter: Pick<LogFilter, 'addresses' | 'topics'>): CompiledFilter {
+  let found = compiledFilters.get(filter)
+  if (found === undefined) {
+    found = {
+      addresses: filter.addresses === null ? null : new Set(filter.addresses),
+      topics: filter.topics.map((alternatives) => (alternatives === null ? null : new Set(alternatives))),
+    }
+    compiledFilters.set(filter, found)
+  }
+  return found
 }
 
 /**
