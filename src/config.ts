@@ -2,7 +2,7 @@
 import * as Address from 'ox/Address'
 import { z } from 'zod'
 import { parseEntryPointSetting } from './attribution/entry-point-setting.js'
-import { isPostgresUrl } from './db/urls.js'
+import { databaseUrlProblem, isPostgresUrl } from './db/urls.js'
 import { FEED_FORMATS } from './devnet/flashblock-message.js'
 import type { StartBlock } from './ingest/index.js'
 import { PENDING_SOURCE_MODES } from './pending/hydrate.js'
@@ -52,7 +52,13 @@ export const startBlock = z
     return Number(value)
   })
 
-const databaseUrl = z.string().min(1, { error: 'must not be empty' })
+const databaseUrl = z
+  .string()
+  .min(1, { error: 'must not be empty' })
+  .superRefine((url, context) => {
+    const problem = databaseUrlProblem(url)
+    if (problem !== null) context.addIssue({ code: 'custom', message: problem })
+  })
 /**
  * What a `serve` process does: `ingest` keeps the index (and answers health and metrics only), `serve`
  * answers the APIs and never writes what a read brings, `all` both (one process, the default).

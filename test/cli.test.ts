@@ -87,9 +87,15 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
       flashgate(['serve', '--role', 'serve', '--upstream-rpc', 'http://127.0.0.1:1'], { cwd }),
       flashgate(['serve', '--role', 'reader', '--upstream-rpc', 'http://127.0.0.1:1'], { cwd }),
       flashgate(['serve', '--database-read-url', 'postgres://127.0.0.1:1/replica', '--upstream-rpc', 'http://127.0.0.1:1'], { cwd }),
+      flashgate(['migrate', '--database-url', 'mysql://x'], { cwd }),
+      flashgate(['serve', '--database-url', 'postgress://127.0.0.1/x', '--upstream-rpc', 'http://127.0.0.1:1'], { cwd }),
+      flashgate(['keys', 'list', '--database-url', 'mysql://x'], { cwd }),
+      flashgate(['keys', 'frobnicate'], { cwd }),
+      flashgate(['suffix'], { cwd }),
+      flashgate(['attribution'], { cwd }),
     ])
-    expectOneLineFailure(runs[0]!, 1, /--rate must not be negative$/m)
-    expectOneLineFailure(runs[1]!, 1, /--rate must not be negative$/m)
+    expectOneLineFailure(runs[0]!, 2, /--rate must be a whole number/)
+    expectOneLineFailure(runs[1]!, 2, /--rate must be a whole number/)
     expectOneLineFailure(runs[2]!, 2, /unknown option --bogus/)
     expectOneLineFailure(runs[3]!, 2, /--name <value>' argument missing/)
     expectOneLineFailure(runs[4]!, 2, /unknown command "frobnicate"/)
@@ -97,6 +103,14 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expectOneLineFailure(runs[6]!, 2, /--role serve needs a Postgres database shared by several processes/)
     expectOneLineFailure(runs[7]!, 2, /--role \(ROLE\) must be one of all, ingest, serve/)
     expectOneLineFailure(runs[8]!, 2, /--database-read-url needs Postgres/)
+    // A database URL of another scheme is refused, never taken for a PGlite directory of that name.
+    expectOneLineFailure(runs[9]!, 2, /--database-url mysql:\/\/ is not a database flashgate opens/)
+    expectOneLineFailure(runs[10]!, 2, /postgress:\/\/ is not a database flashgate opens/)
+    expectOneLineFailure(runs[11]!, 2, /--database-url mysql:\/\/ is not a database flashgate opens/)
+    expectOneLineFailure(runs[12]!, 2, /usage: flashgate keys create\|list\|revoke/)
+    expectOneLineFailure(runs[13]!, 2, /usage: flashgate suffix/)
+    expectOneLineFailure(runs[14]!, 2, /usage: flashgate attribution/)
+    expect(existsSync(join(cwd, 'mysql:'))).toBe(false)
     // Nothing was created: the refusals come before any database is opened.
     expect(existsSync(join(cwd, '.flashgate'))).toBe(false)
   })

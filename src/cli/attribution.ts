@@ -1,3 +1,4 @@
+import { CommandLineError } from './flags.js'
 import { attributionSuffix } from '../attribution/index.js'
 import { attributedActions, type ReceiptForAttribution, type TransactionForAttribution } from '../attribution/user-operations.js'
 import { nonEmpty } from '../config.js'
@@ -8,11 +9,11 @@ const ATTRIBUTION_TIMEOUT_MS = 30_000
 
 /** `flashgate suffix <code…>`: the hex to pass as viem's `dataSuffix` (schema 0, canonical registry). */
 export function suffix(codes: string[]) {
-  if (codes.length === 0) throw new UsageError('usage: flashgate suffix <code…>')
+  if (codes.length === 0) throw new CommandLineError('usage: flashgate suffix <code…>')
   try {
     console.log(attributionSuffix(codes))
   } catch (error) {
-    throw new UsageError((error as Error).message)
+    throw new CommandLineError((error as Error).message)
   }
 }
 
@@ -22,7 +23,7 @@ export function suffix(codes: string[]) {
  * it bundles when it calls an EntryPoint (v0.6, v0.7 or v0.8 at their canonical addresses), each once.
  */
 export async function attribution(hash: string | undefined, flags: Record<string, string | undefined>) {
-  if (hash === undefined || !/^0x[0-9a-fA-F]{64}$/.test(hash)) throw new UsageError('usage: flashgate attribution <txHash> [--url URL]')
+  if (hash === undefined || !/^0x[0-9a-fA-F]{64}$/.test(hash)) throw new CommandLineError('usage: flashgate attribution <txHash> [--url URL]')
   const url =
     nonEmpty(flags.url) ?? nonEmpty(process.env.FLASHGATE_URL) ?? `http://${DEFAULT_GATEWAY_HOST}:${nonEmpty(process.env.PORT) ?? DEFAULT_GATEWAY_PORT}`
   let response: Response

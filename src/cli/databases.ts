@@ -2,7 +2,8 @@ import { DEFAULT_DATABASE_URL, nonEmpty } from '../config.js'
 import { readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseInUseError, DIRECTORY_LOCK_FILE, directoryHolder, lockDirectory } from '../db/lock.js'
-import { isPostgresUrl, pgliteDirectory } from '../db/urls.js'
+import { databaseUrlProblem, isPostgresUrl, pgliteDirectory } from '../db/urls.js'
+import { CommandLineError } from './flags.js'
 import { UsageError } from './usage-error.js'
 
 /** `flashgate dev`'s PGlite, as ephemeral as its chain: wiped at every start (unless another dev holds it). */
@@ -30,6 +31,8 @@ export function chooseDatabase(
   env: Record<string, string | undefined>,
 ): { databaseUrl: string; note: string | null } {
   const given = nonEmpty(flags['database-url']) ?? nonEmpty(env.DATABASE_URL)
+  const problem = given === undefined ? null : databaseUrlProblem(given)
+  if (problem !== null) throw new CommandLineError(`--database-url ${problem}`)
   if (given !== undefined) return { databaseUrl: given, note: null }
   const dev = directoryHolder(pgliteDirectory(DEV_DATABASE_DIR)!)
   if (dev === null) return { databaseUrl: DEFAULT_DATABASE_URL, note: null }

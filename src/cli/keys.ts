@@ -1,3 +1,4 @@
+import { CommandLineError } from './flags.js'
 import { z } from 'zod'
 import { API_KEY_POLICIES, type ApiKeyPolicy, DEFAULT_REDIS_PREFIX } from '../config.js'
 import { DatabaseInUseError, directoryHolder } from '../db/lock.js'
@@ -9,19 +10,26 @@ import { UsageError } from './usage-error.js'
 
 /** Requests per second of a new API key unless `--rate` says otherwise. */
 const DEFAULT_KEY_RATE_LIMIT = 100
+/** The largest rate a key can have (the column is a 32-bit integer). */
+const MAX_KEY_RATE_LIMIT = 2_147_483_647
 /** How long `keys` waits for a running gateway's admin endpoint. */
 const ADMIN_TIMEOUT_MS = 10_000
 
 const keyOptions = z.object({
   name: z
     .string({ error: 'is required' })
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { error: 'must be 1 to 64 letters, digits, dots, dashes or underscores' }),
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { error: 'must be 1 to 64 letters, digits, dots, dashes or underscores' })
+    // `keys revoke <name|id>` takes digits alone for an id: such a name would hide the key with that id.
+    .refine((name) => !/^\d+$/.test(name), { error: 'must not be digits alone (revoke takes those as a key id)' }),
   policy: z.enum(API_KEY_POLICIES, { error: `must be one of ${API_KEY_POLICIES.join(', ')}` }).default('dedicated'),
-  rate: z.coerce
-    .number({ error: 'must be a number' })
-    .int({ error: 'must be a whole number' })
-    .min(0, { error: 'must not be negative' })
-    .default(DEFAULT_KEY_RATE_LIMIT),
+  rate: z
+    .string()
+    // An empty value (an unset shell variable) is a mistake, not "no limit": 0 says that.
+    .regex(/^\d+$/, { error: 'must be a whole number of requests per second (0 for no limit)' })
+    .transform(Number)
+    .pipe(z.number().max(MAX_KEY_RATE_LIMIT, { error: `must be at most ${MAX_KEY_RATE_LIMIT} (0 for no limit)` }))
+    .optional()
+    .transform((rate) => rate ?? DEFAULT_KEY_RATE_LIMIT),
 })
 
 /**
@@ -123,17 +131,17 @@ export async function keysCommand({
   /** Which database was used (stderr, so that stdout stays the output alone). */
   inform?: (line: string) => void
 }) {
-  if (action !== 'create' && action !== 'list' && action !== 'revoke') throw new UsageError('usage: flashgate keys create|list|revoke')
+  if (action !== 'create' && action !== 'list' && action !== 'revoke') throw new CommandLineError('usage: flashgate keys create|list|revoke')
   let options: z.output<typeof keyOptions> | null = null
   if (action === 'create') {
     const parsed = keyOptions.safeParse({ name: flags.name, policy: flags.policy, rate: flags.rate })
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!
-      throw new UsageError(`--${String(issue.path[0])} ${issue.message}`)
+      throw new CommandLineError(`--${String(issue.path[0])} ${issue.message}`)
     }
     options = parsed.data
   }
-  if (action === 'revoke' && argument === undefined) throw new UsageError('usage: flashgate keys revoke <name|id>')
+  if (action === 'revoke' && argument === undefined) throw new CommandLineError('usage: flashgate keys revoke <name|id>')
   const { databaseUrl, note } = chooseDatabase(flags, env)
   // An empty flag leaves its environment variable in force, as in parseConfig.
   const given = (flag: string, name: string) => flags[flag] || env[name] || null

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { z } from 'zod'
-import { isApiError } from '../errors.js'
+import { isApiError, loggableError } from '../errors.js'
 import { readBody } from '../http/read-body.js'
 import { API_KEY_POLICIES } from '../config.js'
 import type { ApiKeyRecord, Resolvers } from '../resolvers/index.js'
@@ -15,7 +15,7 @@ const ADMIN_HOST = '127.0.0.1'
 const ADMIN_TOKEN_BYTES = 32
 const ADMIN_MAX_BODY_BYTES = 16 * 1024
 
-const createParams = z.object({ name: z.string(), policy: z.enum(API_KEY_POLICIES), rateLimit: z.number().int().min(0) })
+const createParams = z.object({ name: z.string(), policy: z.enum(API_KEY_POLICIES), rateLimit: z.number().int().min(0).max(2_147_483_647) })
 const revokeParams = z.object({ nameOrId: z.string() })
 
 const toWire = (record: ApiKeyRecord): AdminKeyRecord => ({
@@ -80,7 +80,7 @@ export async function startAdminServer({ resolvers, directory, logger }: { resol
   const server = createHttpServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
       if (isApiError(error)) return send(response, 400, { error: error.message })
-      logger.error({ err: error }, 'admin request failed')
+      logger.error({ err: loggableError(error) }, 'admin request failed')
       if (!response.headersSent) send(response, 500, { error: 'internal error (see the gateway log)' })
     })
   })
