@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, expect, test } from 'vitest'
@@ -71,4 +71,17 @@ test('createDb refuses a PGlite directory another process holds, and holds its o
   expect(directoryHolder(databaseUrl)).toBeNull()
   writeFileSync(join(databaseUrl, DIRECTORY_LOCK_FILE), JSON.stringify({ pid: process.ppid, startTicks: null, command: 'serve', startedAt: '' }))
   await expect(createDb({ databaseUrl })).rejects.toThrow(`in use by flashgate serve (pid ${process.ppid})`)
+})
+
+test("a PGlite directory is its owner's alone (PGlite writes its files, API keys among them, readable by everyone)", async () => {
+  chmodSync(directory, 0o777)
+  const fresh = join(directory, 'created')
+  const db = await createDb({ databaseUrl: directory })
+  try {
+    expect(statSync(directory).mode & 0o777).toBe(0o700)
+  } finally {
+    await db.close()
+  }
+  lockDirectory(fresh).release()
+  expect(statSync(fresh).mode & 0o777).toBe(0o700)
 })

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 
 /**
@@ -113,6 +113,9 @@ export function lockDirectory(directory: string, command = process.argv[2] ?? 'p
     return handle(absolute, own)
   }
   mkdirSync(absolute, { recursive: true })
+  // The database's files (API keys among them) are its owner's alone, as Postgres requires of a data directory:
+  // PGlite writes them readable and writable by everyone, so the directory is what keeps others out.
+  chmodSync(absolute, 0o700)
   const self: LockHolder = { pid: process.pid, startTicks: startTicksOf(process.pid), command, startedAt: new Date().toISOString() }
   for (let attempt = 0; ; attempt++) {
     try {
