@@ -194,3 +194,61 @@ test('SIGTERM to `flashgate serve` mid-ingest with requests in flight: no new co
     await db.close()
   }
 })
+
+test('SIGTERM with GraphQL subscriptions open: each stream ends at once with its complete event, and the process exits 0 without waiting out the grace period', async () => {
+  const streamDatabase = await createTestDatabase()
+  const port = await freePort()
+  const serving = spawn(
+    process.execPath,
+    [
+      CLI,
+      'serve',
+      '--upstream-rpc',
+      anvil.rpcUrl,
+      '--database-url',
+      streamDatabase.databaseUrl,
+      '--port',
+      String(port),
+      '--workers',
+      '1',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'ignore'] },
+  )
+  try {
+    const exited = new Promise<number | null>((resolve) => serving.once('exit', (code) => resolve(code)))
+    const url = `http://127.0.0.1:${port}`
+    await expect.poll(async () => (await fetch(`${url}/healthz`).catch(() => null))?.status, { timeout: 60_000, interval: 100 }).toBe(200)
+    const streams = await Promise.all(
+      Array.from({ length: 2 }, async () => {
+        const response = await fetch(`${url}/graphql`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+          body: JSON.stringify({ query: 'subscription { newHeads { number } }' }),
+        })
+        expect(response.status).toBe(200)
+        // Read to its end: what the server wrote, and whether the connection ended cleanly or was reset.
+        return {
+          ended: response.text().then(
+            (text) => ({ text, reset: false }),
+            () => ({ text: '', reset: true }),
+          ),
+        }
+      }),
+    )
+    const signalledAt = Date.now()
+    serving.kill('SIGTERM')
+    const ended = await Promise.all(streams.map((stream) => stream.ended))
+    for (const stream of ended) {
+      expect(stream.reset).toBe(false)
+      expect(stream.text).toContain('event: complete')
+    }
+    expect(await exited).toBe(0)
+    // Well inside the 10 s grace period the streams used to hold it for.
+    expect(Date.now() - signalledAt).toBeLessThan(5_000)
+  } finally {
+    if (serving.exitCode === null) serving.kill('SIGKILL')
+    await streamDatabase.drop()
+  }
+}, 90_000)

@@ -31,21 +31,48 @@ function nodeHeaders(answer: Response): OutgoingHttpHeaders {
 /** An event stream whose client has left this much unread is closed (as a WebSocket is, src/server/index.ts). */
 const MAX_STREAM_BUFFERED_BYTES = 16 * 1024 * 1024
 
-/** Writes an event stream as it comes; a client that stops reading is cut off rather than buffered for. */
-export async function streamAnswer(response: ServerResponse, answer: Response, headers: OutgoingHttpHeaders, logger: Logger) {
+/** The event that ends a GraphQL over SSE stream (graphql-sse's distinct connections mode, which yoga speaks). */
+const COMPLETE_EVENT = 'event: complete\ndata:\n\n'
+
+/**
+ * Writes an event stream as it comes; a client that stops reading is cut off rather than buffered for.
+ * `open` (the server's open streams) gets a function that ends this one cleanly, for a server that stops.
+ */
+export async function streamAnswer(
+  response: ServerResponse,
+  answer: Response,
+  headers: OutgoingHttpHeaders,
+  logger: Logger,
+  open: Set<() => void> = new Set(),
+) {
   response.writeHead(answer.status, headers)
   if (answer.body === null) return void response.end()
+  // At once, before the first event: the client knows its subscription is taken (Node holds headers back
+  // until a body is written, and the first event may be a block away).
+  response.flushHeaders()
   const reader = answer.body.getReader()
   response.once('close', () => void reader.cancel().catch(() => {}))
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done || response.destroyed) break
-    response.write(value)
-    if (response.writableLength > MAX_STREAM_BUFFERED_BYTES) {
-      logger.warn({ bufferedBytes: response.writableLength }, 'closing an event stream that does not read its events')
-      return void response.destroy()
-    }
+  let stopping = false
+  const stop = () => {
+    stopping = true
+    void reader.cancel().catch(() => {})
   }
+  open.add(stop)
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done || response.destroyed) break
+      response.write(value)
+      if (response.writableLength > MAX_STREAM_BUFFERED_BYTES) {
+        logger.warn({ bufferedBytes: response.writableLength }, 'closing an event stream that does not read its events')
+        return void response.destroy()
+      }
+    }
+  } finally {
+    open.delete(stop)
+  }
+  // The server stops: the subscription is over, and its client told so (not left to find a reset connection).
+  if (stopping && !response.destroyed) response.write(COMPLETE_EVENT)
   response.end()
 }
 
@@ -55,7 +82,15 @@ export async function streamAnswer(response: ServerResponse, answer: Response, h
  */
 export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
   const repeats = createRepeatLimiter()
-  return async function serveGraphql(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const open = new Set<() => void>()
+  return Object.assign(serveGraphql, {
+    /** Ends every open subscription stream, each with its `complete` event (the server stops). */
+    endStreams() {
+      for (const stop of [...open]) stop()
+    },
+  })
+
+  async function serveGraphql(request: IncomingMessage, response: ServerResponse): Promise<void> {
     let answer: Response
     try {
       answer = await graphql.handleNodeRequestAndResponse(request, response, { req: request, res: response })
@@ -67,7 +102,7 @@ export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
     }
     const headers = nodeHeaders(answer)
     const contentType = String(headers['content-type'] ?? '')
-    if (STREAMING_TYPES.some((type) => contentType.startsWith(type))) return streamAnswer(response, answer, headers, logger)
+    if (STREAMING_TYPES.some((type) => contentType.startsWith(type))) return streamAnswer(response, answer, headers, logger, open)
     let body = Buffer.from(await answer.arrayBuffer())
     const refusal = EMPTY_REFUSALS[answer.status]
     if (body.length === 0 && refusal !== undefined) {

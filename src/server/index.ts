@@ -447,6 +447,7 @@ export function createServer(config: ServerConfig) {
     async close(): Promise<void> {
       for (const client of sockets.clients) client.close(1001, 'server shutting down')
       sockets.close()
+      graphql.endStreams()
       const closed = new Promise<void>((resolve) => server.close(() => resolve()))
       server.closeIdleConnections()
       const timer = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS)
