@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino'
+import { loggableError } from './errors.js'
 
 export type { Logger }
 
@@ -33,4 +34,16 @@ export function createRepeatLimiter(intervalMs = 1_000) {
 /** The fields an unexpected error is logged with, and the kind a repeat limiter counts it as. */
 export function unexpectedErrorKind(logged: { name: string; code?: string | number }): string {
   return `${logged.name}:${logged.code ?? ''}`
+}
+
+/**
+ * Logs unexpected errors as `message`, each kind (message, name and code) at most once a second with how many
+ * went unlogged since, and never with more than `loggableError` keeps (no parameters, a bounded message).
+ */
+export function createUnexpectedErrorLog(logger: Logger) {
+  const repeats = createRepeatLimiter()
+  return function logUnexpected(error: unknown, message: string): void {
+    const err = loggableError(error)
+    repeats(`${message}:${unexpectedErrorKind(err)}`, (suppressed) => logger.error({ err, ...(suppressed > 0 && { suppressed }) }, message))
+  }
 }

@@ -1,11 +1,10 @@
 import type { Logger } from 'pino'
-import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
+import { createUnexpectedErrorLog } from '../logger.js'
 import { describeParamsError } from '../codecs/index.js'
 import {
   InvalidParamsError,
   InvalidRequestError,
   isFlashgateError,
-  loggableError,
   type JsonRpcErrorObject,
   MethodNotAllowedError,
   MethodNotFoundError,
@@ -92,14 +91,9 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const passThrough = config.passThrough ?? null
   const memo = config.memo ?? null
 
-  const repeats = createRepeatLimiter()
+  const logUnexpected = createUnexpectedErrorLog(logger)
   function failure(id: Id, error: unknown): JsonRpcResponse {
-    if (!isFlashgateError(error)) {
-      const err = loggableError(error)
-      repeats(unexpectedErrorKind(err), (suppressed) =>
-        logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unexpected error while serving a JSON-RPC call'),
-      )
-    }
+    if (!isFlashgateError(error)) logUnexpected(error, 'unexpected error while serving a JSON-RPC call')
     return { jsonrpc: '2.0', id, error: toJsonRpcError(error) }
   }
 

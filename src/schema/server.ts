@@ -5,8 +5,8 @@ import { maxTokensPlugin } from '@escape.tech/graphql-armor-max-tokens'
 import { GraphQLError } from 'graphql'
 import { createYoga, type GraphiQLOptions, maskError } from 'graphql-yoga'
 import type { Logger } from 'pino'
-import { loggableError, toGraphQLError } from '../errors.js'
-import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
+import { toGraphQLError } from '../errors.js'
+import { createUnexpectedErrorLog } from '../logger.js'
 import type { ChainEvents } from '../jsonrpc/subscriptions.js'
 import type { LogLimits, Resolvers } from '../resolvers/index.js'
 import type { GraphqlContext } from './builder.js'
@@ -79,7 +79,7 @@ export type GraphqlServerConfig = {
  */
 export function createGraphqlServer(config: GraphqlServerConfig) {
   const { resolvers, logger } = config
-  const repeats = createRepeatLimiter()
+  const logUnexpected = createUnexpectedErrorLog(logger)
   const log =
     (level: 'debug' | 'info' | 'warn' | 'error') =>
     (...args: unknown[]) =>
@@ -118,10 +118,7 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
         if (expected !== null) return new GraphQLError(expected.message, { nodes: located?.nodes, path: located?.path, extensions: expected.extensions })
         if (!isGraphQLError(original)) {
           // Never the error itself: a database error's message holds the statement and its parameters.
-          const err = loggableError(original)
-          repeats(unexpectedErrorKind(err), (suppressed) =>
-            logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unexpected error while serving GraphQL'),
-          )
+          logUnexpected(original, 'unexpected error while serving GraphQL')
         }
         return maskError(error, message, isDev)
       },

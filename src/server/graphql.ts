@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { loggableError } from '../errors.js'
-import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
+import { createUnexpectedErrorLog } from '../logger.js'
 import { sendCompressible } from '../http/compress.js'
 import { etagMatches } from '../http/etag.js'
 import type { GraphqlServer } from '../schema/server.js'
@@ -81,7 +80,7 @@ export async function streamAnswer(
  * accepts it, refusals given a body, the GraphiQL page an `ETag`; event streams written as they come.
  */
 export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
-  const repeats = createRepeatLimiter()
+  const logUnexpected = createUnexpectedErrorLog(logger)
   const open = new Set<() => void>()
   return Object.assign(serveGraphql, {
     /** Ends every open subscription stream, each with its `complete` event (the server stops). */
@@ -95,8 +94,7 @@ export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
     try {
       answer = await graphql.handleNodeRequestAndResponse(request, response, { req: request, res: response })
     } catch (error) {
-      const err = loggableError(error)
-      repeats(unexpectedErrorKind(err), (suppressed) => logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unexpected error while serving GraphQL'))
+      logUnexpected(error, 'unexpected error while serving GraphQL')
       const body = JSON.stringify({ errors: [{ message: 'Unexpected error.', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] })
       return sendCompressible(request, response, 500, body, { 'content-type': 'application/json' })
     }

@@ -16,7 +16,7 @@ import {
   toJsonRpcError,
   UnauthorizedError,
 } from '../errors.js'
-import { createRepeatLimiter, unexpectedErrorKind } from '../logger.js'
+import { createUnexpectedErrorLog } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
 import { readBody } from '../http/read-body.js'
 import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
@@ -187,7 +187,8 @@ export function createServer(config: ServerConfig) {
     logger,
   )
   const cors = createCors(config.corsOrigins ?? '*')
-  const endpointFailures = createRepeatLimiter()
+  // A database outage fails every key lookup, and a failure of one kind every request: logged once a second.
+  const logUnexpected = createUnexpectedErrorLog(logger)
   const redis = config.redis ?? null
   const cluster = config.cluster ?? null
   const rest = createRestHandler({ resolvers, logger, registrationRateLimit: config.registrationRateLimit, trustProxy, redis, cluster })
@@ -235,13 +236,7 @@ export function createServer(config: ServerConfig) {
    * request's id when a single request of modest size names one.
    */
   async function sendJsonRpcFailure(request: IncomingMessage, response: ServerResponse, error: unknown) {
-    if (!isFlashgateError(error)) {
-      const err = loggableError(error)
-      // Once a second per kind, not once per request: a database outage fails every key lookup.
-      endpointFailures(unexpectedErrorKind(err), (suppressed) =>
-        logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'could not resolve a JSON-RPC endpoint'),
-      )
-    }
+    if (!isFlashgateError(error)) logUnexpected(error, 'could not resolve a JSON-RPC endpoint')
     const failure = isFlashgateError(error) ? error : new InternalError()
     const body = request.method === 'POST' ? await readBody(request, MAX_ID_PROBE_BYTES).catch(() => '') : ''
     return sendJson(request, response, failure.httpStatus, { jsonrpc: '2.0', id: requestId(body), error: toJsonRpcError(failure) }, cors.headers(request))
@@ -345,10 +340,7 @@ export function createServer(config: ServerConfig) {
   }
 
   function failUnexpectedly(response: ServerResponse, request: IncomingMessage, error: unknown) {
-    const err = loggableError(error)
-    endpointFailures(`request:${unexpectedErrorKind(err)}`, (suppressed) =>
-      logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unhandled error in request'),
-    )
+    logUnexpected(error, 'unhandled error in request')
     if (!response.headersSent) void sendJson(request, response, 500, { jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) })
     else response.destroy()
   }
@@ -416,10 +408,7 @@ export function createServer(config: ServerConfig) {
           // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
           .then((reply) => reply.body !== null && send(serializeJsonRpc(reply.body)))
           .catch((error: unknown) => {
-            const err = loggableError(error)
-            endpointFailures(`websocket:${unexpectedErrorKind(err)}`, (suppressed) =>
-              logger.error({ err, ...(suppressed > 0 && { suppressed }) }, 'unhandled error on a WebSocket'),
-            )
+            logUnexpected(error, 'unhandled error on a WebSocket')
             // Answered all the same: a client waits for every request it sent.
             send(JSON.stringify({ jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) }))
           })
