@@ -242,8 +242,9 @@ test.skipIf(!serverInstalled)(
     await sleep(2_500)
     expect(await rpc(server!.dedicatedUrl, 'eth_blockNumber')).toEqual({ jsonrpc: '2.0', id: 1, result: head })
     expect((await rpc(server!.dedicatedUrl, 'eth_getBlockReceipts', [head])).result).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getBlockReceipts', [head]))
-    // An unknown key is still refused.
+    // A key the replica does not have is looked for on the primary (it may have been made a moment ago): with
+    // the primary down that cannot be told, and the answer is the database's failure, never the endpoint.
     const refused = await rpc(server!.dedicatedUrl.replace(/[^/]+$/, 'fg_unknown'), 'eth_blockNumber')
-    expect(refused.error?.code).toBeDefined()
+    expect(refused).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32603, message: 'internal error' } })
   },
 )

@@ -31,9 +31,7 @@ export function chooseDatabase(
   env: Record<string, string | undefined>,
 ): { databaseUrl: string; note: string | null } {
   const given = nonEmpty(flags['database-url']) ?? nonEmpty(env.DATABASE_URL)
-  const problem = given === undefined ? null : databaseUrlProblem(given)
-  if (problem !== null) throw new CommandLineError(`--database-url ${problem}`)
-  if (given !== undefined) return { databaseUrl: given, note: null }
+  if (given !== undefined) return { databaseUrl: openable(given), note: null }
   const dev = directoryHolder(pgliteDirectory(DEV_DATABASE_DIR)!)
   if (dev === null) return { databaseUrl: DEFAULT_DATABASE_URL, note: null }
   if (directoryHolder(pgliteDirectory(DEFAULT_DATABASE_URL)!) === null)
@@ -42,6 +40,13 @@ export function chooseDatabase(
       note: `the running flashgate dev's, as nothing runs on the default ${DEFAULT_DATABASE_URL}: --database-url ${DEFAULT_DATABASE_URL} for that one`,
     }
   return { databaseUrl: DEFAULT_DATABASE_URL, note: `the default: --database-url ${DEV_DATABASE_DIR} for the running flashgate dev's (pid ${dev.pid})` }
+}
+
+/** `url` when it names a database flashgate opens; a bad command line (exit 2) when it does not (`mysql://…`). */
+export function openable(url: string): string {
+  const problem = databaseUrlProblem(url)
+  if (problem !== null) throw new CommandLineError(`--database-url ${problem}`)
+  return url
 }
 
 /**

@@ -1,7 +1,6 @@
 import { checkDeployment, DEFAULT_DATABASE_URL, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { VERSION } from '../version.js'
-import { databaseUrlProblem } from '../db/urls.js'
-import { refuseHeldDirectory, wipeDevDatabase } from './databases.js'
+import { openable, refuseHeldDirectory, wipeDevDatabase } from './databases.js'
 import { fail } from './fail.js'
 import { CommandLineError, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, readDevCommandLine, readFlags } from './flags.js'
 import { listenForShutdown } from './shutdown.js'
@@ -55,9 +54,7 @@ async function main() {
       return (await import('./dev.js')).devnet(config, shutdown)
     }
     case 'migrate': {
-      const databaseUrl = flags['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL
-      const problem = databaseUrlProblem(databaseUrl)
-      if (problem !== null) throw new CommandLineError(`--database-url ${problem}`)
+      const databaseUrl = openable(flags['database-url'] ?? process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL)
       refuseHeldDirectory(databaseUrl)
       return (await import('./serve.js')).migrate(databaseUrl)
     }
