@@ -28,6 +28,12 @@ afterAll(async () => {
   await database?.drop()
 })
 
+/** `flashgate serve` on anvil, one process (no workers), as a child the test signals. */
+function spawnServe(port: number, databaseUrl: string, extra: string[], output: 'pipe' | 'ignore' = 'pipe'): ChildProcess {
+  const args = [CLI, 'serve', '--upstream-rpc', anvil.rpcUrl, '--database-url', databaseUrl, '--port', String(port), '--workers', '1', ...extra]
+  return spawn(process.execPath, args, { stdio: ['ignore', output, output] })
+}
+
 /** Reads a whole JSON answer off an HTTP response. */
 function collectAnswer(response: IncomingMessage, resolve: (answer: { status: number; body: unknown }) => void, reject: (error: Error) => void) {
   const chunks: Buffer[] = []
@@ -101,30 +107,16 @@ test('SIGTERM to `flashgate serve` mid-ingest with requests in flight: no new co
   const head = Number(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber'))
   const port = await freePort()
   let output = ''
-  child = spawn(
-    process.execPath,
-    [
-      CLI,
-      'serve',
-      '--upstream-rpc',
-      anvil.rpcUrl,
-      '--database-url',
-      database.databaseUrl,
-      '--port',
-      String(port),
-      '--start-block',
-      '0',
-      '--ingest-batch-size',
-      String(BATCH_SIZE),
-      '--public-rate-limit',
-      '0',
-      '--workers',
-      '1',
-      '--log-level',
-      'info',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  )
+  child = spawnServe(port, database.databaseUrl, [
+    '--start-block',
+    '0',
+    '--ingest-batch-size',
+    String(BATCH_SIZE),
+    '--public-rate-limit',
+    '0',
+    '--log-level',
+    'info',
+  ])
   child.stdout!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)))
   child.stderr!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)))
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
@@ -198,24 +190,7 @@ test('SIGTERM to `flashgate serve` mid-ingest with requests in flight: no new co
 test('SIGTERM with GraphQL subscriptions open: each stream ends at once with its complete event, and the process exits 0 without waiting out the grace period', async () => {
   const streamDatabase = await createTestDatabase()
   const port = await freePort()
-  const serving = spawn(
-    process.execPath,
-    [
-      CLI,
-      'serve',
-      '--upstream-rpc',
-      anvil.rpcUrl,
-      '--database-url',
-      streamDatabase.databaseUrl,
-      '--port',
-      String(port),
-      '--workers',
-      '1',
-      '--log-level',
-      'warn',
-    ],
-    { stdio: ['ignore', 'ignore', 'ignore'] },
-  )
+  const serving = spawnServe(port, streamDatabase.databaseUrl, ['--log-level', 'warn'], 'ignore')
   try {
     const exited = new Promise<number | null>((resolve) => serving.once('exit', (code) => resolve(code)))
     const url = `http://127.0.0.1:${port}`
