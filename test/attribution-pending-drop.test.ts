@@ -67,7 +67,11 @@ test('the leaderboard ranks a code on its confirmed and pending attributions tog
   const sender = DEV_ACCOUNTS[3]!
   const sendConfirmed = (code: string) =>
     rpc(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender.address, to: `0x${'78'.repeat(20)}`, data: attributionSuffix([code]), gas: '0xc350' }])
-  for (const code of [confirmedOnly, confirmedOnly, confirmedOnly, withPending]) await sendConfirmed(code)
+  let last = ''
+  for (const code of [confirmedOnly, confirmedOnly, confirmedOnly, withPending]) last = (await sendConfirmed(code)).result as string
+  // Mined (anvil's automine may seal after it answers the send), then indexed: the heads compared below are then
+  // the block that holds the last one, not the one before it.
+  await expect.poll(async () => (await rpc(anvil.rpcUrl, 'eth_getTransactionReceipt', [last])).result).not.toBeNull()
   const head = await waitForSameHead(gateway, anvil.rpcUrl)
   const pendingTransactions = await Promise.all(
     [0, 1, 2].map(async (nonce) => ({
