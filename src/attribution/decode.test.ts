@@ -3,7 +3,7 @@ import { Attribution } from 'ox/erc8021'
 import { Cbor } from 'ox'
 import { concat, type Hex, numberToHex, size } from 'viem'
 import { describe, expect, test } from 'vitest'
-import { attributionSuffix, decodeAttribution } from './decode.js'
+import { attributionSuffix, decodeAttribution, isAttributionCode } from './decode.js'
 import { BUILDER_CODE_PATTERN, generateBuilderCode } from './builder-code.js'
 
 const MARKER = '80218021802180218021802180218021'
@@ -25,6 +25,21 @@ describe('ERC-8021 vectors', () => {
   test('schema 1: codes with a custom registry (address, chain id 8453)', () => {
     const data = `${CALL}${'cc'.repeat(20)}210502626173656170702C6D6F7270686F0E01${MARKER}`
     expect(decodeAttribution(data)).toMatchObject({ codes: ['baseapp', 'morpho'], schemas: [1], suffixBytes: 20 + 2 + 1 + 14 + 1 + 1 + 16 })
+  })
+
+  test('schema 1: a chain id written zero-padded in any width (a 32-byte word, say) reads as ox reads it', () => {
+    const registry = `0x${'cc'.repeat(20)}` as Hex
+    const codes = Buffer.from('baseapp,morpho').toString('hex')
+    const suffixWith = (chainId: string) => `${CALL}${registry.slice(2)}${chainId}${(chainId.length / 2).toString(16).padStart(2, '0')}${codes}0e01${MARKER}`
+    for (const width of [2, 7, 8, 32]) {
+      const data = suffixWith('2105'.padStart(2 * width, '0'))
+      expect(Attribution.fromData(data as Hex)).toEqual({ codes: ['baseapp', 'morpho'], codeRegistry: { address: registry, chainId: 8453 }, id: 1 })
+      expect(decodeAttribution(data)).toMatchObject({ codes: ['baseapp', 'morpho'], schemas: [1], suffixBytes: 20 + width + 1 + 14 + 1 + 1 + 16 })
+    }
+    // A chain id past 2^53 is no number ox will give: it throws, and the suffix reads as none.
+    const unsafe = suffixWith('ff'.repeat(8))
+    expect(() => Attribution.fromData(unsafe as Hex)).toThrow()
+    expect(decodeAttribution(unsafe)).toBeNull()
   })
 
   test('schema 2: CBOR map with an app code', () => {
@@ -78,6 +93,45 @@ describe('ERC-8021 vectors', () => {
 
   test('upper-case hex reads the same', () => {
     expect(decodeAttribution(`${CALL}62617365617070070080218021802180218021802180218021`.toUpperCase().replace('0X', '0x'))?.codes).toEqual(['baseapp'])
+  })
+})
+
+describe('ox is the oracle', () => {
+  /** ox's codes of the outermost suffix, kept as flashgate keeps them (1–32 printable ASCII, each once); none when ox throws. */
+  function oxCodes(data: Hex): string[] {
+    let attribution: Attribution.Attribution | undefined
+    try {
+      attribution = Attribution.fromData(data)
+    } catch {
+      return []
+    }
+    if (attribution === undefined) return []
+    const codes = attribution.id === 2 ? [attribution.appCode, attribution.walletCode, ...(attribution.serviceCodes ?? [])] : [...(attribution.codes ?? [])]
+    return [...new Set(codes.filter((code): code is string => typeof code === 'string' && isAttributionCode(code)))]
+  }
+  const hex = (bytes: number) => randomBytes(bytes).toString('hex')
+  const byte = (value: number) => value.toString(16).padStart(2, '0')
+
+  test('2,000 random suffixes of schemas 0, 1 and 2 whose lengths fit the calldata: the codes ox reads', () => {
+    const words = ['baseapp', 'bc_k3v9x0qa', 'a', 'x'.repeat(32), 'morpho', '']
+    for (let round = 0; round < 2_000; round++) {
+      const codes = Array.from({ length: 1 + (round % 3) }, (_, index) => words[(round + index * 7) % words.length]!)
+      const codesHex = Buffer.from(codes.join(',')).toString('hex')
+      let suffix: string
+      if (round % 3 === 0) suffix = `${codesHex}${byte(codesHex.length / 2)}00${MARKER}`
+      else if (round % 3 === 1) {
+        const chainIdBytes = 1 + (round % 32)
+        // Half of them a small chain id zero-padded to the width, half random bytes (past 2^53 from 7 bytes on).
+        const chainId = round % 2 === 0 ? byte(round % 256).padStart(2 * chainIdBytes, '0') : hex(chainIdBytes)
+        suffix = `${hex(20)}${chainId}${byte(chainIdBytes)}${codesHex}${byte(codesHex.length / 2)}01${MARKER}`
+      } else {
+        const cbor = Cbor.encode({ a: codes[0], w: codes[1], s: codes.slice(2) }).slice(2)
+        suffix = `${cbor}${(cbor.length / 2).toString(16).padStart(4, '0')}02${MARKER}`
+      }
+      const data = `${CALL}${suffix}` as Hex
+      const decoded = decodeAttribution(data)
+      expect(decoded?.codes ?? [], data).toEqual(oxCodes(data))
+    }
   })
 })
 

@@ -14,9 +14,11 @@ const SCHEMA_ID_BYTES = 1
 const CODES_LENGTH_BYTES = 1
 /** Schema 1 prepends `registryAddress (20) ∥ chainId ∥ chainIdLength (1 byte)`. */
 const REGISTRY_ADDRESS_BYTES = 20
+/**
+ * The chain id may take any number of bytes, zero-padded or not (a 32-byte word, say): ox reads its value and
+ * throws when it is not a safe integer, so the value decides, not the length.
+ */
 const CHAIN_ID_LENGTH_BYTES = 1
-/** A chain id longer than this cannot be a JavaScript-safe number; such a registry is refused. */
-const MAX_CHAIN_ID_BYTES = 6
 /** Schema 2: `cbor ∥ cborLength (2 bytes) ∥ schemaId ∥ marker`. */
 const CBOR_LENGTH_BYTES = 2
 /**
@@ -87,7 +89,7 @@ function suffixLength(hex: string, end: number, schema: number): number | null {
     if (schema === 1) {
       if (available < length + CHAIN_ID_LENGTH_BYTES) return null
       const chainIdLength = byteAt(hex, end, length + CHAIN_ID_LENGTH_BYTES)
-      if (chainIdLength === 0 || chainIdLength > MAX_CHAIN_ID_BYTES) return null
+      if (chainIdLength === 0) return null
       length += CHAIN_ID_LENGTH_BYTES + chainIdLength + REGISTRY_ADDRESS_BYTES
     }
     return length <= available ? length : null
