@@ -90,7 +90,28 @@ export function createBlockResolvers({ db, chain, cache, pendingView, history }:
     return found.transactions[Number(index)] as RpcTransaction
   }
 
-  return { getBlock, blockNumberOf, pendingBlock, getBlockTransactionCount, getTransactionByBlockAndIndex }
+  /**
+   * `eth_getUncleCountByBlockNumber` (and ByHash): the length of the block's own `uncles` (the stored header keeps
+   * it as the node sent it; 0 after the merge and on OP chains, a pending block has none), naming the same block
+   * as `getBlock` at every tag; `null` for an unknown block, as geth and reth answer (anvil errs with -32001).
+   */
+  async function getUncleCount({ block }: { block: BlockSelector }): Promise<Hex | null> {
+    const found = await getBlock({ block, includeTransactions: false })
+    return found === null ? null : toHex(found.uncles?.length ?? 0)
+  }
+
+  /**
+   * `eth_getUncleByBlockNumberAndIndex` (and BlockHashAndIndex): `null` for an unknown block or an index past its
+   * `uncles`, from the index. The index keeps no uncle headers, so one that exists is asked of the upstream by
+   * the hash of the block the index resolved (a pre-merge chain's; the same block whatever the node's head).
+   */
+  async function getUncleByBlockAndIndex({ block, index }: { block: BlockSelector; index: bigint }): Promise<RpcBlock | null> {
+    const found = await getBlock({ block, includeTransactions: false })
+    if (found === null || found.hash === null || index >= BigInt(found.uncles?.length ?? 0)) return null
+    return history.uncle(found.hash, index)
+  }
+
+  return { getBlock, blockNumberOf, pendingBlock, getBlockTransactionCount, getTransactionByBlockAndIndex, getUncleCount, getUncleByBlockAndIndex }
 }
 
 export type TransactionLookup = { hash: Hash }

@@ -119,6 +119,17 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
       const params = [{ ...filter, fromBlock: toQuantity(fromNumber), toBlock: toQuantity(toNumber) }]
       return ask<unknown[]>('eth_getLogs', params, { maxResponseBytes: maxBytes })
     },
+    /**
+     * The header of a block's uncle, which the index does not keep: the upstream's, asked by the hash of the
+     * block that names it (so it is the same answer whatever the upstream's head). Cached: it never changes.
+     */
+    async uncle(blockHash: Hash, index: bigint): Promise<RpcBlock | null> {
+      return cache.remember(
+        `uncle:${blockHash.toLowerCase()}:${index}`,
+        () => ask<RpcBlock | null>('eth_getUncleByBlockHashAndIndex', [blockHash, toQuantity(index)]),
+        blockBytes,
+      )
+    },
     refusal,
   }
 }

@@ -187,6 +187,8 @@ export function createResolvers(config: ResolversConfig) {
     pendingBlock: blocks.pendingBlock,
     getBlockTransactionCount: blocks.getBlockTransactionCount,
     getTransactionByBlockAndIndex: blocks.getTransactionByBlockAndIndex,
+    getUncleCount: blocks.getUncleCount,
+    getUncleByBlockAndIndex: blocks.getUncleByBlockAndIndex,
     getTransaction: transactions.getTransaction,
     getBlockReceipts: receipts.getBlockReceipts,
     getTransactionReceipt: receipts.getTransactionReceipt,

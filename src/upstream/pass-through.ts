@@ -27,10 +27,6 @@ export const PASS_THROUGH_METHODS: ReadonlySet<string> = new Set([
   'eth_getProof',
   'eth_sendRawTransaction',
   'eth_syncing',
-  'eth_getUncleCountByBlockHash',
-  'eth_getUncleCountByBlockNumber',
-  'eth_getUncleByBlockHashAndIndex',
-  'eth_getUncleByBlockNumberAndIndex',
   'net_listening',
   'web3_sha3',
 ])

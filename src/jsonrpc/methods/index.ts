@@ -12,6 +12,10 @@ import { eth_getBlockTransactionCountByHash } from './eth_getBlockTransactionCou
 import { eth_getBlockTransactionCountByNumber } from './eth_getBlockTransactionCountByNumber.js'
 import { eth_getTransactionByBlockHashAndIndex } from './eth_getTransactionByBlockHashAndIndex.js'
 import { eth_getTransactionByBlockNumberAndIndex } from './eth_getTransactionByBlockNumberAndIndex.js'
+import { eth_getUncleByBlockHashAndIndex } from './eth_getUncleByBlockHashAndIndex.js'
+import { eth_getUncleByBlockNumberAndIndex } from './eth_getUncleByBlockNumberAndIndex.js'
+import { eth_getUncleCountByBlockHash } from './eth_getUncleCountByBlockHash.js'
+import { eth_getUncleCountByBlockNumber } from './eth_getUncleCountByBlockNumber.js'
 import { eth_getBlockReceipts } from './eth_getBlockReceipts.js'
 import { eth_getLogs } from './eth_getLogs.js'
 import { eth_uninstallFilter } from './eth_uninstallFilter.js'
@@ -43,6 +47,10 @@ export const methods: Record<string, MethodDefinition> = {
   eth_getBlockTransactionCountByNumber,
   eth_getTransactionByBlockHashAndIndex,
   eth_getTransactionByBlockNumberAndIndex,
+  eth_getUncleCountByBlockHash,
+  eth_getUncleCountByBlockNumber,
+  eth_getUncleByBlockHashAndIndex,
+  eth_getUncleByBlockNumberAndIndex,
   eth_getBlockReceipts,
   eth_getLogs,
   eth_uninstallFilter,
