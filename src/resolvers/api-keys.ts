@@ -13,11 +13,17 @@ const KEY_PREFIX = 'fg_'
 /** Characters of a key kept in plain text to tell keys apart in listings. */
 const DISPLAY_PREFIX_LENGTH = 10
 /**
- * A key's record is cached this long per process: a revocation takes effect everywhere within it. With
- * Redis, a revocation is announced and every process drops its cache at once; the TTL is the bound when
- * Redis is down or a message is lost.
+ * A key's record is given from the cache for at most this long after it was read: a revocation takes effect
+ * everywhere within it. With Redis, a revocation is announced and every process drops its cache at once; this
+ * is the bound when Redis is down or a message is lost.
  */
-const KEY_CACHE_TTL_MS = 2_000
+export const KEY_CACHE_TTL_MS = 2_000
+/**
+ * A record older than this is read again in the background while it is still given, so that a key in steady
+ * use is never waited on: before, every request arriving in the millisecond or two after a record expired
+ * missed the cache and sent a query of its own (tens of the same query, every 2 s, per busy key).
+ */
+export const KEY_REFRESH_AFTER_MS = 1_500
 const KEY_CACHE_MAX_ENTRIES = 10_000
 /** The Redis channel on which a revocation is announced to every process of the deployment. */
 const API_KEYS_REVOKED_CHANNEL = 'api-keys:revoked'
@@ -57,12 +63,15 @@ function toRecord(row: typeof schema.apiKeys.$inferSelect): ApiKeyRecord {
  */
 export function createApiKeyResolvers({ db, readDb = db, redis = null }: { db: Db; readDb?: Db; redis?: SharedRedis | null }) {
   // Unknown keys are cached too (as `null`), so that a flood of made-up keys costs no queries.
-  const cache = new LRUCache<string, { record: ApiKeyRecord | null }>({ max: KEY_CACHE_MAX_ENTRIES, ttl: KEY_CACHE_TTL_MS })
+  const cache = new LRUCache<string, { record: ApiKeyRecord | null; readAt: number }>({ max: KEY_CACHE_MAX_ENTRIES })
+  /** Reads under way, by key: the requests that need one key's record at once share one query. */
+  const reading = new Map<string, Promise<ApiKeyRecord | null>>()
   // Bumped at each revocation: a look-up that read the database before it does not cache what it read.
   let generation = 0
   function forgetKeys() {
     generation++
     cache.clear()
+    reading.clear()
   }
   redis?.subscribe(API_KEYS_REVOKED_CHANNEL, forgetKeys)
 
@@ -102,10 +111,30 @@ export function createApiKeyResolvers({ db, readDb = db, redis = null }: { db: D
     return rows[0] === undefined ? null : toRecord(rows[0])
   }
 
-  /** The record of a live key, or `null` for a key that is unknown or revoked: at once when it is cached. */
+  /**
+   * The record of a live key, or `null` for a key that is unknown or revoked: at once when it was read less
+   * than `KEY_CACHE_TTL_MS` ago (and read again in the background past `KEY_REFRESH_AFTER_MS`), else once the
+   * one read of it under way ends.
+   */
   function lookupApiKey(key: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> {
     const cached = cache.get(key)
-    return cached !== undefined ? cached.record : readApiKey(key)
+    if (cached === undefined) return readOnce(key)
+    const age = performance.now() - cached.readAt
+    if (age >= KEY_CACHE_TTL_MS) return readOnce(key)
+    if (age >= KEY_REFRESH_AFTER_MS && !reading.has(key))
+      // A failed refresh changes nothing: the record is given until it expires, and then read in the foreground.
+      readOnce(key).catch(() => {})
+    return cached.record
+  }
+
+  function readOnce(key: string): Promise<ApiKeyRecord | null> {
+    const under = reading.get(key)
+    if (under !== undefined) return under
+    const read = readApiKey(key).finally(() => {
+      if (reading.get(key) === read) reading.delete(key)
+    })
+    reading.set(key, read)
+    return read
   }
 
   const keyRow = (from: Db, key: string) =>
@@ -121,10 +150,12 @@ export function createApiKeyResolvers({ db, readDb = db, redis = null }: { db: D
    * the primary is away; a key the replica does not have yet (made a moment ago) is looked for on the primary.
    */
   async function readApiKey(key: string): Promise<ApiKeyRecord | null> {
-    const readAt = generation
+    const startedIn = generation
+    const readAt = performance.now()
     const row = (await keyRow(readDb, key)) ?? (readDb === db ? undefined : await keyRow(db, key))
     const record = row === undefined || row.revokedAt !== null ? null : toRecord(row)
-    if (generation === readAt) cache.set(key, { record })
+    // Dated from when the read began: no record is given longer than KEY_CACHE_TTL_MS after the database said it.
+    if (generation === startedIn) cache.set(key, { record, readAt })
     return record
   }
 
