@@ -101,6 +101,12 @@ const EMPTY_FIGURES: AttributionFigures = {
 type PendingAttribution = { block: PendingBlock; action: AttributedAction }
 
 /**
+ * Ties on the leaderboard go by code point, as `collate "C"` orders them in SQL, where the confirmed top is cut
+ * at the limit: by locale (`_` before digits, `a` before `B`) a longer list would not begin with a shorter one.
+ */
+const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+/**
  * Attribution analytics (DESIGN.md §7), shared by REST and GraphQL. Confirmed figures come from the
  * `attributions` rows the ingester writes; pending ones are counted from the pre-confirmed blocks in memory
  * (never stored). Both are taken against one head, so that a transaction is counted in exactly one of them
@@ -347,7 +353,7 @@ export function createAttributionResolvers({
         from ${schema.attributions}
         where ${schema.attributions.blockNumber} <= ${head} and ${where}
         group by ${schema.attributions.code}
-        order by count(*) desc, code
+        order by count(*) desc, code collate "C"
         ${most === null ? sql`` : sql`limit ${most}`}`)
     const rows = await confirmedFigures(sql`true`, limit)
     const pendingByCode = new Map<string, number>()
@@ -383,7 +389,7 @@ export function createAttributionResolvers({
       })
     }
     const total = (entry: LeaderboardEntry) => entry.transactions + entry.userOperations + entry.pendingTransactions
-    const ranked = entries.sort((a, b) => total(b) - total(a) || a.builderCode.localeCompare(b.builderCode)).slice(0, limit)
+    const ranked = entries.sort((a, b) => total(b) - total(a) || byCodePoint(a.builderCode, b.builderCode)).slice(0, limit)
     const statuses = await registry.registryStatuses(ranked.map((entry) => entry.builderCode))
     for (const entry of ranked) entry.onChain = statuses?.get(entry.builderCode) ?? null
     return ranked
