@@ -184,4 +184,24 @@ describe('GraphQL builderCode errors', () => {
     await expectError(`{ builderCode(code: "${codes[0]}") { stats(interval: WEEK) { head } } }`, 'GRAPHQL_VALIDATION_FAILED', /WEEK/)
     await expectError(`{ builderCodes(limit: 101) { code } }`, 'BAD_USER_INPUT', /limit/)
   })
+
+  test('a mixed-case address with a wrong EIP-55 checksum is BAD_USER_INPUT wherever an Address is taken, as REST answers 400', async () => {
+    const wallet = DEV_ACCOUNTS[1]!.address
+    // One letter's case flipped: still mixed case, no longer the checksum.
+    const letter = wallet.slice(2).search(/[a-fA-F]/) + 2
+    const flipped = wallet[letter]!
+    const misspelled = `${wallet.slice(0, letter)}${flipped === flipped.toLowerCase() ? flipped.toUpperCase() : flipped.toLowerCase()}${wallet.slice(letter + 1)}`
+    expect((await getJson(`/v1/agents/builder-codes/${misspelled}`)).status).toBe(400)
+    await expectError(`{ builderCode(wallet: "${misspelled}") { code } }`, 'BAD_USER_INPUT', /Address.*EIP-55 checksum/)
+    await expectError(`query ($wallet: Address) { builderCode(wallet: $wallet) { code } }`, 'BAD_USER_INPUT', /EIP-55 checksum/, { wallet: misspelled })
+    await expectError(`{ account(address: "${misspelled}") { balance } }`, 'BAD_USER_INPUT', /EIP-55 checksum/)
+    await expectError(`{ logs(filter: { addresses: ["${misspelled}"] }) { nodes { address } } }`, 'BAD_USER_INPUT', /EIP-55 checksum/)
+    // Lower and upper case carry no checksum: the same wallet, as in REST.
+    for (const spelling of [wallet, wallet.toLowerCase(), `0x${wallet.slice(2).toUpperCase()}`]) {
+      expect((await getJson(`/v1/agents/builder-codes/${spelling}`)).body.builderCode, spelling).toBe(codes[0])
+      const answer = await graphql(`query ($wallet: Address) { builderCode(wallet: $wallet) { code wallet } }`, { wallet: spelling })
+      expect(answer.errors, spelling).toBeUndefined()
+      expect(answer.data!.builderCode, spelling).toEqual({ code: codes[0], wallet })
+    }
+  })
 })

@@ -2,7 +2,7 @@
  * Wire codecs, defined once as zod schemas and used by JSON-RPC, GraphQL and REST alike (STYLE.md §3).
  * Hex on the wire, bigint inside: https://ethereum.org/en/developers/docs/apis/json-rpc/#hex-encoding
  */
-import { type Address, type Hash, type Hex, checksumAddress } from 'viem'
+import { type Address, type Hash, type Hex, isAddress } from 'viem'
 import { z } from 'zod'
 import { isAttributionCode } from '../attribution/index.js'
 
@@ -58,6 +58,29 @@ function fixedHex<type extends Hex>(bytes: number, typeName: string, what: strin
 
 /** 20-byte address, any case; normalised to lower case (checksums are not enforced on reads, like geth). */
 export const address = fixedHex<Address>(20, 'common.Address', 'address')
+
+/**
+ * Whether a 20-byte hex address is all lower-case, all upper-case (neither carries a checksum) or EIP-55
+ * checksummed: mixed case with a wrong checksum is likely mistyped. https://eips.ethereum.org/EIPS/eip-55
+ */
+export function hasValidChecksum(value: string): boolean {
+  const body = value.slice(2)
+  return body === body.toUpperCase() || isAddress(`0x${body}`, { strict: true })
+}
+
+const BAD_CHECKSUM = 'mixed case but an invalid EIP-55 checksum'
+
+/**
+ * `address`, refusing a mixed-case address whose EIP-55 checksum is wrong: GraphQL's `Address` input, which
+ * has no node's behaviour to match (JSON-RPC's `address` follows geth and ignores checksums).
+ */
+export const checkedAddress = z
+  .unknown()
+  .superRefine((value, context) => {
+    if (typeof value === 'string' && fixedHexProblem(value, 20, 'common.Address', 'address') === null && !hasValidChecksum(value))
+      context.addIssue({ code: 'custom', message: `address has ${BAD_CHECKSUM}` })
+  })
+  .pipe(address)
 
 /** 32-byte hash or topic, normalised to lower case. */
 export const hash = fixedHex<Hash>(32, 'common.Hash', 'hash')
@@ -336,13 +359,7 @@ export function describeParamsError(error: z.ZodError, params?: unknown): string
 export const walletAddress = z
   .string({ error: 'walletAddress must be a string' })
   .regex(/^0x[0-9a-fA-F]{40}$/, { error: 'walletAddress must be a 0x-prefixed 20-byte hex address' })
-  .refine(
-    (value) => {
-      const body = value.slice(2)
-      return body === body.toLowerCase() || body === body.toUpperCase() || checksumAddress(value as Address) === value
-    },
-    { error: 'walletAddress has mixed case but an invalid EIP-55 checksum' },
-  )
+  .refine(hasValidChecksum, { error: `walletAddress has ${BAD_CHECKSUM}` })
   .transform((value) => value.toLowerCase() as Address)
 
 /** An attribution code as recorded from calldata: 1–32 printable ASCII characters without a comma. */

@@ -1,5 +1,5 @@
 import type { Address } from 'viem'
-import { attributionCode, SERIES_INTERVALS, type SeriesInterval, walletAddress } from '../codecs/index.js'
+import { attributionCode, SERIES_INTERVALS, type SeriesInterval } from '../codecs/index.js'
 import { InternalError } from '../errors.js'
 import { DEFAULT_LEADERBOARD_SIZE, DEFAULT_SERIES_POINTS, MAX_LEADERBOARD_SIZE, MAX_SERIES_POINTS } from '../resolvers/attribution.js'
 import type { AttributionFigures as Figures, BuilderCodeStats as Stats, LeaderboardEntry, RegistryStatus, Resolvers, SeriesPoint } from '../resolvers/index.js'
@@ -194,7 +194,8 @@ builder.queryFields((t) => ({
       'A builder code by the wallet that registered it or by the code itself (exactly one). `null` for a wallet without a code, or ' +
       'a code neither registered here nor seen on chain.',
     args: {
-      wallet: t.arg({ type: 'Address', validate: { schema: walletAddress } }),
+      // The `Address` scalar refuses a mixed-case address with a wrong checksum, as registration does.
+      wallet: t.arg({ type: 'Address' }),
       code: t.arg.string({ validate: { schema: attributionCode } }),
     },
     validate: [

@@ -1,6 +1,6 @@
 import { GraphQLError } from 'graphql'
 import { z } from 'zod'
-import { address, hash, hexData } from '../codecs/index.js'
+import { checkedAddress, hash, hexData } from '../codecs/index.js'
 import { builder } from './builder.js'
 
 /** Unsigned integers up to 256 bits, as decimal strings (JSON numbers lose precision past 2^53). */
@@ -41,9 +41,11 @@ function parseWith<output>(codec: z.ZodType<output>, scalar: string) {
 }
 
 builder.scalarType('Address', {
-  description: 'A 20-byte address, 0x-prefixed hex (any case on input, as the node reports it on output).',
+  description:
+    'A 20-byte address, 0x-prefixed hex, as the node reports it on output. On input all lower-case, all upper-case or EIP-55 ' +
+    'checksummed: mixed case with a wrong checksum is refused (BAD_USER_INPUT).',
   serialize: (value) => value,
-  parseValue: parseWith(address, 'Address'),
+  parseValue: parseWith(checkedAddress, 'Address'),
 })
 
 builder.scalarType('Hash', {
