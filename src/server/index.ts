@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
 import {
+  ApiError,
   type FlashgateError,
   HttpMethodNotAllowedError,
   InternalError,
@@ -130,6 +131,20 @@ function refuseClientError(error: NodeJS.ErrnoException, socket: Socket) {
   socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
 }
 
+/** `Expect` other than `100-continue`, the one expectation HTTP defines (RFC 9110 §10.1.1). */
+class ExpectationFailedError extends ApiError {
+  override readonly name = 'ExpectationFailedError'
+  override readonly code = -32600
+  override readonly httpStatus = 417
+  override readonly restStatus = 417
+  override readonly restCode = 'expectation_failed'
+  constructor(expectation: string) {
+    super(`the only expectation served is 100-continue, not ${JSON.stringify(expectation)}; send the request without it`)
+    // Whether the client sends its body after a 417 is its choice: the connection cannot carry another request.
+    this.headers.connection = 'close'
+  }
+}
+
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
 /** REST's paths (src/rest). */
 const REST_PATH_PREFIX = '/v1/'
@@ -139,6 +154,10 @@ const NOTHING_TO_ADMIT = Object.freeze({})
 const JSON_FOR_ANY_ORIGIN: Readonly<Record<string, string>> = Object.freeze({ 'content-type': 'application/json', 'access-control-allow-origin': '*' })
 
 const DEDICATED_PATH_PREFIX = '/rpc/'
+
+function isJsonRpcPath(path: string): boolean {
+  return JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX)
+}
 
 /** Who is calling through which endpoint: the policy, the rate-limit bucket and that bucket's rate. */
 type Endpoint = { policy: Policy; jsonRpc: JsonRpcHandler; client: string; rate: number }
@@ -345,6 +364,13 @@ export function createServer(config: ServerConfig) {
     else response.destroy()
   }
 
+  /** Refused before routing: in the JSON-RPC shape on a JSON-RPC path, the REST shape elsewhere. */
+  function refuseRequest(request: IncomingMessage, response: ServerResponse, error: FlashgateError) {
+    if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
+    if (isJsonRpcPath(pathOf(request.url))) return sendJsonRpcError(request, response, error, cors.headers(request))
+    return sendHttpError(request, response, error)
+  }
+
   const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES, ServerResponse: metrics.Response }, (request, response) => {
     const path = pathOf(request.url)
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
@@ -357,6 +383,10 @@ export function createServer(config: ServerConfig) {
     if (routed instanceof Promise) routed.catch((error: unknown) => failUnexpectedly(response, request, error))
   })
   server.on('clientError', refuseClientError)
+  // Node answers any other expectation with an empty 417.
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
+    refuseRequest(request, response, new ExpectationFailedError(request.headers.expect ?? '')),
+  )
   server.keepAliveTimeout = 65_000
 
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.

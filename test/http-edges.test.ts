@@ -1,0 +1,116 @@
+import { once } from 'node:events'
+import { connect, type Socket } from 'node:net'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
+
+/** The public endpoint's body cap in this suite. */
+const PUBLIC_MAX_BODY = 64 * 1024
+
+const call = (method: string, params: unknown[] = [], id: unknown = 1) => JSON.stringify({ jsonrpc: '2.0', id, method, params })
+const CHAIN_ID = call('eth_chainId')
+
+type Answer = { status: number; headers: Record<string, string>; body: string }
+
+/** The answers in the bytes a connection received, in order (1xx included, with no body). */
+function parseAnswers(text: string): Answer[] {
+  const answers: Answer[] = []
+  let rest = text
+  while (rest.length > 0) {
+    const end = rest.indexOf('\r\n\r\n')
+    if (end === -1) throw new Error(`an incomplete head: ${JSON.stringify(rest.slice(0, 200))}`)
+    const [statusLine, ...fields] = rest.slice(0, end).split('\r\n')
+    const status = Number(statusLine!.split(' ')[1])
+    const headers = Object.fromEntries(fields.map((field) => [field.slice(0, field.indexOf(':')).toLowerCase(), field.slice(field.indexOf(':') + 1).trim()]))
+    rest = rest.slice(end + 4)
+    let body = ''
+    if (status >= 200 && headers['transfer-encoding'] === 'chunked') {
+      for (;;) {
+        const line = rest.indexOf('\r\n')
+        const size = Number.parseInt(rest.slice(0, line), 16)
+        body += rest.slice(line + 2, line + 2 + size)
+        rest = rest.slice(line + 2 + size + 2)
+        if (size === 0) break
+      }
+    } else if (status >= 200) {
+      const length = Number(headers['content-length'] ?? rest.length)
+      body = rest.slice(0, length)
+      rest = rest.slice(length)
+    }
+    answers.push({ status, headers, body })
+  }
+  return answers
+}
+
+/** A raw connection to the gateway: what is written goes on the wire as it is; what comes back is kept. */
+async function openConnection(url: string) {
+  const socket: Socket = connect(Number(new URL(url).port), '127.0.0.1')
+  await once(socket, 'connect')
+  let received = ''
+  socket.setEncoding('latin1')
+  socket.on('data', (chunk: string) => {
+    received += chunk
+  })
+  socket.on('error', () => {})
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+  return {
+    socket,
+    get received() {
+      return received
+    },
+    /** Waits until what came back satisfies `done` (or the connection closes), at most `timeoutMs`. */
+    async until(done: (text: string) => boolean, timeoutMs = 5_000): Promise<string> {
+      const deadline = Date.now() + timeoutMs
+      while (!done(received) && !socket.destroyed && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+      return received
+    },
+    closed,
+  }
+}
+
+/** Sends `text` on a fresh connection and returns the answers received until the server closes it. */
+async function exchange(url: string, text: string | Buffer): Promise<Answer[]> {
+  const connection = await openConnection(url)
+  connection.socket.write(text)
+  await Promise.race([connection.closed, new Promise((resolve) => setTimeout(resolve, 10_000))])
+  connection.socket.destroy()
+  return parseAnswers(connection.received)
+}
+
+function head(method: string, path: string, headers: Record<string, string | number>): string {
+  return `${method} ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('')}\r\n`
+}
+
+describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
+  let anvil: Anvil
+  let database: TestDatabase
+  let gateway: TestGateway
+
+  beforeAll(async () => {
+    anvil = await startAnvil()
+    database = await createTestDatabase()
+    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, publicMaxBody: PUBLIC_MAX_BODY })
+    await gateway.ingester.waitForBlock(0)
+  }, 120_000)
+
+  afterAll(async () => {
+    await gateway?.stop()
+    await anvil?.stop()
+    await database?.drop()
+  })
+
+  test('an expectation other than 100-continue is a 417 with a JSON body, in the JSON-RPC shape on a JSON-RPC path', async () => {
+    const headers = { expect: '42-foo', 'content-type': 'application/json', 'content-length': Buffer.byteLength(CHAIN_ID) }
+    const [rpcAnswer] = await exchange(gateway.url, head('POST', '/', headers) + CHAIN_ID)
+    expect(rpcAnswer!.status).toBe(417)
+    expect(rpcAnswer!.headers['content-type']).toBe('application/json')
+    expect(rpcAnswer!.headers.connection).toBe('close')
+    expect(JSON.parse(rpcAnswer!.body)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringContaining('100-continue') } })
+    const [restAnswer] = await exchange(gateway.url, head('POST', '/v1/agents/builder-codes', headers) + CHAIN_ID)
+    expect(restAnswer!.status).toBe(417)
+    expect(JSON.parse(restAnswer!.body)).toEqual({ error: { code: 'expectation_failed', message: expect.stringContaining('"42-foo"') } })
+  })
+})
