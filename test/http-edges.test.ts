@@ -1,4 +1,5 @@
 import { once } from 'node:events'
+import { request as httpRequest } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
@@ -7,6 +8,10 @@ import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
 
 /** The public endpoint's body cap in this suite. */
 const PUBLIC_MAX_BODY = 64 * 1024
+/** The dedicated endpoints' body cap (`--max-body`'s default). */
+const DEDICATED_MAX_BODY = 5 * 1024 * 1024
+/** What the registration route reads of a body (src/rest). */
+const REGISTRATION_MAX_BODY = 4 * 1024
 
 const call = (method: string, params: unknown[] = [], id: unknown = 1) => JSON.stringify({ jsonrpc: '2.0', id, method, params })
 const CHAIN_ID = call('eth_chainId')
@@ -88,12 +93,14 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
   let anvil: Anvil
   let database: TestDatabase
   let gateway: TestGateway
+  let path: string
 
   beforeAll(async () => {
     anvil = await startAnvil()
     database = await createTestDatabase()
     gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, publicMaxBody: PUBLIC_MAX_BODY })
     await gateway.ingester.waitForBlock(0)
+    path = new URL(gateway.dedicatedUrl).pathname
   }, 120_000)
 
   afterAll(async () => {
@@ -112,5 +119,69 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
     const [restAnswer] = await exchange(gateway.url, head('POST', '/v1/agents/builder-codes', headers) + CHAIN_ID)
     expect(restAnswer!.status).toBe(417)
     expect(JSON.parse(restAnswer!.body)).toEqual({ error: { code: 'expectation_failed', message: expect.stringContaining('"42-foo"') } })
+  })
+
+  test('Expect: 100-continue with a declared body over the cap gets the 413 and no 100 Continue, on every endpoint', async () => {
+    for (const [target, length, shape] of [
+      ['/', PUBLIC_MAX_BODY + 1, 'json-rpc'],
+      [path, DEDICATED_MAX_BODY + 1, 'json-rpc'],
+      ['/v1/agents/builder-codes', REGISTRATION_MAX_BODY + 1, 'rest'],
+    ] as const) {
+      const connection = await openConnection(gateway.url)
+      // The client sends the head only, and waits for a 100 before it sends the body (as curl does).
+      connection.socket.write(head('POST', target, { expect: '100-continue', 'content-type': 'application/json', 'content-length': length }))
+      await connection.until((text) => /\r\n\r\n.*[}\]]$/s.test(text))
+      connection.socket.destroy()
+      expect(connection.received, target).not.toContain('100 Continue')
+      const [answer, ...others] = parseAnswers(connection.received)
+      expect(others).toEqual([])
+      expect(answer!.status, target).toBe(413)
+      expect(answer!.headers.connection).toBe('close')
+      if (shape === 'json-rpc')
+        expect(JSON.parse(answer!.body)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${length - 1} bytes` } })
+      else expect(JSON.parse(answer!.body)).toEqual({ error: { code: 'payload_too_large', message: `request body exceeds ${length - 1} bytes` } })
+    }
+  })
+
+  test('Expect: 100-continue with a body within the cap gets the 100 before it sends, then the answer, on one connection', async () => {
+    // A 2 KB body: curl sends `Expect: 100-continue` for bodies over 1 KB (and over 1 MB since 8.x).
+    const padded = call('eth_chainId', [], 'padded').replace('"params":[]', `"params":[],"padding":"${'x'.repeat(2048)}"`)
+    const graphqlBody = JSON.stringify({ query: '{ __typename }' })
+    for (const [target, body, expected] of [
+      ['/', padded, { jsonrpc: '2.0', id: 'padded', result: '0x7a69' }],
+      [path, CHAIN_ID, { jsonrpc: '2.0', id: 1, result: '0x7a69' }],
+      ['/graphql', graphqlBody, { data: { __typename: 'Query' } }],
+    ] as const) {
+      const connection = await openConnection(gateway.url)
+      const headers = { expect: '100-continue', 'content-type': 'application/json', accept: 'application/json', 'content-length': Buffer.byteLength(body) }
+      connection.socket.write(head('POST', target, headers))
+      expect(await connection.until((text) => text.includes('\r\n\r\n'))).toBe('HTTP/1.1 100 Continue\r\n\r\n')
+      connection.socket.write(body)
+      // The connection carries another request after it.
+      connection.socket.write(head('GET', '/healthz', { connection: 'close' }))
+      await connection.closed
+      const [informational, answer, next] = parseAnswers(connection.received)
+      expect(informational!.status).toBe(100)
+      expect(answer!.status, target).toBe(200)
+      expect(JSON.parse(answer!.body)).toEqual(expected)
+      expect(JSON.parse(next!.body)).toEqual({ status: 'ok' })
+    }
+    // Node's own client waits for the 100 too.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const request = httpRequest(
+        gateway.url,
+        { method: 'POST', headers: { 'content-type': 'application/json', expect: '100-continue' }, agent: false },
+        (response) => {
+          let text = ''
+          response.on('data', (chunk: Buffer) => {
+            text += chunk
+          })
+          response.on('end', () => resolve(text))
+        },
+      )
+      request.on('continue', () => request.end(padded))
+      request.on('error', reject)
+    })
+    expect(JSON.parse(answer)).toEqual({ jsonrpc: '2.0', id: 'padded', result: '0x7a69' })
   })
 })

@@ -19,7 +19,7 @@ import {
 } from '../errors.js'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
-import { readBody } from '../http/read-body.js'
+import { continueWhenRead, readBody } from '../http/read-body.js'
 import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
@@ -387,6 +387,11 @@ export function createServer(config: ServerConfig) {
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
     refuseRequest(request, response, new ExpectationFailedError(request.headers.expect ?? '')),
   )
+  // Node would send the 100 at once, before the handler could refuse the body; it goes when the body is read.
+  server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+    continueWhenRead(request, response)
+    server.emit('request', request, response)
+  })
   server.keepAliveTimeout = 65_000
 
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
