@@ -2,9 +2,11 @@ import { once } from 'node:events'
 import { request as httpRequest } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import WebSocket from 'ws'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
 /** The public endpoint's body cap in this suite. */
 const PUBLIC_MAX_BODY = 64 * 1024
@@ -87,6 +89,23 @@ function head(method: string, path: string, headers: Record<string, string | num
   return `${method} ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(headers)
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join('')}\r\n`
+}
+
+/** A WebSocket handshake's refusal: its status, headers and body. */
+function refusedWebSocket(url: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url)
+    socket.on('open', () => reject(new Error(`${url} opened a WebSocket`)))
+    socket.on('error', () => {})
+    socket.on('unexpected-response', (_request, response) => {
+      let body = ''
+      response.setEncoding('utf8')
+      response.on('data', (chunk: string) => {
+        body += chunk
+      })
+      response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers as Record<string, string>, body }))
+    })
+  })
 }
 
 describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
@@ -183,5 +202,54 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
       request.on('error', reject)
     })
     expect(JSON.parse(answer)).toEqual({ jsonrpc: '2.0', id: 'padded', result: '0x7a69' })
+  })
+
+  test('a WebSocket on a path without one is a 404 with a JSON body; on /graphql a 400 saying to use server-sent events', async () => {
+    const ws = gateway.url.replace('http', 'ws')
+    for (const target of ['/nowhere', '/healthz', '/v1/builder-codes']) {
+      const answer = await refusedWebSocket(`${ws}${target}`)
+      expect(answer.status, target).toBe(404)
+      expect(answer.headers['content-type']).toBe('application/json')
+      expect(JSON.parse(answer.body)).toEqual({ error: { code: 'not_found', message: expect.stringContaining('/rpc/<apiKey>') } })
+    }
+    const graphql = await refusedWebSocket(`${ws}/graphql`)
+    expect(graphql.status).toBe(400)
+    expect(JSON.parse(graphql.body)).toEqual({
+      errors: [{ message: expect.stringContaining('server-sent events'), extensions: { code: 'BAD_REQUEST' } }],
+    })
+    const unknownKey = await refusedWebSocket(`${ws}/rpc/not-a-key`)
+    expect(unknownKey.status).toBe(401)
+    expect(JSON.parse(unknownKey.body)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'unknown or revoked API key' } })
+    // The JSON-RPC paths still open one.
+    const socket = new WebSocket(ws)
+    await once(socket, 'open')
+    socket.send(CHAIN_ID)
+    const [message] = await once(socket, 'message')
+    expect(JSON.parse(String(message))).toEqual({ jsonrpc: '2.0', id: 1, result: '0x7a69' })
+    socket.close()
+  })
+})
+
+describe.runIf(SHARED_POSTGRES_AVAILABLE)('HTTP edges: an ingest-only process (--role ingest)', () => {
+  let anvil: Anvil
+  let database: TestDatabase
+  let ingestOnly: TestGateway
+
+  beforeAll(async () => {
+    anvil = await startAnvil()
+    database = await createSharedPostgresDatabase()
+    ingestOnly = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, role: 'ingest' })
+  }, 120_000)
+
+  afterAll(async () => {
+    await ingestOnly?.stop()
+    await anvil?.stop()
+    await database?.drop()
+  })
+
+  test('answers a WebSocket with a 404, not a dropped connection', async () => {
+    const answer = await refusedWebSocket(ingestOnly.url.replace('http', 'ws'))
+    expect(answer.status).toBe(404)
+    expect(JSON.parse(answer.body)).toEqual({ error: { code: 'not_found', message: expect.stringContaining('--role ingest') } })
   })
 })

@@ -1,5 +1,6 @@
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo, Socket } from 'node:net'
+import { createServer as createHttpServer, type IncomingMessage, STATUS_CODES, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
 import {
@@ -120,15 +121,25 @@ function requestId(body: string): unknown {
   }
 }
 
-/** A request head over Node's limit (`HPE_HEADER_OVERFLOW`): 431 with a body saying what to do instead. */
-function refuseClientError(error: NodeJS.ErrnoException, socket: Socket) {
+/**
+ * An answer written on the connection itself, where there is no response object (a request head Node refused,
+ * a refused WebSocket upgrade); the connection is closed after it.
+ */
+function endWithJson(socket: Duplex, status: number, body: unknown, headers: Record<string, string>) {
   if (!socket.writable) return socket.destroy()
-  const [status, reason, message] =
+  const text = JSON.stringify(body)
+  const fields = { connection: 'close', 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers }
+  const head = Object.entries(fields).map(([name, value]) => `${name}: ${value}\r\n`)
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head.join('')}\r\n${text}`)
+}
+
+/** A request head over Node's limit (`HPE_HEADER_OVERFLOW`): 431 with a body saying what to do instead. */
+function refuseClientError(error: NodeJS.ErrnoException, socket: Duplex, headers: Record<string, string>) {
+  const [status, code, message] =
     error.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'Request Header Fields Too Large', `the request line and headers exceed ${MAX_HEADER_BYTES} bytes; send a long query in a POST body`]
-      : [400, 'Bad Request', 'the request is not valid HTTP/1.1']
-  const body = JSON.stringify({ error: { code: status === 431 ? 'request_header_fields_too_large' : 'bad_request', message } })
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+      ? [431, 'request_header_fields_too_large', `the request line and headers exceed ${MAX_HEADER_BYTES} bytes; send a long query in a POST body`]
+      : [400, 'bad_request', 'the request is not valid HTTP/1.1']
+  endWithJson(socket, status, { error: { code, message } }, headers)
 }
 
 /** `Expect` other than `100-continue`, the one expectation HTTP defines (RFC 9110 §10.1.1). */
@@ -382,7 +393,7 @@ export function createServer(config: ServerConfig) {
     }
     if (routed instanceof Promise) routed.catch((error: unknown) => failUnexpectedly(response, request, error))
   })
-  server.on('clientError', refuseClientError)
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuseClientError(error, socket, {}))
   // Node answers any other expectation with an empty 417.
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
     refuseRequest(request, response, new ExpectationFailedError(request.headers.expect ?? '')),
@@ -396,18 +407,24 @@ export function createServer(config: ServerConfig) {
 
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE_BYTES })
-  server.on('upgrade', (request, socket, head) => {
+  server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // Node took its own error listener off the socket when it handed it over; until ws adds one (and on the
-    // refusal below, which has none), a client's reset would be an uncaught 'error' that ends the process.
+    // refusals below, which have none), a client's reset would be an uncaught 'error' that ends the process.
     socket.on('error', () => socket.destroy())
     const path = pathOf(request.url)
+    if (!servesApis) {
+      const refusal = toHttpError(new NotFoundError(`this process only ingests (--role ingest): WebSockets are served by the serving processes`))
+      return endWithJson(socket, refusal.status, refusal.body, {})
+    }
     Promise.resolve(path)
       .then((path) => endpointOf(request, path))
       .then(
-        (endpoint) => (endpoint === null || !servesApis ? socket.destroy() : upgrade(request, socket, head, endpoint)),
+        (endpoint) => (endpoint === null ? refuseUpgrade(socket, path) : upgrade(request, socket, head, endpoint)),
         (error: unknown) => {
-          const status = isFlashgateError(error) ? error.httpStatus : 500
-          socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Internal Server Error'}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`)
+          if (!isFlashgateError(error)) logUnexpected(error, 'could not resolve a JSON-RPC endpoint')
+          const failure = isFlashgateError(error) ? error : new InternalError()
+          const body = { jsonrpc: '2.0', id: null, error: toJsonRpcError(failure) }
+          endWithJson(socket, failure.httpStatus === 200 ? 500 : failure.httpStatus, body, failure.headers)
         },
       )
       .catch((error: unknown) => {
@@ -415,6 +432,16 @@ export function createServer(config: ServerConfig) {
         socket.destroy()
       })
   })
+
+  /** A WebSocket asked for on a path that has none: GraphQL's subscriptions are server-sent events. */
+  function refuseUpgrade(socket: Duplex, path: string) {
+    if (path === GRAPHQL_PATH) {
+      const message = 'GraphQL is not served over WebSocket: subscribe with server-sent events (POST /graphql with Accept: text/event-stream)'
+      return endWithJson(socket, 400, { errors: [{ message, extensions: { code: 'BAD_REQUEST' } }] }, {})
+    }
+    const refusal = toHttpError(new NotFoundError(`no WebSocket at ${path}: JSON-RPC over WebSocket is served on /, /rpc and /rpc/<apiKey>`))
+    return endWithJson(socket, refusal.status, refusal.body, refusal.headers)
+  }
 
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
     sockets.handleUpgrade(request, socket, head, (ws) => {
