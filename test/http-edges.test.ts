@@ -1,8 +1,12 @@
 import { once } from 'node:events'
 import { request as httpRequest } from 'node:http'
 import { connect, type Socket } from 'node:net'
+import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import WebSocket from 'ws'
+import { startGateway, type Gateway } from '../src/app.js'
+import { createClusterLink } from '../src/cluster/link.js'
+import { serveConfigSchema } from '../src/config.js'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
@@ -227,6 +231,44 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
     const [message] = await once(socket, 'message')
     expect(JSON.parse(String(message))).toEqual({ jsonrpc: '2.0', id: 1, result: '0x7a69' })
     socket.close()
+  })
+})
+
+describe('HTTP edges: a worker of serve --workers N', () => {
+  let anvil: Anvil
+  let database: TestDatabase
+  let worker: Gateway
+
+  beforeAll(async () => {
+    anvil = await startAnvil()
+    database = await createTestDatabase()
+    const config = serveConfigSchema.parse({
+      port: 0,
+      logLevel: 'silent',
+      startBlock: '0',
+      publicRateLimit: 0,
+      upstreamRpc: anvil.rpcUrl,
+      databaseUrl: database.databaseUrl,
+    })
+    // A worker whose primary says nothing: a WebSocket's handshake asks it nothing either.
+    const link = createClusterLink({ workerId: 3, send: () => {}, receive: () => {} })
+    worker = await startGateway({ config, logger: pino({ level: 'silent' }), cluster: { kind: 'worker', link } })
+  }, 120_000)
+
+  afterAll(async () => {
+    await worker?.stop()
+    await anvil?.stop()
+    await database?.drop()
+  })
+
+  test('a WebSocket handshake names the worker in x-flashgate-worker, as HTTP answers do; so does a refused one', async () => {
+    const ws = worker.url.replace('http', 'ws')
+    const socket = new WebSocket(ws)
+    const [response] = await once(socket, 'upgrade')
+    expect(response.headers['x-flashgate-worker']).toBe('3')
+    socket.close()
+    expect((await refusedWebSocket(`${ws}/nowhere`)).headers['x-flashgate-worker']).toBe('3')
+    expect((await fetch(`${worker.url}/healthz`)).headers.get('x-flashgate-worker')).toBe('3')
   })
 })
 

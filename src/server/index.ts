@@ -382,6 +382,9 @@ export function createServer(config: ServerConfig) {
     return sendHttpError(request, response, error)
   }
 
+  /** Headers of an answer written on the connection itself (`endWithJson`). */
+  const connectionHeaders: Record<string, string> = workerHeader === null ? {} : { 'x-flashgate-worker': workerHeader }
+
   const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES, ServerResponse: metrics.Response }, (request, response) => {
     const path = pathOf(request.url)
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
@@ -393,7 +396,7 @@ export function createServer(config: ServerConfig) {
     }
     if (routed instanceof Promise) routed.catch((error: unknown) => failUnexpectedly(response, request, error))
   })
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuseClientError(error, socket, {}))
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => refuseClientError(error, socket, connectionHeaders))
   // Node answers any other expectation with an empty 417.
   server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
     refuseRequest(request, response, new ExpectationFailedError(request.headers.expect ?? '')),
@@ -407,6 +410,7 @@ export function createServer(config: ServerConfig) {
 
   // JSON-RPC over WebSocket on the same paths: every method, plus eth_subscribe / eth_unsubscribe.
   const sockets = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE_BYTES })
+  if (workerHeader !== null) sockets.on('headers', (headers) => headers.push(`x-flashgate-worker: ${workerHeader}`))
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // Node took its own error listener off the socket when it handed it over; until ws adds one (and on the
     // refusals below, which have none), a client's reset would be an uncaught 'error' that ends the process.
@@ -414,7 +418,7 @@ export function createServer(config: ServerConfig) {
     const path = pathOf(request.url)
     if (!servesApis) {
       const refusal = toHttpError(new NotFoundError(`this process only ingests (--role ingest): WebSockets are served by the serving processes`))
-      return endWithJson(socket, refusal.status, refusal.body, {})
+      return endWithJson(socket, refusal.status, refusal.body, connectionHeaders)
     }
     Promise.resolve(path)
       .then((path) => endpointOf(request, path))
@@ -424,7 +428,7 @@ export function createServer(config: ServerConfig) {
           if (!isFlashgateError(error)) logUnexpected(error, 'could not resolve a JSON-RPC endpoint')
           const failure = isFlashgateError(error) ? error : new InternalError()
           const body = { jsonrpc: '2.0', id: null, error: toJsonRpcError(failure) }
-          endWithJson(socket, failure.httpStatus === 200 ? 500 : failure.httpStatus, body, failure.headers)
+          endWithJson(socket, failure.httpStatus === 200 ? 500 : failure.httpStatus, body, { ...connectionHeaders, ...failure.headers })
         },
       )
       .catch((error: unknown) => {
@@ -437,10 +441,10 @@ export function createServer(config: ServerConfig) {
   function refuseUpgrade(socket: Duplex, path: string) {
     if (path === GRAPHQL_PATH) {
       const message = 'GraphQL is not served over WebSocket: subscribe with server-sent events (POST /graphql with Accept: text/event-stream)'
-      return endWithJson(socket, 400, { errors: [{ message, extensions: { code: 'BAD_REQUEST' } }] }, {})
+      return endWithJson(socket, 400, { errors: [{ message, extensions: { code: 'BAD_REQUEST' } }] }, connectionHeaders)
     }
     const refusal = toHttpError(new NotFoundError(`no WebSocket at ${path}: JSON-RPC over WebSocket is served on /, /rpc and /rpc/<apiKey>`))
-    return endWithJson(socket, refusal.status, refusal.body, refusal.headers)
+    return endWithJson(socket, refusal.status, refusal.body, { ...connectionHeaders, ...refusal.headers })
   }
 
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
