@@ -38,7 +38,8 @@ async function mined(hash: Hex) {
 }
 
 type Figures = { transactions: number; userOperations: number; reach: number; userOperationReach: number; gasUsed: string; userOperationGasUsed: string }
-type Stats = { confirmed: Figures; pending: Figures }
+type SeriesPoint = { timestamp: number; transactions: number; userOperations: number; reach: number; gasUsed: string }
+type Stats = { confirmed: Figures; pending: Figures; series: { points: SeriesPoint[] } }
 
 async function stats(code: string): Promise<Stats | null> {
   const response = await fetch(`${gateway.url}/v1/builder-codes/${code}/stats`)
@@ -145,6 +146,33 @@ test('user operations with suffixes are attributed to their smart accounts, pend
   // The bundler's own suffix: one transaction, its sender the bundler, its gas the whole bundle's.
   const bundler = (await stats('bundler_co'))!
   expect(bundler.confirmed).toMatchObject({ transactions: 1, userOperations: 0, reach: 1, userOperationReach: 0, gasUsed: receipt.gasUsed.toString() })
+
+  // The series counts as the figures do: user operations apart from transactions, in REST and GraphQL alike.
+  const sum = (points: SeriesPoint[], key: 'transactions' | 'userOperations') => points.reduce((total, point) => total + point[key], 0)
+  for (const [code, figures] of [
+    ['agent_one', one],
+    ['agent_two', two],
+    ['bundler_co', bundler],
+  ] as const) {
+    const points = figures.series.points
+    expect({ transactions: sum(points, 'transactions'), userOperations: sum(points, 'userOperations') }, code).toEqual({
+      transactions: figures.confirmed.transactions,
+      userOperations: figures.confirmed.userOperations,
+    })
+    const answer = (await (
+      await fetch(`${gateway.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          query: `{ builderCode(code: "${code}") { stats { series { points { timestamp transactions userOperations reach gasUsed } } } } }`,
+        }),
+      })
+    ).json()) as { data: { builderCode: { stats: { series: { points: (Omit<SeriesPoint, 'timestamp'> & { timestamp: string })[] } } } } }
+    // The buckets with anything in them: a head that moves into the next bucket between the two reads shifts the rest.
+    const filled = <point extends { transactions: number; userOperations: number }>(list: point[]) =>
+      list.filter((point) => point.transactions + point.userOperations > 0)
+    expect(filled(answer.data.builderCode.stats.series.points), code).toEqual(filled(points).map((point) => ({ ...point, timestamp: String(point.timestamp) })))
+  }
 
   // `flashgate attribution` names what the index counts: the bundle's own code, then its operations'.
   const cli = await execFileAsync('node', ['bin/flashgate.js', 'attribution', bundle, '--url', gateway.url])

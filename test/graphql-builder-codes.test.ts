@@ -42,7 +42,7 @@ async function send(from: number, dataSuffix: Hex | undefined, options: { data?:
 }
 
 const FIGURES = `transactions userOperations reach userOperationReach contracts gasUsed userOperationGasUsed suffixGas value byRole { app wallet service code } firstSeen lastSeen`
-const STATS = `head confirmed { ${FIGURES} } pending { ${FIGURES} } series { interval bucketSeconds points { timestamp transactions reach gasUsed } }`
+const STATS = `head confirmed { ${FIGURES} } pending { ${FIGURES} } series { interval bucketSeconds points { timestamp transactions userOperations reach gasUsed } }`
 
 const decimal = (value: number | null) => (value === null ? null : String(value))
 

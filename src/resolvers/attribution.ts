@@ -43,7 +43,11 @@ export type AttributionFigures = {
   lastSeen: number | null
 }
 
-export type SeriesPoint = { timestamp: number; transactions: number; reach: number; gasUsed: string }
+/**
+ * One bucket of a code's confirmed series, counted as the figures are: `transactions` by their own calldata,
+ * `userOperations` apart; `reach` and `gasUsed` of both.
+ */
+export type SeriesPoint = { timestamp: number; transactions: number; userOperations: number; reach: number; gasUsed: string }
 
 export type BuilderCodeStats = {
   builderCode: string
@@ -256,8 +260,10 @@ export function createAttributionResolvers({
     const bucket = SERIES_BUCKET_SECONDS[interval]
     const last = Math.floor(endTimestamp / bucket) * bucket
     const first = last - (points - 1) * bucket
-    const rows = await db.query<{ bucket: string | number; transactions: number; reach: number; gas_used: string }>(sql`
-      select (${schema.attributions.blockTimestamp} / ${bucket}) * ${bucket} as bucket, count(*)::int as transactions,
+    const rows = await db.query<{ bucket: string | number; transactions: number; user_operations: number; reach: number; gas_used: string }>(sql`
+      select (${schema.attributions.blockTimestamp} / ${bucket}) * ${bucket} as bucket,
+        count(*) filter (where ${schema.attributions.kind} = 'transaction')::int as transactions,
+        count(*) filter (where ${schema.attributions.kind} = 'userOperation')::int as user_operations,
         count(distinct ${schema.attributions.sender})::int as reach, sum(${schema.attributions.gasUsed})::text as gas_used
       from ${schema.attributions}
       where ${schema.attributions.code} = ${code} and ${schema.attributions.blockNumber} <= ${head}
@@ -267,7 +273,13 @@ export function createAttributionResolvers({
     return Array.from({ length: points }, (_, index) => {
       const timestamp = first + index * bucket
       const row = byBucket.get(timestamp)
-      return { timestamp, transactions: row?.transactions ?? 0, reach: row?.reach ?? 0, gasUsed: row?.gas_used ?? '0' }
+      return {
+        timestamp,
+        transactions: row?.transactions ?? 0,
+        userOperations: row?.user_operations ?? 0,
+        reach: row?.reach ?? 0,
+        gasUsed: row?.gas_used ?? '0',
+      }
     })
   }
 

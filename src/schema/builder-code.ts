@@ -80,17 +80,18 @@ export const AttributionFigures = builder.objectRef<Figures>('AttributionFigures
 })
 
 export const AttributionSeriesPoint = builder.objectRef<SeriesPoint>('AttributionSeriesPoint').implement({
-  description: 'One bucket of a confirmed attribution time series.',
+  description: 'One bucket of a confirmed attribution time series, counted as `AttributionFigures` are.',
   fields: (t) => ({
     timestamp: t.expose('timestamp', { type: 'BigInt', description: 'Start of the bucket, seconds since the Unix epoch.' }),
-    transactions: t.exposeInt('transactions'),
-    reach: t.exposeInt('reach', { description: 'Distinct senders in the bucket.' }),
-    gasUsed: t.expose('gasUsed', { type: 'BigInt' }),
+    transactions: t.exposeInt('transactions', { description: 'Transactions attributed by their own calldata; user operations are not among them.' }),
+    userOperations: t.exposeInt('userOperations', { description: 'User operations (ERC-4337) attributed by their `callData`.' }),
+    reach: t.exposeInt('reach', { description: 'Distinct senders in the bucket: EOAs and smart accounts.' }),
+    gasUsed: t.expose('gasUsed', { type: 'BigInt', description: 'Gas of both.' }),
   }),
 })
 
 export const AttributionSeries = builder.objectRef<Stats['series']>('AttributionSeries').implement({
-  description: 'A dense series of buckets of confirmed transactions, oldest first, ending with the bucket of the newest one.',
+  description: 'A dense series of buckets of confirmed transactions and user operations, oldest first, ending with the bucket of the newest one.',
   fields: (t) => ({
     interval: t.expose('interval', { type: SeriesIntervalEnum }),
     bucketSeconds: t.exposeInt('bucketSeconds'),
