@@ -232,6 +232,23 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
     expect(JSON.parse(String(message))).toEqual({ jsonrpc: '2.0', id: 1, result: '0x7a69' })
     socket.close()
   })
+
+  test('Upgrade: h2c (curl --http2 on http://) is ignored: answered in HTTP/1.1, body and the next requests too', async () => {
+    const h2c = { connection: 'Upgrade, HTTP2-Settings', upgrade: 'h2c', 'http2-settings': 'AAMAAABkAAQCAAAAAAIAAAAA' }
+    const connection = await openConnection(gateway.url)
+    const answered = (count: number) => (text: string) => text.split('HTTP/1.1 ').length > count && /[}\]]$/.test(text)
+    connection.socket.write(head('POST', '/', { ...h2c, 'content-type': 'application/json', 'content-length': Buffer.byteLength(CHAIN_ID) }) + CHAIN_ID)
+    await connection.until(answered(1))
+    connection.socket.write(head('GET', '/healthz', h2c))
+    await connection.until(answered(2))
+    connection.socket.write(head('GET', '/readyz', { connection: 'close' }))
+    await connection.closed
+    const answers = parseAnswers(connection.received)
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, expect.any(Number)])
+    expect(JSON.parse(answers[0]!.body)).toEqual({ jsonrpc: '2.0', id: 1, result: '0x7a69' })
+    expect(JSON.parse(answers[1]!.body)).toEqual({ status: 'ok' })
+    expect(JSON.parse(answers[2]!.body)).toHaveProperty('ready')
+  })
 })
 
 describe('HTTP edges: a worker of serve --workers N', () => {
@@ -293,5 +310,12 @@ describe.runIf(SHARED_POSTGRES_AVAILABLE)('HTTP edges: an ingest-only process (-
     const answer = await refusedWebSocket(ingestOnly.url.replace('http', 'ws'))
     expect(answer.status).toBe(404)
     expect(JSON.parse(answer.body)).toEqual({ error: { code: 'not_found', message: expect.stringContaining('--role ingest') } })
+  })
+
+  test('answers Upgrade: h2c in HTTP/1.1', async () => {
+    const h2c = { connection: 'Upgrade, HTTP2-Settings, close', upgrade: 'h2c', 'http2-settings': 'AAMAAABkAAQCAAAAAAIAAAAA' }
+    const [health] = await exchange(ingestOnly.url, head('GET', '/healthz', h2c))
+    expect(health!.status).toBe(200)
+    expect(JSON.parse(health!.body)).toEqual({ status: 'ok' })
   })
 })

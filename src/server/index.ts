@@ -156,6 +156,41 @@ class ExpectationFailedError extends ApiError {
   }
 }
 
+/**
+ * Whether an upgrade asks for WebSocket, the one protocol this server switches to; any other (`h2c`, which
+ * curl --http2 asks for on http://) is ignored and the request answered in HTTP/1.1 (RFC 9110 §7.8, RFC 7540 §3.2).
+ */
+function asksForWebSocket(request: IncomingMessage): boolean {
+  return request.headers.upgrade?.toLowerCase() === 'websocket'
+}
+
+/** Headers that only ask for the ignored upgrade, and the `Connection` options that name them. */
+const UPGRADE_ONLY_HEADERS = new Set(['upgrade', 'http2-settings'])
+
+/**
+ * The head of an upgrade request written again without its upgrade: what Node would have parsed had the client
+ * not asked. Node hands an upgrade request over already parsed, and has read nothing of its body.
+ */
+function headWithoutUpgrade(request: IncomingMessage): Buffer {
+  const lines = [`${request.method} ${request.url} HTTP/${request.httpVersion}`]
+  const raw = request.rawHeaders
+  for (let index = 0; index < raw.length; index += 2) {
+    const name = raw[index]!
+    const lower = name.toLowerCase()
+    if (UPGRADE_ONLY_HEADERS.has(lower)) continue
+    let value = raw[index + 1]!
+    if (lower === 'connection')
+      value = value
+        .split(',')
+        .map((option) => option.trim())
+        .filter((option) => option !== '' && !UPGRADE_ONLY_HEADERS.has(option.toLowerCase()))
+        .join(', ')
+    if (value !== '') lines.push(`${name}: ${value}`)
+  }
+  // Header values come from Node as latin1 text: written back as the same bytes.
+  return Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1')
+}
+
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
 /** REST's paths (src/rest). */
 const REST_PATH_PREFIX = '/v1/'
@@ -415,6 +450,12 @@ export function createServer(config: ServerConfig) {
     // Node took its own error listener off the socket when it handed it over; until ws adds one (and on the
     // refusals below, which have none), a client's reset would be an uncaught 'error' that ends the process.
     socket.on('error', () => socket.destroy())
+    if (!asksForWebSocket(request)) {
+      // Given back to the HTTP server as a new connection (a documented use of 'connection'), the head first.
+      socket.unshift(Buffer.concat([headWithoutUpgrade(request), head]))
+      server.emit('connection', socket)
+      return
+    }
     const path = pathOf(request.url)
     if (!servesApis) {
       const refusal = toHttpError(new NotFoundError(`this process only ingests (--role ingest): WebSockets are served by the serving processes`))
