@@ -21,13 +21,18 @@ const RECORD_PACKAGES_HOOK = `data:text/javascript,import{register}from'node:mod
  * Runs the flashgate binary in `cwd` with an environment that names no database, gateway or port; with
  * `recordPackages`, every package it resolves is appended to that file.
  */
-function flashgate(args: string[], { cwd, env = {}, recordPackages }: { cwd: string; env?: Record<string, string>; recordPackages?: string }): Promise<Run> {
+function flashgate(
+  args: string[],
+  { cwd, env = {}, recordPackages, timeoutMs = 0 }: { cwd: string; env?: Record<string, string>; recordPackages?: string; timeoutMs?: number },
+): Promise<Run> {
   const base = { ...process.env }
   for (const name of ['DATABASE_URL', 'FLASHGATE_URL', 'PORT', 'DEVNET_PORT', 'FLASHBLOCKS_PORT', 'LOG_LEVEL']) delete base[name]
   const hook = recordPackages === undefined ? [] : ['--import', RECORD_PACKAGES_HOOK]
   const recorded = recordPackages === undefined ? {} : { RECORD_PACKAGES: recordPackages }
   return new Promise((resolve) => {
-    execFile(process.execPath, [...hook, BIN, ...args], { cwd, env: { ...base, ...env, ...recorded } }, (error, stdout, stderr) => {
+    // A run past `timeoutMs` is killed outright: one spinning in synchronous code never hears SIGTERM.
+    const options = { cwd, env: { ...base, ...env, ...recorded }, timeout: timeoutMs, killSignal: 'SIGKILL' as const }
+    execFile(process.execPath, [...hook, BIN, ...args], options, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr })
     })
   })
@@ -113,6 +118,45 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expect(existsSync(join(cwd, 'mysql:'))).toBe(false)
     // Nothing was created: the refusals come before any database is opened.
     expect(existsSync(join(cwd, '.flashgate'))).toBe(false)
+  })
+
+  test('an argument no command reads is refused, not ignored: exit 2 naming it', async () => {
+    // A serve that took the argument for nothing would run on: killed after 60 s (and the test fails).
+    const timeoutMs = 60_000
+    const runs = await Promise.all([
+      flashgate(['serve', 'foo', '--upstream-rpc', 'http://127.0.0.1:1', '--port', '0'], { cwd, timeoutMs }),
+      flashgate(['migrate', 'now'], { cwd, timeoutMs }),
+      flashgate(['keys', 'list', 'extra'], { cwd, timeoutMs }),
+      flashgate(['keys', 'revoke', 'one', 'two'], { cwd, timeoutMs }),
+      flashgate(['attribution', TX_HASH, 'more'], { cwd, timeoutMs }),
+    ])
+    expectOneLineFailure(runs[0]!, 2, /unexpected argument "foo" after flashgate serve /)
+    expectOneLineFailure(runs[1]!, 2, /unexpected argument "now" after flashgate migrate /)
+    expectOneLineFailure(runs[2]!, 2, /unexpected argument "extra" after flashgate keys list /)
+    expectOneLineFailure(runs[3]!, 2, /unexpected argument "two" after flashgate keys revoke one /)
+    expectOneLineFailure(runs[4]!, 2, /unexpected argument "more" after flashgate attribution 0x/)
+    expect(existsSync(join(cwd, '.flashgate'))).toBe(false)
+  }, 120_000)
+
+  test('a PGlite directory that cannot be created (under /proc, below a file) is refused at once: exit 2 naming it', async () => {
+    // Node 20's recursive mkdirSync spins forever under /proc: a run still going after 60 s is killed (and fails).
+    const timeoutMs = 60_000
+    const runs = await Promise.all([
+      flashgate(['migrate', '--database-url', '/proc/flashgate-cannot/pglite'], { cwd, timeoutMs }),
+      flashgate(['keys', 'list', '--database-url', '/proc/flashgate-cannot'], { cwd, timeoutMs }),
+      flashgate(['serve', '--database-url', '/proc/flashgate-cannot', '--upstream-rpc', 'http://127.0.0.1:1', '--port', '0'], { cwd, timeoutMs }),
+      flashgate(['migrate', '--database-url', `${BIN}/pglite`], { cwd, timeoutMs }),
+    ])
+    expectOneLineFailure(runs[0]!, 2, /cannot create the PGlite directory \/proc\/flashgate-cannot\/pglite \(ENOENT/)
+    expectOneLineFailure(runs[1]!, 2, /cannot create the PGlite directory \/proc\/flashgate-cannot /)
+    expectOneLineFailure(runs[2]!, 2, /cannot create the PGlite directory \/proc\/flashgate-cannot /)
+    expectOneLineFailure(runs[3]!, 2, /cannot create the PGlite directory .*\(ENOTDIR/)
+  }, 120_000)
+
+  test('a builder code with a space is printable ASCII, as ERC-8021 allows: suffix writes it', async () => {
+    const run = await flashgate(['suffix', 'my app', 'fine'], { cwd })
+    expect(run).toEqual({ code: 0, stdout: '0x6d79206170702c66696e650b0080218021802180218021802180218021\n', stderr: '' })
+    expectOneLineFailure(await flashgate(['suffix', 'a,b'], { cwd }), 2, /not an attribution code: "a,b"/)
   })
 
   test('help, a bad value, a role the database cannot serve or an unknown command loads none of the gateway: no viem, driver, GraphQL or logger', async () => {

@@ -171,6 +171,13 @@ describe('hostile calldata: no attribution, and nothing throws', () => {
     expect(decodeAttribution(concat([CALL, suffix]))?.codes).toEqual(['fine'])
   })
 
+  test('a code with a space is printable ASCII (ERC-8021: ASCII codes, comma-delimited): kept when read, and written by attributionSuffix', () => {
+    const suffix = attributionSuffix(['my app', ' edge ', 'fine'])
+    expect(suffix).toBe(Attribution.toDataSuffix({ codes: ['my app', ' edge ', 'fine'] }))
+    expect(decodeAttribution(concat([CALL, suffix]))?.codes).toEqual(['my app', ' edge ', 'fine'])
+    expect(() => attributionSuffix(['a,b'])).toThrow(/not an attribution code/)
+  })
+
   test('null, undefined and non-strings read as no attribution', () => {
     expect(decodeAttribution(undefined)).toBeNull()
     expect(decodeAttribution(null)).toBeNull()

@@ -26,8 +26,12 @@ const CBOR_LENGTH_BYTES = 2
  * this many, so that hostile calldata cannot make the indexer loop for long.
  */
 const MAX_STACKED_SUFFIXES = 4
-/** The on-chain code registry takes 1–32 characters; codes are printable ASCII without the separator. */
-const CODE_PATTERN = /^[\x21-\x2b\x2d-\x7e]{1,32}$/
+/**
+ * The on-chain code registry takes 1–32 characters. ERC-8021 codes are ASCII with the comma (0x2C) as their
+ * delimiter, chosen to be human-readable: the printable characters, space (0x20) included, less the comma.
+ * Control characters are not kept (unreadable, and NUL cannot be stored in Postgres text).
+ */
+const CODE_PATTERN = /^[\x20-\x2b\x2d-\x7e]{1,32}$/
 /** Calldata gas of one suffix byte (EIP-2028). */
 const GAS_PER_ZERO_BYTE = 4
 const GAS_PER_NONZERO_BYTE = 16
@@ -58,7 +62,7 @@ export type DecodedAttribution = {
   suffixGas: number
 }
 
-/** Whether a code is one flashgate records: 1–32 printable ASCII characters, no comma. */
+/** Whether a code is one flashgate records: 1–32 printable ASCII characters (space included), no comma. */
 export function isAttributionCode(code: string): boolean {
   return CODE_PATTERN.test(code)
 }

@@ -1,5 +1,5 @@
 import { ConfigError } from '../config.js'
-import { DatabaseInUseError } from '../db/lock.js'
+import { DatabaseDirectoryError, DatabaseInUseError } from '../db/lock.js'
 import { CommandLineError } from './flags.js'
 import { explainListenFailure, UsageError } from './usage-error.js'
 
@@ -10,7 +10,7 @@ const DEBUG_LOG_LEVELS = new Set(['debug', 'trace'])
  * the rest. An unexpected error shows its stack only when asked for (LOG_LEVEL=debug).
  */
 export function fail(error: unknown): never {
-  if (error instanceof ConfigError || error instanceof CommandLineError) {
+  if (error instanceof ConfigError || error instanceof CommandLineError || error instanceof DatabaseDirectoryError) {
     console.error(`flashgate: ${error.message}`)
     process.exit(2)
   }

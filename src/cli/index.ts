@@ -29,11 +29,34 @@ options (flag, or environment variable):
 ${OPTIONS.map((option) => `  --${option.flag.padEnd(16)} ${option.env.padEnd(17)} ${option.help}`).join('\n')}
 `
 
+/**
+ * How many positional arguments each command takes, its own name included (`suffix` takes any number of
+ * codes); `undefined` for an unknown command, which the switch below refuses by name.
+ */
+function positionalsOf(command: string, action: string | undefined): number | undefined {
+  if (command === 'suffix') return Number.POSITIVE_INFINITY
+  if (command === 'keys') return action === 'revoke' ? 3 : 2
+  if (command === 'attribution') return 2
+  if (command === 'dev' || command === 'serve' || command === 'devnet' || command === 'migrate') return 1
+  return undefined
+}
+
+/** An argument no command reads is refused, not ignored (`flashgate serve foo` would otherwise serve). */
+function refuseExtraArguments(positionals: string[]) {
+  const taken = positionalsOf(positionals[0]!, positionals[1])
+  const extra = taken === undefined ? undefined : positionals[taken]
+  if (extra !== undefined)
+    throw new CommandLineError(
+      `unexpected argument ${JSON.stringify(extra)} after flashgate ${positionals.slice(0, taken!).join(' ')} (flashgate --help lists the usage)`,
+    )
+}
+
 async function main() {
   const { flags, positionals } = readFlags(process.argv.slice(2))
   if (flags.version) return console.log(VERSION)
   const command = positionals[0]
   if (flags.help || command === undefined || command === 'help') return console.log(USAGE)
+  refuseExtraArguments(positionals)
   switch (command) {
     // A bad value is refused before anything loads; signals are heard from then on (shutdown.ts).
     case 'dev': {

@@ -1,5 +1,5 @@
-import { chmodSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
 
 /**
  * PGlite is single-process: two processes on one data directory corrupt it. The process that opens a
@@ -28,6 +28,37 @@ export type DirectoryLock = {
    * holds the directory while it wipes it, then the gateway opens it).
    */
   handOver(): void
+}
+
+/** The directory cannot be made (a path under `/proc`, a read-only filesystem, a file in the way): a bad `--database-url`. */
+export class DatabaseDirectoryError extends Error {
+  override readonly name = 'DatabaseDirectoryError'
+  constructor(
+    readonly directory: string,
+    reason: string,
+  ) {
+    super(`cannot create the PGlite directory ${directory} (${reason}); give --database-url a directory that can be created`)
+  }
+}
+
+/**
+ * Creates `absolute` and its missing parents one by one. Node 20's `mkdirSync(…, { recursive: true })` never
+ * returns for a path under `/proc` (it retries the ENOENT it gets there forever); this fails at once instead.
+ */
+function makeDirectory(absolute: string) {
+  const missing: string[] = []
+  for (let current = absolute; !existsSync(current); current = dirname(current)) {
+    missing.push(current)
+    if (dirname(current) === current) break
+  }
+  for (const directory of missing.reverse()) {
+    try {
+      mkdirSync(directory)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new DatabaseDirectoryError(absolute, (error as Error).message)
+    }
+  }
+  if (!statSync(absolute).isDirectory()) throw new DatabaseDirectoryError(absolute, 'a file of that name is in the way')
 }
 
 /** The directory is held by another live process (or already opened in this one). */
@@ -112,7 +143,7 @@ export function lockDirectory(directory: string, command = process.argv[2] ?? 'p
     own.handedOver = false
     return handle(absolute, own)
   }
-  mkdirSync(absolute, { recursive: true })
+  makeDirectory(absolute)
   // The database's files (API keys among them) are its owner's alone, as Postgres requires of a data directory:
   // PGlite writes them readable and writable by everyone, so the directory is what keeps others out.
   chmodSync(absolute, 0o700)
