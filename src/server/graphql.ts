@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { sendCompressible } from '../http/compress.js'
 import { etagMatches } from '../http/etag.js'
+import { clientAddress } from '../policy/index.js'
 import type { GraphqlServer } from '../schema/server.js'
 
 /** Refusals yoga answers with an empty body, given one in the GraphQL-over-HTTP error shape. */
@@ -29,6 +30,9 @@ function nodeHeaders(answer: Response): OutgoingHttpHeaders {
 
 /** An event stream whose client has left this much unread is closed (as a WebSocket is, src/server/index.ts). */
 const MAX_STREAM_BUFFERED_BYTES = 16 * 1024 * 1024
+
+/** Subscription streams one client address may hold open at once (JSON-RPC over WebSocket: 100 per connection). */
+export const MAX_GRAPHQL_STREAMS_PER_CLIENT = 100
 
 /** The event that ends a GraphQL over SSE stream (graphql-sse's distinct connections mode, which yoga speaks). */
 const COMPLETE_EVENT = 'event: complete\ndata:\n\n'
@@ -79,9 +83,19 @@ export async function streamAnswer(
  * Serves yoga's answer on Node's response: whole answers (results, GraphiQL's page) compressed when the client
  * accepts it, refusals given a body, the GraphiQL page an `ETag`; event streams written as they come.
  */
-export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
+export function createGraphqlRoute(
+  graphql: GraphqlServer,
+  logger: Logger,
+  /**
+   * Who a client is (its address, as the rate limiter reads it: `X-Forwarded-For` with `--trust-proxy`) and how
+   * many streams it may hold open; without it, streams are not counted.
+   */
+  clients: { trustProxy: boolean; maxStreams?: number } | null = null,
+) {
   const logUnexpected = createUnexpectedErrorLog(logger)
   const open = new Set<() => void>()
+  const streamsByClient = new Map<string, number>()
+  const maxStreams = clients?.maxStreams ?? MAX_GRAPHQL_STREAMS_PER_CLIENT
   return Object.assign(serveGraphql, {
     /** Ends every open subscription stream, each with its `complete` event (the server stops). */
     endStreams() {
@@ -100,7 +114,7 @@ export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
     }
     const headers = nodeHeaders(answer)
     const contentType = String(headers['content-type'] ?? '')
-    if (STREAMING_TYPES.some((type) => contentType.startsWith(type))) return streamAnswer(response, answer, headers, logger, open)
+    if (STREAMING_TYPES.some((type) => contentType.startsWith(type))) return streamCounted(request, response, answer, headers)
     let body = Buffer.from(await answer.arrayBuffer())
     const refusal = EMPTY_REFUSALS[answer.status]
     if (body.length === 0 && refusal !== undefined) {
@@ -118,5 +132,26 @@ export function createGraphqlRoute(graphql: GraphqlServer, logger: Logger) {
       }
     }
     return sendCompressible(request, response, answer.status, body, headers)
+  }
+
+  /** A stream past its client's cap is refused (429, `LIMIT_EXCEEDED`) and its subscription ended before any event. */
+  async function streamCounted(request: IncomingMessage, response: ServerResponse, answer: Response, headers: OutgoingHttpHeaders) {
+    if (clients === null) return streamAnswer(response, answer, headers, logger, open)
+    const client = clientAddress(request, clients.trustProxy)
+    const streams = streamsByClient.get(client) ?? 0
+    if (streams >= maxStreams) {
+      await answer.body?.cancel().catch(() => {})
+      const message = `too many open subscriptions from this client: at most ${maxStreams}; close one first`
+      const body = JSON.stringify({ errors: [{ message, extensions: { code: 'LIMIT_EXCEEDED' } }] })
+      return sendCompressible(request, response, 429, body, { 'content-type': 'application/json; charset=utf-8' })
+    }
+    streamsByClient.set(client, streams + 1)
+    try {
+      await streamAnswer(response, answer, headers, logger, open)
+    } finally {
+      const left = (streamsByClient.get(client) ?? 1) - 1
+      if (left > 0) streamsByClient.set(client, left)
+      else streamsByClient.delete(client)
+    }
   }
 }
