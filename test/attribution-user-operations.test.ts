@@ -143,6 +143,8 @@ test('user operations with suffixes are attributed to their smart accounts, pend
   const two = (await stats('agent_two'))!
   const revertedGas = reported.find((event) => event.sender.toLowerCase() === second && event.nonce === secondNonce)!.actualGasUsed
   expect(two.confirmed).toMatchObject({ transactions: 0, userOperations: 1, reach: 1, userOperationReach: 1, userOperationGasUsed: revertedGas.toString() })
+  // Counted like an operation that succeeded: the answer has nothing that says it reverted (README says so).
+  expect(JSON.stringify(two)).not.toMatch(/success|fail|revert/i)
   // The bundler's own suffix: one transaction, its sender the bundler, its gas the whole bundle's.
   const bundler = (await stats('bundler_co'))!
   expect(bundler.confirmed).toMatchObject({ transactions: 1, userOperations: 0, reach: 1, userOperationReach: 0, gasUsed: receipt.gasUsed.toString() })
