@@ -1,6 +1,7 @@
 import { once } from 'node:events'
 import { request as httpRequest } from 'node:http'
 import { connect, type Socket } from 'node:net'
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib'
 import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import WebSocket from 'ws'
@@ -248,6 +249,69 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
     expect(JSON.parse(answers[0]!.body)).toEqual({ jsonrpc: '2.0', id: 1, result: '0x7a69' })
     expect(JSON.parse(answers[1]!.body)).toEqual({ status: 'ok' })
     expect(JSON.parse(answers[2]!.body)).toHaveProperty('ready')
+  })
+
+  test('a gzip, deflate or br body is decoded; two codings are undone in order', async () => {
+    const plain = Buffer.from(CHAIN_ID)
+    for (const [coding, body] of [
+      ['gzip', gzipSync(plain)],
+      ['x-gzip', gzipSync(plain)],
+      ['deflate', deflateSync(plain)],
+      ['br', brotliCompressSync(plain)],
+      ['gzip, br', brotliCompressSync(gzipSync(plain))],
+      ['identity', plain],
+    ] as const) {
+      for (const url of [gateway.url, gateway.dedicatedUrl]) {
+        const answer = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': coding }, body })
+        expect(answer.status, coding).toBe(200)
+        expect(await answer.json()).toEqual({ jsonrpc: '2.0', id: 1, result: '0x7a69' })
+      }
+    }
+    // A body that is not what its coding says is a body that is not JSON.
+    const corrupt = await fetch(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: plain })
+    expect(await corrupt.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'parse error' } })
+  })
+
+  test('a decoded body is held to the cap: a zip bomb is a 413, answered at once', async () => {
+    // 4 GiB of zeros in 64 gzip members of 64 MiB each (one gzip stream): about 4 MB on the wire, under the dedicated cap.
+    const member = gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 })
+    const bomb = Buffer.concat(Array.from({ length: 64 }, () => member))
+    expect(bomb.length).toBeLessThan(DEDICATED_MAX_BODY)
+    const started = performance.now()
+    const answer = await fetch(gateway.dedicatedUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: bomb,
+    })
+    expect(answer.status).toBe(413)
+    expect(await answer.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body exceeds ${DEDICATED_MAX_BODY} bytes` } })
+    // Inflating all of it would take seconds (and 4 GiB); the decoder stopped at the cap.
+    const elapsedMs = performance.now() - started
+    expect(elapsedMs, `answered in ${Math.round(elapsedMs)} ms`).toBeLessThan(3_000)
+    // Just over the public cap once decoded, from a few hundred bytes.
+    const over = await fetch(gateway.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'br' },
+      body: brotliCompressSync(call('eth_chainId').replace('"params":[]', `"params":[],"padding":"${' '.repeat(PUBLIC_MAX_BODY)}"`)),
+    })
+    expect(over.status).toBe(413)
+  })
+
+  test('an encoding not decoded is a 415 naming it, in the shape of the path; GraphQL takes no compressed body', async () => {
+    const headers = { 'content-type': 'application/json', 'content-encoding': 'zstd' }
+    const rpcAnswer = await fetch(gateway.url, { method: 'POST', headers, body: CHAIN_ID })
+    expect(rpcAnswer.status).toBe(415)
+    expect(await rpcAnswer.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringContaining('"zstd"') } })
+    const restAnswer = await fetch(`${gateway.url}/v1/agents/builder-codes`, { method: 'POST', headers, body: '{}' })
+    expect(restAnswer.status).toBe(415)
+    expect(await restAnswer.json()).toEqual({ error: { code: 'unsupported_media_type', message: expect.stringContaining('"zstd"') } })
+    const graphql = await fetch(`${gateway.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify({ query: '{ __typename }' })),
+    })
+    expect(graphql.status).toBe(415)
+    expect(await graphql.json()).toEqual({ error: { code: 'unsupported_media_type', message: expect.stringContaining('uncompressed') } })
   })
 })
 

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { brotliDecompress, gunzip, inflate } from 'node:zlib'
 import { PayloadTooLargeError } from '../errors.js'
 
 /**
@@ -7,6 +8,27 @@ import { PayloadTooLargeError } from '../errors.js'
  * connection is closed anyway (no one sends 64 MiB to a JSON-RPC endpoint by mistake).
  */
 export const MAX_DISCARDED_BODY_BYTES = 64 * 1024 * 1024
+
+type Decoder = (body: Buffer, options: { maxOutputLength: number }, done: (error: Error | null, result: Buffer) => void) => void
+
+/** The content codings a request body may come in, each undone by node:zlib (RFC 9110 §8.4.1; `x-gzip` is gzip). */
+const DECODERS: Readonly<Record<string, Decoder>> = Object.freeze({ gzip: gunzip, 'x-gzip': gunzip, deflate: inflate, br: brotliDecompress })
+
+/**
+ * The decoders of a `Content-Encoding`, in the order the codings were applied (`identity` is none); `null` when
+ * one of them is not a coding this server decodes (the request is then refused with a 415).
+ */
+export function contentDecoders(header: string): Decoder[] | null {
+  const decoders: Decoder[] = []
+  for (const part of header.split(',')) {
+    const coding = part.trim().toLowerCase()
+    if (coding === '' || coding === 'identity') continue
+    const decoder = Object.hasOwn(DECODERS, coding) ? DECODERS[coding] : undefined
+    if (decoder === undefined) return null
+    decoders.push(decoder)
+  }
+  return decoders
+}
 
 /** Requests whose client waits for `100 Continue` before it sends the body (see `continueWhenRead`). */
 const awaitingContinue = new WeakSet<IncomingMessage>()
@@ -29,14 +51,59 @@ export function continueWhenRead(request: IncomingMessage, response: ServerRespo
 }
 
 /**
- * A request body as text, at most `limit` bytes. A larger declared or streamed body rejects with
- * `PayloadTooLargeError` once the rest of it has been read and discarded (up to `MAX_DISCARDED_BODY_BYTES`),
- * so that the client is listening when the 413 arrives; a client waiting for `100 Continue` is refused a
- * declared body over the cap at once, and never sends it.
+ * A request body as text, at most `limit` bytes, decoded when it comes gzip, deflate or br (then the decoded
+ * body is held to `limit` too, and decoding stops as soon as it passes it: no zip bombs). A larger declared or
+ * streamed body rejects with `PayloadTooLargeError` once the rest of it has been read and discarded (up to
+ * `MAX_DISCARDED_BODY_BYTES`), so that the client is listening when the 413 arrives; a client waiting for
+ * `100 Continue` is refused a declared body over the cap at once, and never sends it.
  */
 export function readBody(request: IncomingMessage, limit: number): Promise<string> {
-  const declaredOver = Number(request.headers['content-length']) > limit
-  if (declaredOver && awaitingContinue.has(request)) return Promise.reject(new PayloadTooLargeError(limit))
+  const over = Number(request.headers['content-length']) > limit
+  if (over && awaitingContinue.has(request)) return Promise.reject(new PayloadTooLargeError(limit))
+  const coding = request.headers['content-encoding']
+  if (coding !== undefined) return readEncoded(request, limit, over, coding)
+  return receive(request, limit, over, textOf)
+}
+
+/** Most bodies come in one chunk: decoded as it is, not copied into a new buffer first. */
+function textOf(chunks: Buffer[]): string {
+  return chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8')
+}
+
+function bytesOf(chunks: Buffer[]): Buffer {
+  return Buffer.concat(chunks)
+}
+
+/**
+ * A body whose coding this server does not decode, or that its coding does not decode, reads as no body: no
+ * JSON, which each caller answers in its own shape (-32700, `invalid_json`). The gateway refuses unknown
+ * codings with a 415 before a body is read (src/server).
+ */
+async function readEncoded(request: IncomingMessage, limit: number, over: boolean, coding: string): Promise<string> {
+  const decoders = contentDecoders(coding)
+  let body = await receive(request, limit, over, bytesOf)
+  if (decoders === null) return ''
+  // Undone in the reverse of the order they were applied.
+  for (let index = decoders.length - 1; index >= 0; index--) {
+    const decoded = await decodeWithin(decoders[index]!, body, limit)
+    if (decoded === null) return ''
+    body = decoded
+  }
+  return body.toString('utf8')
+}
+
+/** `body` decoded, at most `limit` bytes of it (zlib stops at the bound); `null` when it does not decode. */
+function decodeWithin(decode: Decoder, body: Buffer, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) =>
+    decode(body, { maxOutputLength: limit }, (error, decoded) => {
+      if (error === null) resolve(decoded)
+      else if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') reject(new PayloadTooLargeError(limit))
+      else resolve(null)
+    }),
+  )
+}
+
+function receive<body>(request: IncomingMessage, limit: number, declaredOver: boolean, finish: (chunks: Buffer[]) => body): Promise<body> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = []
     let size = 0
@@ -57,10 +124,7 @@ export function readBody(request: IncomingMessage, limit: number): Promise<strin
       }
       chunks.push(chunk)
     })
-    // Most bodies come in one chunk: decoded as it is, not copied into a new buffer first.
-    request.on('end', () =>
-      over ? reject(new PayloadTooLargeError(limit)) : resolve(chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8')),
-    )
+    request.on('end', () => (over ? reject(new PayloadTooLargeError(limit)) : resolve(finish(chunks))))
     request.on('error', reject)
   })
 }

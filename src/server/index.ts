@@ -20,7 +20,7 @@ import {
 } from '../errors.js'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
-import { continueWhenRead, readBody } from '../http/read-body.js'
+import { contentDecoders, continueWhenRead, readBody } from '../http/read-body.js'
 import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
@@ -156,6 +156,24 @@ class ExpectationFailedError extends ApiError {
   }
 }
 
+/** A request body in a content coding the server does not decode (RFC 9110 §15.5.16). */
+class UnsupportedContentEncodingError extends ApiError {
+  override readonly name = 'UnsupportedContentEncodingError'
+  override readonly code = -32600
+  override readonly httpStatus = 415
+  override readonly restStatus = 415
+  override readonly restCode = 'unsupported_media_type'
+  constructor(coding: string, path: string) {
+    const accepted = path === GRAPHQL_PATH ? [] : ['gzip', 'deflate', 'br']
+    super(
+      `content-encoding ${JSON.stringify(coding)} is not decoded on ${path}; send the body uncompressed${accepted.length === 0 ? '' : ` or ${accepted.join(', ')}`}`,
+    )
+    this.headers['accept-encoding'] = accepted.length === 0 ? 'identity' : accepted.join(', ')
+    // The body is not read: the connection cannot carry another request.
+    this.headers.connection = 'close'
+  }
+}
+
 /**
  * Whether an upgrade asks for WebSocket, the one protocol this server switches to; any other (`h2c`, which
  * curl --http2 asks for on http://) is ignored and the request answered in HTTP/1.1 (RFC 9110 §7.8, RFC 7540 §3.2).
@@ -203,6 +221,12 @@ const DEDICATED_PATH_PREFIX = '/rpc/'
 
 function isJsonRpcPath(path: string): boolean {
   return JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX)
+}
+
+/** Whether a body in this `Content-Encoding` is decoded on this path: by readBody, which yoga (GraphQL) does not use. */
+function decodes(path: string, coding: string): boolean {
+  const decoders = contentDecoders(coding)
+  return decoders !== null && (decoders.length === 0 || path !== GRAPHQL_PATH)
 }
 
 /** Who is calling through which endpoint: the policy, the rate-limit bucket and that bucket's rate. */
@@ -423,6 +447,8 @@ export function createServer(config: ServerConfig) {
   const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES, ServerResponse: metrics.Response }, (request, response) => {
     const path = pathOf(request.url)
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
+    const coding = request.headers['content-encoding']
+    if (coding !== undefined && !decodes(path, coding)) return refuseRequest(request, response, new UnsupportedContentEncodingError(coding, path))
     let routed: MaybePromise<void>
     try {
       routed = route(request, response, path)
