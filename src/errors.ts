@@ -375,6 +375,38 @@ export class UnsupportedMediaTypeError extends ApiError {
   }
 }
 
+/** `Expect` other than `100-continue`, the one expectation HTTP defines (RFC 9110 §10.1.1). */
+export class ExpectationFailedError extends ApiError {
+  override readonly name = 'ExpectationFailedError'
+  override readonly code = -32600
+  override readonly httpStatus = 417
+  override readonly restStatus = 417
+  override readonly restCode = 'expectation_failed'
+  constructor(expectation: string) {
+    super(`the only expectation served is 100-continue, not ${JSON.stringify(expectation)}; send the request without it`)
+    // Whether the client sends its body after a 417 is its choice: the connection cannot carry another request.
+    this.headers.connection = 'close'
+  }
+}
+
+/** A request body in a content coding the server does not decode (RFC 9110 §15.5.16). */
+export class UnsupportedContentEncodingError extends ApiError {
+  override readonly name = 'UnsupportedContentEncodingError'
+  override readonly code = -32600
+  override readonly httpStatus = 415
+  override readonly restStatus = 415
+  override readonly restCode = 'unsupported_media_type'
+  /** `accepted`: the codings `path` does decode (none on GraphQL, whose library reads the body as it comes). */
+  constructor(coding: string, path: string, accepted: readonly string[]) {
+    super(
+      `content-encoding ${JSON.stringify(coding)} is not decoded on ${path}; send the body uncompressed${accepted.length === 0 ? '' : ` or ${accepted.join(', ')}`}`,
+    )
+    this.headers['accept-encoding'] = accepted.length === 0 ? 'identity' : accepted.join(', ')
+    // The body is not read: the connection cannot carry another request.
+    this.headers.connection = 'close'
+  }
+}
+
 export class DuplicateApiKeyNameError extends ApiError {
   override readonly name = 'DuplicateApiKeyNameError'
   override readonly restStatus = 409

@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
 import {
-  ApiError,
+  ExpectationFailedError,
   type FlashgateError,
   HttpMethodNotAllowedError,
   InternalError,
@@ -17,6 +17,7 @@ import {
   toHttpError,
   toJsonRpcError,
   UnauthorizedError,
+  UnsupportedContentEncodingError,
 } from '../errors.js'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
@@ -142,38 +143,6 @@ function refuseClientError(error: NodeJS.ErrnoException, socket: Duplex, headers
   endWithJson(socket, status, { error: { code, message } }, headers)
 }
 
-/** `Expect` other than `100-continue`, the one expectation HTTP defines (RFC 9110 §10.1.1). */
-class ExpectationFailedError extends ApiError {
-  override readonly name = 'ExpectationFailedError'
-  override readonly code = -32600
-  override readonly httpStatus = 417
-  override readonly restStatus = 417
-  override readonly restCode = 'expectation_failed'
-  constructor(expectation: string) {
-    super(`the only expectation served is 100-continue, not ${JSON.stringify(expectation)}; send the request without it`)
-    // Whether the client sends its body after a 417 is its choice: the connection cannot carry another request.
-    this.headers.connection = 'close'
-  }
-}
-
-/** A request body in a content coding the server does not decode (RFC 9110 §15.5.16). */
-class UnsupportedContentEncodingError extends ApiError {
-  override readonly name = 'UnsupportedContentEncodingError'
-  override readonly code = -32600
-  override readonly httpStatus = 415
-  override readonly restStatus = 415
-  override readonly restCode = 'unsupported_media_type'
-  constructor(coding: string, path: string) {
-    const accepted = path === GRAPHQL_PATH ? [] : ['gzip', 'deflate', 'br']
-    super(
-      `content-encoding ${JSON.stringify(coding)} is not decoded on ${path}; send the body uncompressed${accepted.length === 0 ? '' : ` or ${accepted.join(', ')}`}`,
-    )
-    this.headers['accept-encoding'] = accepted.length === 0 ? 'identity' : accepted.join(', ')
-    // The body is not read: the connection cannot carry another request.
-    this.headers.connection = 'close'
-  }
-}
-
 /**
  * Whether an upgrade asks for WebSocket, the one protocol this server switches to; any other (`h2c`, which
  * curl --http2 asks for on http://) is ignored and the request answered in HTTP/1.1 (RFC 9110 §7.8, RFC 7540 §3.2).
@@ -224,6 +193,9 @@ function isJsonRpcPath(path: string): boolean {
 }
 
 /** Whether a body in this `Content-Encoding` is decoded on this path: by readBody, which yoga (GraphQL) does not use. */
+/** The request body codings readBody undoes, on every path but GraphQL's. */
+const DECODED_CODINGS = ['gzip', 'deflate', 'br'] as const
+
 function decodes(path: string, coding: string): boolean {
   const decoders = contentDecoders(coding)
   return decoders !== null && (decoders.length === 0 || path !== GRAPHQL_PATH)
@@ -274,6 +246,8 @@ export function createServer(config: ServerConfig) {
       renderGraphiQL: renderGraphiqlPage,
     }),
     logger,
+    // Open subscription streams are counted per client address, as the rate limiter reads it.
+    { trustProxy },
   )
   const cors = createCors(config.corsOrigins ?? '*')
   // A database outage fails every key lookup, and a failure of one kind every request: logged once a second.
@@ -448,7 +422,8 @@ export function createServer(config: ServerConfig) {
     const path = pathOf(request.url)
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
     const coding = request.headers['content-encoding']
-    if (coding !== undefined && !decodes(path, coding)) return refuseRequest(request, response, new UnsupportedContentEncodingError(coding, path))
+    if (coding !== undefined && !decodes(path, coding))
+      return refuseRequest(request, response, new UnsupportedContentEncodingError(coding, path, path === GRAPHQL_PATH ? [] : DECODED_CODINGS))
     let routed: MaybePromise<void>
     try {
       routed = route(request, response, path)
