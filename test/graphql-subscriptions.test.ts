@@ -150,4 +150,29 @@ describe('GraphQL subscriptions over server-sent events', () => {
     expect(answer.errors[0]!.extensions.code).toBe('BAD_USER_INPUT')
     expect(answer.errors[0]!.message).toMatch(/exceed max topics/)
   })
+
+  test('a client holds at most 100 open streams: the next is 429 LIMIT_EXCEEDED, and closing one makes room', async () => {
+    const open = (signal: AbortSignal) =>
+      fetch(`${gateway.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ query: 'subscription { newHeads { number } }' }),
+        signal,
+      })
+    const streams = Array.from({ length: 100 }, () => new AbortController())
+    try {
+      const answers = await Promise.all(streams.map((stream) => open(stream.signal)))
+      expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 200))
+      const refused = await open(new AbortController().signal)
+      expect(refused.status).toBe(429)
+      const body = (await refused.json()) as { errors: { message: string; extensions: { code: string } }[] }
+      expect(body.errors[0]!.extensions.code).toBe('LIMIT_EXCEEDED')
+      streams.pop()!.abort()
+      const extra = new AbortController()
+      streams.push(extra)
+      await expect.poll(async () => (await open(extra.signal)).status, { timeout: 5_000 }).toBe(200)
+    } finally {
+      for (const stream of streams) stream.abort()
+    }
+  })
 })
