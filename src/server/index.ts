@@ -21,7 +21,7 @@ import {
 } from '../errors.js'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
-import { contentDecoders, continueWhenRead, readBody } from '../http/read-body.js'
+import { contentDecoders, continueWhenRead, readBody, readBodyThen } from '../http/read-body.js'
 import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
@@ -305,14 +305,24 @@ export function createServer(config: ServerConfig) {
     return sendJson(request, response, failure.httpStatus, { jsonrpc: '2.0', id: requestId(body), error: toJsonRpcError(failure) }, cors.headers(request))
   }
 
-  function handleJsonRpc(request: IncomingMessage, response: ServerResponse, endpoint: Endpoint): Promise<void> {
+  function handleJsonRpc(request: IncomingMessage, response: ServerResponse, endpoint: Endpoint): void {
     const corsHeaders = cors.headers(request)
     // An endpoint without a rate (a key made with `--rate 0`, or `--public-rate-limit 0`) has nothing to take.
     const options = endpoint.rate > 0 ? { admit: admitter(endpoint) } : NOTHING_TO_ADMIT
-    return readBody(request, endpoint.policy.maxBodyBytes).then(
-      (body) => whenReady(endpoint.jsonRpc.handle(body, options), (reply) => sendJsonRpcReply(request, response, reply, corsHeaders)),
-      (error: unknown) => {
-        if (error instanceof PayloadTooLargeError) return sendJsonRpcError(request, response, error, corsHeaders)
+    readBodyThen(
+      request,
+      endpoint.policy.maxBodyBytes,
+      (body) => {
+        let sent: MaybePromise<void>
+        try {
+          sent = whenReady(endpoint.jsonRpc.handle(body, options), (reply) => sendJsonRpcReply(request, response, reply, corsHeaders))
+        } catch (error) {
+          return failUnexpectedly(response, request, error)
+        }
+        if (sent instanceof Promise) sent.catch((error: unknown) => failUnexpectedly(response, request, error))
+      },
+      (error) => {
+        if (error instanceof PayloadTooLargeError) sendJsonRpcError(request, response, error, corsHeaders)
       },
     )
   }
