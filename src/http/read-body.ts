@@ -68,10 +68,13 @@ export function readBody(request: IncomingMessage, limit: number): Promise<strin
  */
 export function readBodyThen(request: IncomingMessage, limit: number, onBody: (text: string) => void, onError: (error: unknown) => void): void {
   const over = Number(request.headers['content-length']) > limit
-  if (over && awaitingContinue.has(request)) return onError(new PayloadTooLargeError(limit))
+  if (over && awaitingContinue.has(request)) {
+    onError(new PayloadTooLargeError(limit))
+    return
+  }
   const coding = request.headers['content-encoding']
-  if (coding !== undefined) return void readEncoded(request, limit, over, coding).then(onBody, onError)
-  receive(request, limit, over, textOf, onBody, onError)
+  if (coding === undefined) receive(request, limit, over, textOf, onBody, onError)
+  else readEncoded(request, limit, over, coding).then(onBody, onError)
 }
 
 /** Most bodies come in one chunk: decoded as it is, not copied into a new buffer first. */
