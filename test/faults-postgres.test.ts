@@ -140,8 +140,11 @@ test.skipIf(!serverInstalled)(
     expect(load.failures).toEqual([])
     const errors = load.answers.filter((answer) => (answer.body as { error?: unknown }).error !== undefined)
     const results = load.answers.filter((answer) => (answer.body as { result?: unknown }).result !== undefined)
+    // No bound on errors against results: the load is closed-loop (each worker sends its next call when it has an
+    // answer), so the faster the refusals while the database is away, the more of them. Since key look-ups share
+    // one read, they come about twice as fast as when each request read the key alone (95 against 40 a second).
     expect(errors.length).toBeGreaterThan(0)
-    expect(results.length).toBeGreaterThan(errors.length)
+    expect(results.length).toBeGreaterThan(0)
     expect(results.length + errors.length).toBe(load.answers.length)
     // Once ready again, nothing fails: no pooled connection carries an error over from the restart.
     expect(load.answers.filter((answer) => answer.sentAt >= readyAt && 'error' in (answer.body as object))).toEqual([])
