@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
+import { LimitExceededError } from '../errors.js'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { sendCompressible } from '../http/compress.js'
 import { etagMatches } from '../http/etag.js'
@@ -88,14 +89,14 @@ export function createGraphqlRoute(
   logger: Logger,
   /**
    * Who a client is (its address, as the rate limiter reads it: `X-Forwarded-For` with `--trust-proxy`) and how
-   * many streams it may hold open; without it, streams are not counted.
+   * many streams it may hold open.
    */
-  clients: { trustProxy: boolean; maxStreams?: number } | null = null,
+  clients: { trustProxy: boolean; maxStreams?: number },
 ) {
   const logUnexpected = createUnexpectedErrorLog(logger)
   const open = new Set<() => void>()
   const streamsByClient = new Map<string, number>()
-  const maxStreams = clients?.maxStreams ?? MAX_GRAPHQL_STREAMS_PER_CLIENT
+  const maxStreams = clients.maxStreams ?? MAX_GRAPHQL_STREAMS_PER_CLIENT
   return Object.assign(serveGraphql, {
     /** Ends every open subscription stream, each with its `complete` event (the server stops). */
     endStreams() {
@@ -136,13 +137,12 @@ export function createGraphqlRoute(
 
   /** A stream past its client's cap is refused (429, `LIMIT_EXCEEDED`) and its subscription ended before any event. */
   async function streamCounted(request: IncomingMessage, response: ServerResponse, answer: Response, headers: OutgoingHttpHeaders) {
-    if (clients === null) return streamAnswer(response, answer, headers, logger, open)
     const client = clientAddress(request, clients.trustProxy)
     const streams = streamsByClient.get(client) ?? 0
     if (streams >= maxStreams) {
       await answer.body?.cancel().catch(() => {})
-      const message = `too many open subscriptions from this client: at most ${maxStreams}; close one first`
-      const body = JSON.stringify({ errors: [{ message, extensions: { code: 'LIMIT_EXCEEDED' } }] })
+      const refused = new LimitExceededError(`too many open subscriptions from this client: at most ${maxStreams}; close one first`)
+      const body = JSON.stringify({ errors: [{ message: refused.message, extensions: { code: refused.graphqlCode } }] })
       return sendCompressible(request, response, 429, body, { 'content-type': 'application/json; charset=utf-8' })
     }
     streamsByClient.set(client, streams + 1)
