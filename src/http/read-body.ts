@@ -14,6 +14,9 @@ type Decoder = (body: Buffer, options: { maxOutputLength: number }, done: (error
 /** The content codings a request body may come in, each undone by node:zlib (RFC 9110 §8.4.1; `x-gzip` is gzip). */
 const DECODERS: Readonly<Record<string, Decoder>> = Object.freeze({ gzip: gunzip, 'x-gzip': gunzip, deflate: inflate, br: brotliDecompress })
 
+/** The codings named to a client whose body came in another (`x-gzip` is gzip's old name, not offered). */
+export const DECODED_CODINGS: readonly string[] = Object.keys(DECODERS).filter((coding) => coding !== 'x-gzip')
+
 /**
  * The decoders of a `Content-Encoding`, in the order the codings were applied (`identity` is none); `null` when
  * one of them is not a coding this server decodes (the request is then refused with a 415).

@@ -21,7 +21,7 @@ import {
 } from '../errors.js'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
-import { contentDecoders, continueWhenRead, readBody, readBodyThen } from '../http/read-body.js'
+import { contentDecoders, continueWhenRead, DECODED_CODINGS, readBody, readBodyThen } from '../http/read-body.js'
 import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
@@ -192,13 +192,15 @@ function isJsonRpcPath(path: string): boolean {
   return JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX)
 }
 
-/** Whether a body in this `Content-Encoding` is decoded on this path: by readBody, which yoga (GraphQL) does not use. */
-/** The request body codings readBody undoes, on every path but GraphQL's. */
-const DECODED_CODINGS = ['gzip', 'deflate', 'br'] as const
+/** The body codings taken on a path: readBody's, except on GraphQL's, whose body yoga reads as it comes. */
+function codingsTaken(path: string): readonly string[] {
+  return path === GRAPHQL_PATH ? [] : DECODED_CODINGS
+}
 
+/** Whether a body in this `Content-Encoding` is decoded on this path. */
 function decodes(path: string, coding: string): boolean {
   const decoders = contentDecoders(coding)
-  return decoders !== null && (decoders.length === 0 || path !== GRAPHQL_PATH)
+  return decoders !== null && (decoders.length === 0 || codingsTaken(path).length > 0)
 }
 
 /** Who is calling through which endpoint: the policy, the rate-limit bucket and that bucket's rate. */
@@ -433,7 +435,7 @@ export function createServer(config: ServerConfig) {
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
     const coding = request.headers['content-encoding']
     if (coding !== undefined && !decodes(path, coding))
-      return refuseRequest(request, response, new UnsupportedContentEncodingError(coding, path, path === GRAPHQL_PATH ? [] : DECODED_CODINGS))
+      return refuseRequest(request, response, new UnsupportedContentEncodingError(coding, path, codingsTaken(path)))
     let routed: MaybePromise<void>
     try {
       routed = route(request, response, path)
