@@ -7,25 +7,28 @@ const MODULE = new URL('../bin/idle-heap.js', import.meta.url).href
  * here, finds the process still allocating then and looks again every 8 s (9 s or 17 s on Node 20).
  */
 const REDUCED_WITHIN_MS = 45_000
+/**
+ * How much the burst allocates: ~22 MB, a count rather than a time, so a loaded machine does not change it.
+ * Too little (60 rounds) and no full collection arms the reducer; too much (a 400 ms burst on a fast machine
+ * allocated ~1 GB) and V8 reads the allocation rate as high for several 8 s rounds after the process went
+ * quiet (it averages over the last samples, the burst's among them), which on a loaded CI machine outlasted 45 s.
+ * Measured with six busy loops on two cores: 120 and 200 rounds shrank at ~9 s every time, 60 never.
+ */
+const BURST_ROUNDS = 200
 /** After the plain process shrank its heap, how much longer the other, started with it, is watched. */
 const MARGIN_MS = 2_000
 
 /**
- * A child process that allocates for a moment, as a burst of requests does (buffers and objects), then goes
+ * A child process that allocates a fixed amount, as a burst of requests does (buffers and objects), then goes
  * quiet but for a timer (`keep`: having imported bin/idle-heap.js first, as bin/flashgate.js does), its memory
  * reducer due 200 ms after a collection arms it. Prints what `--trace-gc` says.
  */
 function quietProcess(keep: boolean): { child: ChildProcess; output: () => string } {
   const script = `
     ${keep ? `await import(${JSON.stringify(MODULE)})` : ''}
-    const recent = []
-    const live = []
-    const until = Date.now() + 400
-    while (Date.now() < until) {
-      recent.push(Buffer.alloc(100_000), new Array(1000).fill(Math.random()))
-      if (recent.length > 400) live.push(recent.splice(0, 20)) && (recent.length = 0)
-    }
-    globalThis.live = live
+    const burst = []
+    for (let i = 0; i < ${BURST_ROUNDS}; i++) burst.push(Buffer.alloc(100_000), new Array(1000).fill(Math.random()))
+    burst.length = 0
     setInterval(() => { globalThis.tick = new Array(100).fill(1) }, 100)
     setTimeout(() => process.exit(0), ${REDUCED_WITHIN_MS})`
   const child = spawn(process.execPath, ['--trace-gc', '--gc-memory-reducer-start-delay-ms=200', '--input-type=module', '-e', script], {
