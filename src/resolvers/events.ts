@@ -49,7 +49,10 @@ export type ChainEventMap = {
    * each transaction once, as the HTTP pending-transaction filter reports them.
    */
   sealedTransactions: [transactions: RpcTransaction[]]
-  /** The pending block after a flashblock, as `eth_getBlockByNumber("pending", false)` answers it. */
+  /**
+   * The pending block after a flashblock, as `eth_getBlockByNumber("pending", true)` answers it: whole
+   * transactions, as Base's node sends `newFlashblocks` (base/base `rpc/pubsub.rs`, `get_latest_block(true)`).
+   */
   flashblock: [block: Record<string, unknown>]
   /** Pre-confirmed logs whose receipts became known (from the frame, or hydrated), in order. */
   pendingLogs: [logs: PendingLog[]]
@@ -325,7 +328,7 @@ export function createEventStream(options: {
     // In order: each flashblock's header is built after the previous one's.
     flashblocks = flashblocks.then(async () => {
       try {
-        emit('flashblock', await options.pendingBlock(block, false))
+        emit('flashblock', await options.pendingBlock(block, true))
       } catch (error) {
         logger?.warn({ err: loggableError(error) }, 'could not build the pending block for subscribers')
       }
