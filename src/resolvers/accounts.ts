@@ -105,13 +105,16 @@ export function createAccountResolvers({
   // Upstream reads of state the index does not hold (see readThrough), forgotten on a reorg.
   const upstreamReads = new LRUCache<string, AccountState>({ max: MAX_UPSTREAM_READS })
   const unchangedReads = new LRUCache<Address, { blockNumber: number; state: AccountState }>({ max: MAX_UPSTREAM_READS })
+  const upstreamPendingReads = new LRUCache<string, Promise<AccountState>>({ max: UPSTREAM_PENDING_READS, ttl: UPSTREAM_PENDING_TTL_MS })
   let generation = 0
   cache.onClear(() => {
     generation++
     upstreamReads.clear()
     unchangedReads.clear()
+    // The upstream's pending nonce is a floor under ours: read before a reorg, it still counts the replaced
+    // blocks' transactions (its key, the pending version, is the same when no flashblock is pending).
+    upstreamPendingReads.clear()
   })
-  const upstreamPendingReads = new LRUCache<string, Promise<AccountState>>({ max: UPSTREAM_PENDING_READS, ttl: UPSTREAM_PENDING_TTL_MS })
   async function blockNumberFor(selector: BlockSelector): Promise<{ number: number; indexed: boolean }> {
     const resolved = await chain.resolve(selector)
     switch (resolved.status) {
