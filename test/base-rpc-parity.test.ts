@@ -1,11 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Hex } from 'viem'
+import { encodeFunctionData, type Hex, toHex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { WebSocket } from 'ws'
+import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
+import { TOKEN_DEPLOY_BYTECODE, tokenAbi } from '../src/devnet/contracts.js'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
+import { FLASHBLOCK_STALE_MS } from '../src/pending/index.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
-import { DEV_ACCOUNTS } from './fixtures/flashblocks.js'
+import { DEV_ACCOUNTS, flashblock, startScriptedFeed } from './fixtures/flashblocks.js'
 import { result, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { anvilReceipt, blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 // What Base's own flashblocks-aware node (base/base, crates/execution/flashblocks: rpc/eth.rs, rpc/pubsub.rs,
 // state_builder.rs) answers from pre-confirmed state, checked against flashgate on a real devnet.
@@ -17,6 +21,19 @@ let database: TestDatabase
 let gateway: TestGateway
 
 type RpcObject = Record<string, unknown>
+
+/** One batch, answers in call order. */
+async function batch(url: string, calls: [string, unknown[]][]): Promise<unknown[]> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(calls.map(([method, params], id) => ({ jsonrpc: '2.0', id, method, params }))),
+  })
+  const answers = (await response.json()) as { id: number; result?: unknown; error?: unknown }[]
+  return answers
+    .sort((a, b) => a.id - b.id)
+    .map((answer) => (answer.error === undefined ? answer.result : Promise.reject(new Error(JSON.stringify(answer.error)))))
+}
 
 async function sealedReceipt(url: string, hash: string): Promise<RpcObject> {
   for (;;) {
@@ -66,10 +83,13 @@ describe("parity with Base's flashblocks-aware node", () => {
       type Notified = { number: string; transactions: (RpcObject | string)[] }
       let notified: Notified | undefined
       await expect
-        .poll(() => {
-          notified = (subscription.items as Notified[]).findLast((block) => block.number === receipt.blockNumber)
-          return notified?.transactions.some((transaction) => typeof transaction === 'object' && transaction.hash === hash)
-        })
+        .poll(
+          () => {
+            notified = (subscription.items as Notified[]).findLast((block) => block.number === receipt.blockNumber)
+            return notified?.transactions.some((transaction) => typeof transaction === 'object' && transaction.hash === hash)
+          },
+          { timeout: 10_000 },
+        )
         .toBe(true)
       const sealed = await result<{ transactions: RpcObject[] }>(devnet.rpcUrl, 'eth_getBlockByNumber', [receipt.blockNumber, true])
       const transactions = notified!.transactions as RpcObject[]
@@ -80,5 +100,73 @@ describe("parity with Base's flashblocks-aware node", () => {
     } finally {
       subscription.close()
     }
+  })
+})
+
+describe('between a block sealing and the next flashblock (a scripted feed over anvil)', () => {
+  let anvil: Anvil
+  let feed: Awaited<ReturnType<typeof startScriptedFeed>>
+  let scriptedDatabase: TestDatabase
+  let scripted: TestGateway
+
+  beforeAll(async () => {
+    anvil = await startAnvil()
+    feed = await startScriptedFeed()
+    scriptedDatabase = await createTestDatabase()
+    scripted = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: scriptedDatabase.databaseUrl, flashblocksWs: feed.url })
+    await feed.connected()
+  })
+
+  afterAll(async () => {
+    await scripted?.stop()
+    await feed?.stop()
+    await anvil?.stop()
+    await scriptedDatabase?.drop()
+  })
+
+  test('eth_getLogs from pending to pending is [], not the sealed head’s logs again, as on Base', async () => {
+    // Base's node drops its pending state once the canonical block catches up, and answers a pending-only log
+    // query from that state alone (rpc/eth.rs get_logs): [] until the next index 0. flashgate answered with
+    // `latest`'s logs in that window, so a client polling pre-confirmed logs got each block's logs twice, the
+    // second time with the sealed block's hash.
+    const sender = DEV_ACCOUNTS[0]!.address
+    const deployed = await anvilReceipt<{ contractAddress: Hex }>(
+      anvil.rpcUrl,
+      await result<Hex>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender, data: TOKEN_DEPLOY_BYTECODE, gas: '0x100000' }]),
+    )
+    const head = await waitForSameHead(scripted, anvil.rpcUrl)
+    await result(anvil.rpcUrl, 'evm_setAutomine', [false])
+    const data = encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [`0x${'9c'.repeat(20)}`, 42n] })
+    const hash = await result<Hex>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender, to: deployed.contractAddress, data, gas: '0x30000' }])
+    const raw = await result<Hex>(anvil.rpcUrl, 'eth_getRawTransactionByHash', [hash])
+    // Today's frames: the transaction alone, no receipt. The builder opens block head + 1 with it.
+    const opening = flashblock({
+      index: 0,
+      blockNumber: head + 1,
+      parentHash: await blockHashAt(anvil.rpcUrl, head),
+      transactions: [{ raw, hash }],
+      format: 'current',
+    })
+    feed.send(opening)
+    await expect
+      .poll(async () => (await result<RpcObject>(scripted.url, 'eth_getBlockByNumber', ['pending', false])).number, { timeout: 10_000 })
+      .toBe(toHex(head + 1))
+    // The block seals as pre-confirmed and is indexed; no flashblock of the next block has come yet.
+    await result(anvil.rpcUrl, 'evm_mine', [])
+    expect(await waitForSameHead(scripted, anvil.rpcUrl)).toBe(head + 1)
+    const sealedLogs = await result<RpcObject[]>(scripted.url, 'eth_getLogs', [{ fromBlock: 'latest', toBlock: 'latest' }])
+    expect(sealedLogs.map((log) => log.transactionHash)).toEqual([hash])
+    feed.send(opening) // a replay: ignored, but the feed is not silent
+    const [pendingLogs, pendingBlock, latestBlock] = await batch(scripted.url, [
+      ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }]],
+      ['eth_getBlockByNumber', ['pending', false]],
+      ['eth_getBlockByNumber', ['latest', false]],
+    ])
+    expect(pendingLogs).toEqual([])
+    // The rest of `pending` reads as `latest` meanwhile, as on Base.
+    expect(pendingBlock).toEqual(latestBlock)
+    // Without a feed to follow (silent past the stale bound), `pending` is `latest` for logs too.
+    await sleep(FLASHBLOCK_STALE_MS + 200)
+    expect(await result(scripted.url, 'eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])).toEqual(sealedLogs)
   })
 })

@@ -524,6 +524,14 @@ export function createPendingState(config: PendingStateConfig) {
       return visible[0] !== undefined && visible[0].number <= headNumber ? visible.filter((block) => block.number > headNumber) : visible
     },
     /**
+     * Whether the feed is being followed: a block was opened (index 0) and nothing dropped since, and the
+     * feed is not silent. Between a block sealing and the next block's first flashblock, `blocks` is empty
+     * while following: the block being built has nothing pre-confirmed yet (not "no pending state").
+     */
+    following(): boolean {
+      return !awaitingStart && now() - lastMessageAt <= staleAfterMs
+    },
+    /**
      * Takes back every receipt known for the pending block `number` (and the balances its source brought),
      * for a source that learned they were built on something wrong; receipts still to come are unaffected.
      */

@@ -130,6 +130,10 @@ export function createPendingView({ chain, pending }: { chain: ChainState; pendi
         return { confirmed: { fromBlock, toBlock }, pending: [] }
       }
       const pendingBlocks = isPendingTag(toBlock) ? await blocks() : []
+      // Pending only, while the feed is followed but the next block has no flashblock yet: nothing is
+      // pre-confirmed, so no logs (as Base's node answers), not `latest`'s sealed ones a second time.
+      if (isPendingTag(fromBlock) && isPendingTag(toBlock) && pendingBlocks.length === 0 && pending?.following() === true)
+        return { confirmed: null, pending: [] }
       if (pendingBlocks.length === 0) return { confirmed: { fromBlock, toBlock }, pending: [] }
       if (isPendingTag(fromBlock)) return { confirmed: null, pending: pendingBlocks }
       if (fromBlock.kind === 'number' && fromBlock.number >= BigInt(pendingBlocks[0]!.number)) {
