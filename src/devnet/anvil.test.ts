@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { createPublicClient, http } from 'viem'
@@ -23,6 +23,28 @@ function isProcessGone(pid: number): boolean {
     return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.startsWith('Z') ?? false
   } catch {
     return true
+  }
+}
+
+/** The processes whose parent is `pid`, from /proc. */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((child) => {
+      try {
+        return Number(readFileSync(`/proc/${child}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]) === pid
+      } catch {
+        return false
+      }
+    })
+}
+
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\u0000', ' ')
+  } catch {
+    return ''
   }
 }
 
@@ -134,6 +156,23 @@ describe('startAnvil', () => {
     // The signal is re-raised after cleanup, so the process still dies "by SIGTERM".
     expect(signal).toBe('SIGTERM')
     expect(await waitUntilGone(anvilPid)).toBe(true)
+  })
+
+  test('no orphan when the owning process is killed by SIGKILL, which it cannot catch (kill -9, the OOM killer)', async () => {
+    const { anvilPid, signal } = await runOrphanScript("process.kill(process.pid, 'SIGKILL')")
+    expect(signal).toBe('SIGKILL')
+    const gone = await waitUntilGone(anvilPid)
+    if (!gone) process.kill(anvilPid, 'SIGKILL')
+    expect(gone).toBe(true)
+  })
+
+  test('the watchdog leaves with anvil: stop() ends both, and nothing is left to signal a process id used again', async () => {
+    const anvil = await startAnvil()
+    const watchdogs = () => childrenOf(process.pid).filter((pid) => commandOf(pid).includes(`kill -KILL ${anvil.process.pid}`))
+    expect(watchdogs()).toHaveLength(1)
+    const [watchdog] = watchdogs()
+    await anvil.stop()
+    expect(await waitUntilGone(watchdog!)).toBe(true)
   })
 
   test('no orphan when the owning process crashes with an uncaught exception', async () => {

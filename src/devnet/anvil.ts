@@ -66,6 +66,7 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   trackChild(child)
+  watchForOwnerDeath(child)
 
   const output = createOutputTail()
   const exited = new Promise<void>((resolve) => {
@@ -215,7 +216,23 @@ async function stopChild(child: ChildProcess, exited: Promise<void>): Promise<vo
 
 // --- orphan protection -------------------------------------------------------------------------------
 // A test run that crashes or calls process.exit() never reaches stop(); the children are killed here
-// instead. SIGKILL of this process cannot be caught, so that one case can still leave anvil behind.
+// instead. SIGKILL of this process (or the OOM killer) cannot be caught: a watchdog covers that case.
+
+/**
+ * Kills anvil once this process is gone, however it went (SIGKILL included): a shell blocked reading a pipe
+ * whose only writer is this process, which the kernel closes when the process dies. The shell's `read` then
+ * returns and it kills anvil. While anvil lives the watchdog waits; once anvil has exited it is killed first,
+ * so it never signals a process id used again. Neither the pipe nor the shell keeps this process running.
+ * Not on Windows, which has no `sh`; a watchdog that cannot start leaves the hooks below as the only cover.
+ */
+function watchForOwnerDeath(child: ChildProcess): void {
+  if (process.platform === 'win32' || child.pid === undefined) return
+  const watchdog = spawn('/bin/sh', ['-c', `read _; kill -KILL ${child.pid} 2>/dev/null`], { stdio: ['pipe', 'ignore', 'ignore'] })
+  watchdog.on('error', () => {})
+  watchdog.unref()
+  ;(watchdog.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null)?.unref?.()
+  child.once('exit', () => watchdog.kill('SIGKILL'))
+}
 
 const liveChildren = new Set<ChildProcess>()
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP']
