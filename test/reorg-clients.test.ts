@@ -1,10 +1,13 @@
 // Reorgs as clients see them: after anvil replaces blocks (`anvil_reorg`, or a snapshot reverted and mined
 // again), every answer a wallet or an indexer reads through flashgate is anvil's for the same chain, though
 // the answer cache, the call memo and the upstream reads held answers of the replaced blocks.
-import { encodeFunctionData, type Hex } from 'viem'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Contract, JsonRpcProvider } from 'ethers'
+import { createPublicClient, encodeFunctionData, type Hex, http, webSocket } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import type { Anvil } from '../src/devnet/anvil.js'
 import { tokenAbi } from '../src/devnet/contracts.js'
+import { FILTER_REORG_DEPTH } from '../src/resolvers/filters.js'
 import { compareWithReference, type Query } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { result, startManualAnvilWithToken, startTestGateway, type TestGateway } from './fixtures/gateway.js'
@@ -12,6 +15,8 @@ import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
 const RECIPIENT = '0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc'
+/** Long enough for a watcher polling every 100 ms (viem, ethers) to have polled a few times. */
+const WATCHERS_SETTLE_MS = 1_500
 
 let anvil: Anvil
 let database: TestDatabase
@@ -31,6 +36,26 @@ async function mineTransfers(blocks: number, perBlock = 2): Promise<void> {
     }
     await anvilCall(anvil.rpcUrl, 'evm_mine')
   }
+}
+
+/**
+ * Replaces the newest `depth` blocks with as many others (`anvil_reorg`: the head's number stays, so no client
+ * sees it go down), each holding `perBlock` transfers of new amounts from SENDER.
+ */
+async function reorgWithTransfers(depth: number, perBlock = 2): Promise<void> {
+  const head = await headOf(anvil.rpcUrl)
+  const nonce = Number(await anvilCall<Hex>(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER, quantity(head - depth)]))
+  const transactions = Array.from({ length: depth * perBlock }, (_, index) => [
+    {
+      from: SENDER,
+      to: token,
+      input: encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, BigInt(amount++)] }),
+      gas: '0x30000',
+      nonce: quantity(nonce + index),
+    },
+    Math.floor(index / perBlock),
+  ])
+  await anvilCall(anvil.rpcUrl, 'anvil_reorg', [depth, transactions])
 }
 
 /** What a wallet and an indexer ask around the head: every block answer from `from` to one past the head. */
@@ -124,6 +149,29 @@ describe('answers after a reorg', () => {
     },
   )
 
+  test('the head never goes down while a branch of 20 blocks replaces the indexed one at the same height, as on the node', async () => {
+    await mineTransfers(20, 1)
+    const head = await waitForSameHead(gateway, anvil.rpcUrl)
+    const seen: number[] = []
+    let watching = true
+    const watcher = (async () => {
+      while (watching) seen.push(await headOf(gateway.url))
+    })()
+    try {
+      await reorgWithTransfers(20, 1)
+      await waitForSameHead(gateway, anvil.rpcUrl)
+      // A few more reads after the new branch shows: the head must not step back after it either.
+      await sleep(200)
+    } finally {
+      watching = false
+      await watcher
+    }
+    expect(seen.length).toBeGreaterThan(10)
+    // The rewind to the fork and the new branch's blocks are one commit: the index is never seen at the fork.
+    expect(Math.min(...seen)).toBe(head)
+    expect(await headOf(gateway.url)).toBe(head)
+  })
+
   test("the pending nonce is the new branch's as soon as the head is, not the upstream's pending count read before the reorg", async () => {
     await mineTransfers(3)
     await waitForSameHead(gateway, anvil.rpcUrl)
@@ -140,4 +188,106 @@ describe('answers after a reorg', () => {
     ])
     expect(ours).toBe(node)
   })
+})
+
+type ClientLog = {
+  blockHash: string
+  blockNumber?: Hex | bigint | number
+  transactionHash: string
+  logIndex?: number | string | null
+  index?: number
+  removed?: boolean
+}
+
+/** What a client keeps of the logs it is told of: added as they come, taken out when they come again `removed`. */
+function logBook() {
+  const kept = new Map<string, ClientLog>()
+  const heard: string[] = []
+  const keyOf = (log: ClientLog) => `${log.blockHash}:${Number(log.logIndex ?? log.index)}`
+  return {
+    kept,
+    heard,
+    take(log: ClientLog) {
+      heard.push(`${keyOf(log)}${log.removed ? ' removed' : ''}`)
+      if (log.removed) kept.delete(keyOf(log))
+      else kept.set(keyOf(log), log)
+    },
+    keys: () => [...kept.keys()].sort(),
+  }
+}
+
+describe('event watchers across reorgs', () => {
+  const stops: (() => unknown)[] = []
+  const books = new Map<string, ReturnType<typeof logBook>>()
+  let from = 0
+
+  beforeAll(async () => {
+    from = (await waitForSameHead(gateway, anvil.rpcUrl)) + 1
+    for (const [name, url] of [
+      ['flashgate', gateway.url],
+      ['anvil', anvil.rpcUrl],
+    ] as const) {
+      for (const transport of ['http', 'ws'] as const) {
+        const book = logBook()
+        books.set(`viem ${transport} ${name}`, book)
+        const client = createPublicClient({
+          transport: transport === 'http' ? http(url) : webSocket(url.replace('http', 'ws'), { reconnect: false }),
+          pollingInterval: 100,
+        })
+        stops.push(
+          client.watchContractEvent({
+            address: token,
+            abi: tokenAbi,
+            eventName: 'Transfer',
+            onLogs: (logs) => {
+              for (const log of logs) book.take(log as ClientLog)
+            },
+          }),
+        )
+      }
+      const book = logBook()
+      books.set(`ethers http ${name}`, book)
+      const provider = new JsonRpcProvider(url, 31337, { staticNetwork: true, polling: true, pollingInterval: 100 })
+      const contract = new Contract(token, ['event Transfer(address indexed from, address indexed to, uint256 value)'], provider)
+      await contract.on('Transfer', (...args: unknown[]) => book.take((args.at(-1) as { log: ClientLog }).log))
+      stops.push(() => provider.destroy())
+    }
+    // Every watcher has installed its filter or subscription before the first block it must hear of.
+    await sleep(WATCHERS_SETTLE_MS)
+  })
+
+  afterAll(async () => {
+    for (const stop of stops) await stop()
+  })
+
+  /** Waits until flashgate has the head and every watcher has had time to hear of it. */
+  async function settled() {
+    await waitForSameHead(gateway, anvil.rpcUrl)
+    await sleep(WATCHERS_SETTLE_MS)
+  }
+
+  test.each([1, 3, 20])(
+    "anvil_reorg %i deep, new logs in every replaced block: viem over HTTP (filters) and over a socket ends with the chain's logs, ethers with anvil's",
+    async (depth) => {
+      await mineTransfers(depth)
+      await settled()
+      await reorgWithTransfers(depth)
+      await mineTransfers(1)
+      await settled()
+      const logs = await anvilCall<ClientLog[]>(anvil.rpcUrl, 'eth_getLogs', [{ address: token, fromBlock: quantity(from), toBlock: 'latest' }])
+      const chain = logs.map((log) => `${log.blockHash}:${Number(log.logIndex)}`).sort()
+      // Through flashgate each viem watcher is told of the replaced logs again with `removed: true` (anvil tells
+      // neither its filters nor its subscribers, so a client of anvil keeps them): it ends with the chain's.
+      // Filters find a reorg up to FILTER_REORG_DEPTH blocks deep, subscriptions up to 64.
+      if (depth <= FILTER_REORG_DEPTH) expect(books.get('viem http flashgate')!.keys()).toEqual(chain)
+      expect(books.get('viem ws flashgate')!.keys()).toEqual(chain)
+      expect(books.get('viem ws anvil')!.heard.some((log) => log.endsWith('removed'))).toBe(false)
+      // ethers v6 reads eth_getLogs past the highest block it has seen and takes nothing back (from anvil as
+      // from flashgate): it does not hear the replaced blocks' new logs, but goes on with the blocks after them.
+      const head = await headOf(anvil.rpcUrl)
+      const newest = logs.filter((log) => Number(log.blockNumber) === head)
+      expect(newest.length).toBeGreaterThan(0)
+      for (const log of newest) expect(books.get('ethers http flashgate')!.kept.has(`${log.blockHash}:${Number(log.logIndex)}`)).toBe(true)
+    },
+  )
 })

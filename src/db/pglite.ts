@@ -34,8 +34,12 @@ export async function openPglite(config: DbConfig): Promise<Db> {
       const result = isSql(statement) ? await drizzle.execute(statement) : await client.query(statement.sql, statement.params as unknown[])
       return result.rows as never
     },
-    async copyInTransaction(batches, statements = []) {
+    async copyInTransaction(batches, statements = [], { before = [] } = {}) {
       await client.transaction(async (tx) => {
+        for (const statement of before) {
+          const query = dialect.sqlToQuery(statement)
+          await tx.query(query.sql, query.params)
+        }
         for (const batch of batches) {
           if (batch.rows.length === 0) continue
           const { tableName, columns, format, payload } = encodeCopy(batch)

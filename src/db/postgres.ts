@@ -332,13 +332,17 @@ function postgresSession(
         }, watched),
       )
     },
-    async copyInTransaction(batches, statements = [], { durable = true } = {}) {
+    async copyInTransaction(batches, statements = [], { durable = true, before = [] } = {}) {
       await watchedTransaction(unanswered, (begun, bodyDone) =>
         client.begin((tx) => {
           begun()
           return transactionBody(async () => {
             if (guard !== null) await watchedStatement(tx.unsafe(guard.sql, guard.params as never[]))
             if (!durable) await watchedStatement(tx.unsafe(ASYNC_COMMIT))
+            for (const statement of before) {
+              const query = dialect.sqlToQuery(statement)
+              await watchedStatement(tx.unsafe(query.sql, query.params as never[]))
+            }
             // Encoding overlaps Postgres taking rows in: a table streams in pieces (each encoded once the one before
             // is on its way), and the first piece of the next table is encoded while Postgres finishes this one.
             const tables = batches.filter((batch) => batch.rows.length > 0)

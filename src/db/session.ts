@@ -63,7 +63,11 @@ export function renderStatement(statement: SQL): { withParameters(...parameters:
 /** Whether `statement` is drizzle SQL still to be rendered, and not a `RenderedStatement`. */
 export const isSql = (statement: SQL | RenderedStatement): statement is SQL => statement instanceof SQL
 
-export type CopyOptions = { durable?: boolean }
+export type CopyOptions = {
+  durable?: boolean
+  /** Statements run first, in the same transaction (a rewind whose new branch the COPY writes: no reader sees the chain lower between). */
+  before?: SQL[]
+}
 
 /** What the ingester reads and writes through: the whole database, or (on Postgres) the session holding the ingest lock. */
 export type DbSession = {

@@ -10,7 +10,7 @@ import type { PrestateDiff } from './account-diffs.js'
 import type { RawBlock, RawReceipt } from './block-data.js'
 import { createBlockFetcher, type UpstreamCapabilities } from './fetch-block.js'
 import { createHeadFollower } from './follow.js'
-import { rewindToCommonAncestor } from './reorg.js'
+import { type DeferredRewind, findCommonAncestor } from './reorg.js'
 import { createStatus, type IngesterStatus, recordFailure, recordSuccess } from './status.js'
 import { createStore, type Store, type StoredHead } from './store.js'
 import { createBlockSync } from './sync.js'
@@ -100,6 +100,12 @@ export function createIngester(config: IngesterConfig) {
     rowOptions: () => ({ registry: registry.address(), entryPoints: config.entryPoints }),
     stopping: () => stopping,
     rewind: handleReorg,
+    deferredRewind: () => deferredRewind,
+    rewound({ ancestor, from }, removedLogs) {
+      deferredRewind = null
+      logger.warn({ from, ancestor, removedLogs }, 'chain reorganisation')
+      events.emit('reorg', { ancestor, removedLogs })
+    },
     committed(head, blocks) {
       events.emit('head', head)
       events.emit(
@@ -150,9 +156,26 @@ export function createIngester(config: IngesterConfig) {
     return start
   }
 
-  /** Rewinds to the common ancestor of the stored and the upstream's chain; returns the block to fetch next. */
-  async function handleReorg(head: StoredHead): Promise<number> {
-    const { ancestor, firstBlock, removedLogs } = await rewindToCommonAncestor({ store, fetcher, logger }, head)
+  /**
+   * A rewind found and not yet written: it goes in the transaction that writes the new branch's first blocks,
+   * so that readers see the old branch, then the new one, never the index down at the fork between.
+   */
+  let deferredRewind: DeferredRewind | null = null
+
+  /**
+   * Finds the common ancestor of the stored and the upstream's chain; returns the block to fetch next. When the
+   * upstream has blocks above it (`target`, its head), the rewind is deferred to the write of the first of them;
+   * otherwise it is done now.
+   */
+  async function handleReorg(head: StoredHead, target?: number): Promise<number> {
+    deferredRewind = null
+    const { ancestor, ancestorHash, firstBlock } = await findCommonAncestor({ store, fetcher }, head)
+    if (ancestorHash !== null && ancestor >= firstBlock && target !== undefined && target > ancestor) {
+      deferredRewind = { ancestor, ancestorHash, from: head.number }
+      return ancestor + 1
+    }
+    const removedLogs = await store.rewindTo(ancestor)
+    logger.warn({ from: head.number, ancestor, removedLogs }, 'chain reorganisation')
     status.head = ancestor >= firstBlock ? ancestor : null
     events.emit('reorg', { ancestor, removedLogs })
     if (ancestor >= firstBlock) return ancestor + 1
@@ -225,7 +248,7 @@ export function createIngester(config: IngesterConfig) {
         if (next <= target) next = await sync.syncTo(store, next, target)
         else {
           const head = await store.head()
-          if (head !== null && (await headReplaced(head, target))) next = await handleReorg(head)
+          if (head !== null && (await headReplaced(head, target))) next = await handleReorg(head, target)
           else {
             await follower.refreshSafeHeads(store)
             // Caught up: a turn of reading the registry below the index, if that is unfinished.
@@ -238,6 +261,7 @@ export function createIngester(config: IngesterConfig) {
         // Start again from what the database holds: batches committed before the failure are not fetched
         // again (no duplicates), and one whose commit may or may not have landed is settled by reading it.
         next = null
+        deferredRewind = null
         if (lock !== null && (!lock.held() || isIngestLockLost(error))) await dropLock()
         if (stopping) break
         recordFailure(status, error)

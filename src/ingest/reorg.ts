@@ -14,18 +14,17 @@ export type Rewind = {
   removedLogs: number
 }
 
-/**
- * Walks back from the stored head until the upstream agrees on a block hash, and deletes everything above
- * that common ancestor in one transaction.
- */
-export async function rewindToCommonAncestor(
-  { store, fetcher, logger }: { store: Store; fetcher: BlockFetcher; logger: Logger },
+/** A common ancestor found, whose rewind goes with the write of the new branch's first blocks (ingest/index.ts). */
+export type DeferredRewind = { ancestor: number; ancestorHash: string; from: number }
+
+/** Walks back from the stored head until the upstream agrees on a block hash: the common ancestor, nothing deleted. */
+export async function findCommonAncestor(
+  { store, fetcher }: { store: Store; fetcher: BlockFetcher },
   head: StoredHead,
-): Promise<Rewind> {
+): Promise<{ ancestor: number; ancestorHash: string | null; firstBlock: number }> {
   const state = await store.syncState()
   const firstBlock = (state.get(SYNC_KEYS.firstBlock) as number | undefined) ?? 0
-  let ancestor = firstBlock - 1
-  search: for (let top = head.number; top >= firstBlock; top -= REORG_PROBE_BATCH) {
+  for (let top = head.number; top >= firstBlock; top -= REORG_PROBE_BATCH) {
     const bottom = Math.max(firstBlock, top - REORG_PROBE_BATCH + 1)
     const [stored, upstreamHeaders] = await Promise.all([
       store.hashesFrom(bottom, top),
@@ -34,12 +33,21 @@ export async function rewindToCommonAncestor(
     for (const header of upstreamHeaders) {
       if (header === null) continue
       const number = Number.parseInt(header.number, 16)
-      if (stored.get(number) === header.hash) {
-        ancestor = number
-        break search
-      }
+      if (stored.get(number) === header.hash) return { ancestor: number, ancestorHash: header.hash, firstBlock }
     }
   }
+  return { ancestor: firstBlock - 1, ancestorHash: null, firstBlock }
+}
+
+/**
+ * Walks back from the stored head until the upstream agrees on a block hash, and deletes everything above
+ * that common ancestor in one transaction.
+ */
+export async function rewindToCommonAncestor(
+  { store, fetcher, logger }: { store: Store; fetcher: BlockFetcher; logger: Logger },
+  head: StoredHead,
+): Promise<Rewind> {
+  const { ancestor, firstBlock } = await findCommonAncestor({ store, fetcher }, head)
   const removedLogs = await store.rewindTo(ancestor)
   logger.warn({ from: head.number, ancestor, removedLogs }, 'chain reorganisation')
   return { ancestor, firstBlock, removedLogs }

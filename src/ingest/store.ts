@@ -66,7 +66,17 @@ export function createStore({ db, bareBackfill = false }: { db: DbSession; bareB
    * announces the new head to processes that do not ingest (db/notifications.ts). `target`: the upstream's
    * head the ingester is syncing to, which says which blocks are final: the seal's margin below it.
    */
-  async function writeBlocks(batch: BlockRows[], state: Record<string, unknown> = {}, { target }: { target?: number } = {}) {
+  /**
+   * Writes a batch of blocks in one transaction; with `rewindTo`, the rewind to that ancestor goes first in the
+   * same transaction, so that no reader sees the index below the new branch (a node's head never goes down
+   * while it switches branches), and returns the logs it took away.
+   */
+  async function writeBlocks(
+    batch: BlockRows[],
+    state: Record<string, unknown> = {},
+    { target, rewindTo }: { target?: number; rewindTo?: number } = {},
+  ): Promise<number> {
+    const removed = rewindTo === undefined ? 0 : await logsAbove(rewindTo)
     const last = batch[batch.length - 1]!.block
     const finalBelow = target === undefined ? undefined : sealableBelow(target)
     // A partition that ends below it is sealed soon after it is filled: written bare (`bareBackfill`).
@@ -79,66 +89,69 @@ export function createStore({ db, bareBackfill = false }: { db: DbSession; bareB
       await db.copyInTransaction(
         blockTables.map(([key, { table }]) => ({ table, rows: batch.flatMap((rows): unknown => rows[key]) })) as CopyRows[],
         [...Object.entries(state).map(([key, value]) => upsertSyncState(key, value)), notifyChain({ head: last.number, hash: byteaToHex(last.hash) })],
-        { durable },
+        { durable: durable || rewindTo !== undefined, before: rewindTo === undefined ? [] : rewindStatements(rewindTo) },
       )
     } catch (error) {
       // A row without a partition (one dropped under the partitioner's memory): the batch's retry looks again.
       if (sqlState(error) === CHECK_VIOLATION) partitioner.forget()
       throw error
     }
+    return removed
   }
 
   /**
-   * Copies the logs of the blocks a rewind to `ancestor` undoes (the newest `UNDONE_LOG_BLOCKS` of them) to
-   * `undone_logs`, for the log filters that delivered them (resolvers/filters.ts), and deletes the rows of
-   * rewinds older than `UNDONE_LOG_TTL_MS`. A block undone twice keeps its rows of the first time (same hash,
-   * same logs).
+   * What a rewind to `ancestor` runs, in one transaction: copies the logs of the blocks it undoes (the newest
+   * `UNDONE_LOG_BLOCKS` of them) to `undone_logs`, for the log filters that delivered them
+   * (resolvers/filters.ts), deleting the rows of rewinds older than `UNDONE_LOG_TTL_MS` (a block undone twice
+   * keeps its rows of the first time: same hash, same logs); then deletes every block above `ancestor` and
+   * what hangs off it (block headers last, COPY order reversed), and announces the rewind.
    */
-  async function keepUndoneLogs(tx: Pick<DbSession['drizzle'], 'execute'>, ancestor: number) {
+  function rewindStatements(ancestor: number): SQL[] {
     const now = Date.now()
     const { undoneLogs, logs } = schema
-    await tx.execute(sql`delete from ${undoneLogs} where ${undoneLogs.undoneAt} < ${now - UNDONE_LOG_TTL_MS}`)
     // The columns `undone_logs` shares with `logs`: all of the latter's.
     const columns = sql.raw(
       Object.values(getTableColumns(logs))
         .map((column) => column.name)
         .join(', '),
     )
-    await tx.execute(sql`insert into ${undoneLogs} (${columns}, undone_at)
-      select ${columns}, ${now}::bigint from ${logs}
-      where ${logs.blockNumber} > greatest(${ancestor}::bigint, (select max(${schema.blocks.number}) from ${schema.blocks}) - ${UNDONE_LOG_BLOCKS}::bigint)
-      on conflict do nothing`)
+    return [
+      // A deep rewind deletes millions of rows, for longer than the statement timeout set for reads: cancelled
+      // by it, the same rewind would be retried forever. `local`: it ends with the transaction.
+      sql`set local statement_timeout = 0`,
+      sql`delete from ${undoneLogs} where ${undoneLogs.undoneAt} < ${now - UNDONE_LOG_TTL_MS}`,
+      sql`insert into ${undoneLogs} (${columns}, undone_at)
+        select ${columns}, ${now}::bigint from ${logs}
+        where ${logs.blockNumber} > greatest(${ancestor}::bigint, (select max(${schema.blocks.number}) from ${schema.blocks}) - ${UNDONE_LOG_BLOCKS}::bigint)
+        on conflict do nothing`,
+      ...[...blockTables].reverse().map(([, { table, blockNumber }]) => sql`delete from ${table} where ${gt(blockNumber, ancestor)}`),
+      sql`insert into ${schema.syncState} (${sql.identifier('key')}, ${sql.identifier('value')}) values (${SYNC_KEYS.reorgEpoch}, ${'1'}::jsonb)
+        on conflict (${sql.identifier('key')}) do update set ${sql.identifier('value')} = to_jsonb((${schema.syncState.value}::text)::bigint + 1)`,
+      notifyChain({ rewoundTo: ancestor }),
+    ]
+  }
+
+  /** The logs a rewind to `ancestor` takes away (read before it: the ingester is the one writer). */
+  async function logsAbove(ancestor: number): Promise<number> {
+    return db.transaction(async (tx) => {
+      // Millions of them after a deep reorg: longer than the statement timeout set for reads.
+      await tx.execute(sql`set local statement_timeout = 0`)
+      const answer = await tx.execute(sql`select count(*)::int as count from ${schema.logs} where ${schema.logs.blockNumber} > ${ancestor}`)
+      return Number(rowsOf<{ count: number }>(answer)[0]?.count ?? 0)
+    })
   }
 
   /**
    * Deletes every block above `ancestor` and what hangs off it, in one transaction that also announces the
-   * rewind, and returns how many logs went with them (subscribers learn which from the event stream).
+   * rewind, and returns how many logs went with them (subscribers learn which from the event stream). A rewind
+   * with new blocks to write goes with them instead (`writeBlocks`' `rewindTo`).
    */
   async function rewindTo(ancestor: number): Promise<number> {
-    return db.transaction(async (tx) => {
-      // A deep rewind deletes millions of rows, for longer than the statement timeout set for reads: cancelled
-      // by it, the same rewind would be retried forever. `local`: it ends with the transaction.
-      await tx.execute(sql`set local statement_timeout = 0`)
-      await keepUndoneLogs(tx, ancestor)
-      // Logs first, counted; the block headers last (COPY order reversed).
-      let removed = 0
-      for (const [key, { table, blockNumber }] of [...blockTables].reverse()) {
-        if (key !== 'logs') {
-          await tx.delete(table).where(gt(blockNumber, ancestor))
-          continue
-        }
-        const answer = await tx.execute(
-          sql`with gone as (delete from ${table} where ${blockNumber} > ${ancestor} returning 1) select count(*)::int as count from gone`,
-        )
-        removed = rowsOf<{ count: number }>(answer)[0]?.count ?? 0
-      }
-      await tx
-        .insert(schema.syncState)
-        .values({ key: SYNC_KEYS.reorgEpoch, value: 1 })
-        .onConflictDoUpdate({ target: schema.syncState.key, set: { value: sql`to_jsonb((${schema.syncState.value}::text)::bigint + 1)` } })
-      await tx.execute(notifyChain({ rewoundTo: ancestor }))
-      return removed
+    const removed = await logsAbove(ancestor)
+    await db.transaction(async (tx) => {
+      for (const statement of rewindStatements(ancestor)) await tx.execute(statement)
     })
+    return removed
   }
 
   /**

@@ -3,6 +3,7 @@ import type { Hash } from 'viem'
 import { SYNC_KEYS } from '../db/index.js'
 import { type BlockData, type RowOptions, toRows } from './block-data.js'
 import type { BlockFetcher } from './fetch-block.js'
+import type { DeferredRewind } from './reorg.js'
 import { createProgress } from './progress.js'
 import type { IngesterStatus } from './status.js'
 import type { Store, StoredHead } from './store.js'
@@ -31,8 +32,15 @@ export type BlockSyncConfig = {
   /** Read for each block: the registry is known only once it is followed. */
   rowOptions: () => RowOptions
   stopping: () => boolean
-  /** Rewinds past a reorganisation found above `head`; returns the block to fetch next. */
-  rewind: (head: StoredHead) => Promise<number>
+  /**
+   * Finds where a reorganisation above `head` forked; returns the block to fetch next. It rewinds at once, or
+   * leaves the rewind to the write of the new branch's first blocks (`deferredRewind`).
+   */
+  rewind: (head: StoredHead, target: number) => Promise<number>
+  /** The rewind to write with the next batch, if any. */
+  deferredRewind?: () => DeferredRewind | null
+  /** The deferred rewind was committed with the new branch's first blocks (before `committed`). */
+  rewound?: (rewind: DeferredRewind, removedLogs: number) => void
   /** Announces a commit: its new head, and its blocks in order. */
   committed: (head: StoredHead, blocks: BlockData[]) => void
   /** Runs after each commit. */
@@ -91,8 +99,14 @@ export function createBlockSync(config: BlockSyncConfig) {
         status.lastUpstreamContactAt = Date.now()
         const head = await store.head()
         const first = batch[0]!.block
-        if (head !== null && head.number === next - 1 && first.parentHash !== head.hash) {
-          next = await config.rewind(head)
+        const rewind = config.deferredRewind?.() ?? null
+        // Not linked to the stored head, or (a rewind deferred) to the fork: the upstream moved meanwhile.
+        const unlinked =
+          rewind !== null
+            ? next !== rewind.ancestor + 1 || first.parentHash !== rewind.ancestorHash
+            : head !== null && head.number === next - 1 && first.parentHash !== head.hash
+        if (unlinked && head !== null) {
+          next = await config.rewind(head, target)
           prefetched = fetchBatch(next, target)
           continue
         }
@@ -103,7 +117,11 @@ export function createBlockSync(config: BlockSyncConfig) {
         const rows = accepted.map((data) => toRows(data, config.rowOptions()))
         const tracing = accepted.every((block) => block.accountChanges !== null)
         prefetched = fetchBatch(next + accepted.length, target)
-        await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' }, { target })
+        const removedLogs = await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' }, {
+          target,
+          rewindTo: rewind?.ancestor,
+        })
+        if (rewind !== null) config.rewound?.(rewind, removedLogs)
         const last = accepted[accepted.length - 1]!.block
         const committed = { number: Number.parseInt(last.number, 16), hash: last.hash as Hash }
         status.head = committed.number
