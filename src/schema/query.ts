@@ -51,7 +51,9 @@ builder.queryType({
         { message: 'give at most one of number, hash and tag' },
       ],
       resolve: async (_root, args, { resolvers, loaders }) => {
-        const block = parseArgument(blockSelector, (args.number ?? args.hash ?? args.tag) ? args : LATEST, 'block')
+        // Block 0 is a block (`0n` is falsy): only no argument at all means `LATEST`.
+        const given = (args.number ?? args.hash ?? args.tag ?? null) !== null
+        const block = parseArgument(blockSelector, given ? args : LATEST, 'block')
         const answer = await resolvers.getBlock({ block, includeTransactions: false })
         if (answer !== null && answer.number !== null) loaders.block.prime(Number(answer.number), answer as never)
         return answer as never
