@@ -152,6 +152,8 @@ describe('answers after a reorg', () => {
   test('the head never goes down while a branch of 20 blocks replaces the indexed one at the same height, as on the node', async () => {
     await mineTransfers(20, 1)
     const head = await waitForSameHead(gateway, anvil.rpcUrl)
+    const replaced = await readsOfBlocks(head - 19, head)
+    await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, await readsAroundHead(head - 21, replaced))
     const seen: number[] = []
     let watching = true
     const watcher = (async () => {
@@ -170,6 +172,8 @@ describe('answers after a reorg', () => {
     // The rewind to the fork and the new branch's blocks are one commit: the index is never seen at the fork.
     expect(Math.min(...seen)).toBe(head)
     expect(await headOf(gateway.url)).toBe(head)
+    // Deeper than the reorgs above, with the answers of the replaced blocks read (and kept) before it.
+    await compareWithReference(gateway.dedicatedUrl, anvil.rpcUrl, await readsAroundHead(head - 21, replaced))
   })
 
   test("the pending nonce is the new branch's as soon as the head is, not the upstream's pending count read before the reorg", async () => {
@@ -267,7 +271,7 @@ describe('event watchers across reorgs', () => {
   }
 
   test.each([1, 3, 20])(
-    "anvil_reorg %i deep, new logs in every replaced block: viem over HTTP (filters) and over a socket ends with the chain's logs, ethers with anvil's",
+    "anvil_reorg %i deep, new logs in every replaced block: viem over HTTP (filters) and over a socket ends with the chain's logs, and ethers hears the blocks after it",
     async (depth) => {
       await mineTransfers(depth)
       await settled()
