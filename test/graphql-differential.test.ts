@@ -280,3 +280,163 @@ describe('GraphQL answers what JSON-RPC answers, field by field', () => {
     expect(types).toEqual(new Set([0, 1, 2, 4]))
   })
 })
+
+/** Every page of `logs` (or an account's `logs`) from the first; the errors of the first page that refused. */
+async function walkPages(query: string, variables: Record<string, unknown>, pick: (data: any) => { nodes: any[]; pageInfo: any }) {
+  const nodes: any[] = []
+  let after: string | null = null
+  for (let page = 0; page < 500; page++) {
+    const answer = await graphql(query, { ...variables, after })
+    if (answer.errors !== undefined) return { nodes, errors: answer.errors, pages: page }
+    const connection = pick(answer.data)
+    nodes.push(...connection.nodes)
+    expect(connection.nodes.length).toBeLessThanOrEqual(PUBLIC_MAX_LOGS)
+    if (!connection.pageInfo.hasNextPage) return { nodes, errors: undefined, pages: page + 1 }
+    after = connection.pageInfo.endCursor
+  }
+  throw new Error('more than 500 pages')
+}
+
+/** A range end of a log filter: a number (some past the head) or a tag; GraphQL's and JSON-RPC's forms. */
+function rangeEnd(): fc.Arbitrary<BlockForm> {
+  return fc.oneof(
+    fc.integer({ min: 0, max: facts.head + 2 }).map((number) => ({ input: { number: String(number) }, rpc: hex(number), label: String(number) })),
+    fc.constantFrom(...TAGS).map((tag) => ({ input: { tag }, rpc: tag.toLowerCase(), label: tag })),
+  )
+}
+
+describe('logs: all pages together are one eth_getLogs answer', () => {
+  test('generated filters, paged by generated sizes, equal eth_getLogs or are refused as it refuses them', async () => {
+    const outcome = { answered: 0, nonEmpty: 0, refused: 0, multiPage: 0 }
+    const topicChoice = (position: number) => {
+      const seen = facts.topics[position]!.length > 0 ? facts.topics[position]! : [`0x${'77'.repeat(32)}`]
+      return fc.oneof(fc.constant(null), fc.subarray(seen, { minLength: 1, maxLength: Math.min(3, seen.length) }), fc.constant([]))
+    }
+    const filter = fc.record({
+      range: fc.oneof(
+        fc.record({ fromBlock: fc.option(rangeEnd(), { nil: undefined }), toBlock: fc.option(rangeEnd(), { nil: undefined }) }),
+        fc.constantFrom(...facts.blockHashes, `0x${'5a'.repeat(32)}`).map((blockHash) => ({ blockHash })),
+      ),
+      addresses: fc.option(fc.subarray([...facts.contracts, `0x${'66'.repeat(20)}`], { minLength: 0, maxLength: 3 }), { nil: undefined }),
+      topics: fc.option(
+        fc.integer({ min: 1, max: 4 }).chain((positions) => fc.tuple(...Array.from({ length: positions }, (_, position) => topicChoice(position)))),
+        { nil: undefined },
+      ),
+    })
+    await fc.assert(
+      fc.asyncProperty(filter, fc.integer({ min: 1, max: PUBLIC_MAX_LOGS }), async ({ range, addresses, topics }, first) => {
+        const graphqlFilter: Record<string, unknown> = { addresses, topics }
+        const rpcFilter: Record<string, unknown> = { address: addresses, topics }
+        if ('blockHash' in range) graphqlFilter.blockHash = rpcFilter.blockHash = range.blockHash
+        else
+          for (const end of ['fromBlock', 'toBlock'] as const)
+            if (range[end] !== undefined) {
+              graphqlFilter[end] = range[end].input
+              rpcFilter[end] = range[end].rpc
+            }
+        const label = JSON.stringify({ graphqlFilter, first })
+        const paged = await walkPages(
+          `query ($filter: LogFilter!, $first: Int, $after: String) { logs(filter: $filter, first: $first, after: $after) { nodes { ${LOG_FIELDS} } pageInfo { endCursor hasNextPage } } }`,
+          { filter: graphqlFilter, first },
+          (data) => data.logs,
+        )
+        const reference = await jsonRpc('eth_getLogs', [rpcFilter])
+        if (reference.error !== undefined) {
+          outcome.refused++
+          expect(paged.pages, label).toBe(0)
+          expectSameError(paged.errors, reference.error, label)
+          return
+        }
+        expect(paged.errors, label).toBeUndefined()
+        expect(paged.nodes, label).toEqual((reference.result as RpcLog[]).map(expectedLog))
+        outcome.answered++
+        if (paged.nodes.length > 0) outcome.nonEmpty++
+        if (paged.pages > 1) outcome.multiPage++
+      }),
+      { numRuns: 150, seed: SEED },
+    )
+    expect(outcome.nonEmpty).toBeGreaterThan(30)
+    expect(outcome.multiPage).toBeGreaterThan(10)
+    expect(outcome.refused).toBeGreaterThan(5)
+  })
+
+  test("an account's logs and transactions at every block argument form: the history eth_getLogs and the blocks give up to that block", async () => {
+    const blocks = await Promise.all(
+      Array.from(
+        { length: facts.head + 1 },
+        async (_, number) => (await jsonRpc('eth_getBlockByNumber', [hex(number), true])).result as RpcBlock<'latest', true>,
+      ),
+    )
+    let compared = 0
+    await fc.assert(
+      fc.asyncProperty(
+        blockForm(),
+        fc.constantFrom(...facts.contracts, ...facts.accounts),
+        fc.integer({ min: 1, max: PUBLIC_MAX_LOGS }),
+        async (form, address, first) => {
+          const label = `${address} at ${form.label}, first ${first}`
+          const variables = { a: address, block: form.input, first }
+          const logs = await walkPages(
+            `query ($a: Address!, $block: BlockInput, $first: Int, $after: String) { account(address: $a, block: $block) { logs(first: $first, after: $after) { nodes { ${LOG_FIELDS} } pageInfo { endCursor hasNextPage } } } }`,
+            variables,
+            (data) => data.account.logs,
+          )
+          const transactions = await walkPages(
+            `query ($a: Address!, $block: BlockInput, $first: Int, $after: String) { account(address: $a, block: $block) { transactions(first: $first, after: $after) { nodes { ${TRANSACTION_FIELDS} } pageInfo { endCursor hasNextPage } } } }`,
+            variables,
+            (data) => data.account.transactions,
+          )
+          // The block the history ends at, as JSON-RPC resolves the argument; an unknown one is refused as eth_getLogs refuses it.
+          const end = (await rpcBlock(form)).result as RpcBlock | null
+          if (end === null) {
+            const reference =
+              'hash' in form.input
+                ? await jsonRpc('eth_getLogs', [{ address, blockHash: form.input.hash }])
+                : await jsonRpc('eth_getLogs', [{ address, fromBlock: '0x0', toBlock: form.rpc }])
+            expectSameError(logs.errors, reference.error, `logs of ${label}`)
+            expectSameError(transactions.errors, reference.error, `transactions of ${label}`)
+            return
+          }
+          const reference = await jsonRpc('eth_getLogs', [{ address, fromBlock: '0x0', toBlock: end.number }])
+          expect(logs.errors, label).toBeUndefined()
+          expect(logs.nodes, label).toEqual((reference.result as RpcLog[]).map(expectedLog))
+          const lower = address.toLowerCase()
+          const involved = blocks
+            .slice(0, Number(end.number) + 1)
+            .flatMap((block) => block.transactions)
+            .filter((transaction) => transaction.from === lower || transaction.to === lower)
+          expect(transactions.errors, label).toBeUndefined()
+          expect(transactions.nodes, label).toEqual(involved.map(expectedTransaction))
+          compared++
+        },
+      ),
+      { numRuns: 60, seed: SEED },
+    )
+    expect(compared).toBeGreaterThan(30)
+  })
+})
+
+describe('GraphQL errors a client can provoke', () => {
+  test('a cursor past any position (a log or transaction index beyond 32 bits, a block beyond 2^53) is BAD_USER_INPUT, not an unexpected error', async () => {
+    const cursor = (text: string) => Buffer.from(text).toString('base64url')
+    for (const after of [cursor('1:9999999999'), cursor('1:2147483648'), cursor('9999999999999999:0'), cursor('9007199254740992:0')]) {
+      for (const query of [
+        `query ($after: String) { logs(filter: { fromBlock: { tag: EARLIEST } }, after: $after) { nodes { logIndex } } }`,
+        `query ($after: String, $a: Address!) { account(address: $a) { logs(after: $after) { nodes { logIndex } } transactions(after: $after) { nodes { hash } } } }`,
+      ]) {
+        const answer = await graphql(query, { after, a: facts.contracts[0] })
+        expect(answer.errors, `${query} after ${Buffer.from(after, 'base64url')}`).toBeDefined()
+        for (const error of answer.errors!)
+          expect(error, `${query} after ${Buffer.from(after, 'base64url')}`).toMatchObject({
+            message: 'invalid argument after: not a cursor from this API',
+            extensions: { code: 'BAD_USER_INPUT' },
+          })
+      }
+    }
+    // The largest position a page can end at is a cursor still.
+    const answer = await graphql(`query ($after: String) { logs(filter: { fromBlock: { tag: EARLIEST } }, after: $after) { nodes { logIndex } } }`, {
+      after: cursor('1:2147483647'),
+    })
+    expect(answer.errors).toBeUndefined()
+  })
+})

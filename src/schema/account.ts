@@ -1,5 +1,6 @@
 import type { Address } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
+import { UnknownBlockError } from '../errors.js'
 import type { AccountState } from '../resolvers/index.js'
 import { builder, type GraphqlContext } from './builder.js'
 import {
@@ -31,6 +32,17 @@ async function historyRange(account: AccountShape, args: { fromBlock?: BlockInpu
   return { fromBlock, toBlock }
 }
 
+/**
+ * A range end given by hash (the account's block, or an argument) as its number: the log filter takes a hash
+ * only as `blockHash`, one block, while an account's history ends at any block it is asked at.
+ */
+async function byNumber(end: BlockInputShape, name: string, context: GraphqlContext): Promise<BlockInputShape> {
+  if (end.hash === undefined || end.hash === null) return end
+  const number = await context.resolvers.blockNumberOf(parseArgument(blockSelector, end, name))
+  if (number === null) throw new UnknownBlockError()
+  return { number: BigInt(number) }
+}
+
 Account.implement({
   description: 'An address at a block: its balance and nonce, and the logs and transactions of its recent history.',
   fields: (t) => ({
@@ -58,7 +70,8 @@ Account.implement({
       complexity: (args) => ({ field: 1, multiplier: args.first ?? DEFAULT_PAGE_SIZE }),
       resolve: async (account, args, context) => {
         const range = await historyRange(account, args, context)
-        const filter = parseArgument(logFilterSchema, { ...range, addresses: [account.address], topics: args.topics }, 'filter')
+        const [fromBlock, toBlock] = await Promise.all([byNumber(range.fromBlock, 'fromBlock', context), byNumber(range.toBlock, 'toBlock', context)])
+        const filter = parseArgument(logFilterSchema, { fromBlock, toBlock, addresses: [account.address], topics: args.topics }, 'filter')
         return logsPage(context, filter, args)
       },
     }),

@@ -112,11 +112,18 @@ export function encodeCursor(blockNumber: number | bigint | string, index: numbe
   return Buffer.from(`${BigInt(blockNumber)}:${BigInt(index)}`).toString('base64url')
 }
 
+/**
+ * Where a cursor can point: a block number a double holds exactly, and a log or transaction index as the
+ * index stores it (Postgres `integer`); past them, no page of this API ended there.
+ */
+const MAX_CURSOR_BLOCK = Number.MAX_SAFE_INTEGER
+const MAX_CURSOR_INDEX = 2 ** 31 - 1
+
 export const cursorSchema = z
   .string()
   .transform((value, context) => {
     const match = /^(\d{1,16}):(\d{1,10})$/.exec(Buffer.from(value, 'base64url').toString())
-    if (match === null) {
+    if (match === null || Number(match[1]) > MAX_CURSOR_BLOCK || Number(match[2]) > MAX_CURSOR_INDEX) {
       context.addIssue({ code: 'custom', message: 'not a cursor from this API' })
       return z.NEVER
     }
