@@ -6,7 +6,7 @@
 // words; and no input a client can send may be answered `Unexpected error.`.
 import fc from 'fast-check'
 import { ClientError, GraphQLClient } from 'graphql-request'
-import { createWalletClient, type Hex, http, type RpcBlock, type RpcLog, type RpcTransaction, type RpcTransactionReceipt } from 'viem'
+import { createWalletClient, type Hex, http, parseGwei, type RpcBlock, type RpcLog, type RpcTransaction, type RpcTransactionReceipt } from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { DEV_MNEMONIC } from '../src/devnet/anvil.js'
@@ -21,9 +21,10 @@ const BLOCKS = 14
 /** GraphQL's page cap (the public policy's result limit): the chain's logs take several pages. */
 const PUBLIC_MAX_LOGS = 12
 const MAX_BLOCK_RANGE = 1_000
-/** anvil's funded accounts the generated chain does not send from: 7 sends the EIP-7702 transaction for 8. */
+/** anvil's funded accounts the generated chain does not send from: 7 sends the EIP-7702 transaction for 8, 9 sends to the pool. */
 const DELEGATION_SENDER = 7
 const AUTHORITY = 8
+const POOL_SENDER = 9
 
 let anvil: Anvil
 let database: TestDatabase
@@ -438,5 +439,42 @@ describe('GraphQL errors a client can provoke', () => {
       after: cursor('1:2147483647'),
     })
     expect(answer.errors).toBeUndefined()
+  })
+})
+
+// Last: these send transactions and mine blocks.
+describe('while transactions and blocks arrive', () => {
+  test('a transaction sent through the gateway and still in the pool reads as eth_getTransactionByHash answers it: no block yet', async () => {
+    const account = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: POOL_SENDER })
+    await result(anvil.rpcUrl, 'evm_setAutomine', [false])
+    try {
+      const nonce = Number(await result<Hex>(gateway.dedicatedUrl, 'eth_getTransactionCount', [account.address, 'pending']))
+      const raw = await account.signTransaction({
+        type: 'eip1559',
+        chainId: 31337,
+        nonce,
+        to: facts.contracts[0]!,
+        value: 5n,
+        gas: 60_000n,
+        maxFeePerGas: parseGwei('20'),
+        maxPriorityFeePerGas: parseGwei('1'),
+      })
+      const hash = await result<Hex>(gateway.dedicatedUrl, 'eth_sendRawTransaction', [raw])
+      const query = `query ($h: Hash!) { transaction(hash: $h) { ${TRANSACTION_FIELDS} block { number } receipt { status } logs { logIndex } } receipt(hash: $h) { status } }`
+      const inPool = await result<RpcTransaction>(gateway.dedicatedUrl, 'eth_getTransactionByHash', [hash])
+      expect(inPool.blockNumber).toBeNull()
+      const answer = await graphql(query, { h: hash })
+      expect(answer.errors).toBeUndefined()
+      expect(answer.data).toEqual({ transaction: { ...expectedTransaction(inPool), block: null, receipt: null, logs: [] }, receipt: null })
+
+      await result(anvil.rpcUrl, 'evm_mine')
+      await gateway.ingester.waitForBlock(facts.head + 1)
+      const mined = await result<RpcTransaction>(gateway.dedicatedUrl, 'eth_getTransactionByHash', [hash])
+      const sealed = await graphql(query, { h: hash })
+      expect(sealed.errors).toBeUndefined()
+      expect(sealed.data.transaction).toMatchObject({ ...expectedTransaction(mined), block: { number: decimal(mined.blockNumber) }, receipt: { status: 1 } })
+    } finally {
+      await result(anvil.rpcUrl, 'evm_setAutomine', [true])
+    }
   })
 })

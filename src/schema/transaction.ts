@@ -10,6 +10,8 @@ function optional<value extends Hex | Address | Hash>(transaction: RpcTransactio
   return ((transaction as unknown as Record<string, unknown>)[key] as value | undefined) ?? null
 }
 
+const IN_POOL = '`null` while the transaction waits in the pool: sent through flashgate, in no flashblock or block yet.'
+
 /** A transaction as `eth_getTransactionByHash` answers it. */
 export const Transaction = builder.objectRef<RpcTransaction>('Transaction')
 
@@ -28,13 +30,15 @@ Transaction.implement({
     maxPriorityFeePerGas: t.field({ type: 'BigInt', nullable: true, resolve: (tx) => optional(tx, 'maxPriorityFeePerGas') }),
     type: t.int({ description: 'EIP-2718 type: 0 legacy, 1 access list, 2 fee market, …', resolve: (tx) => Number(tx.type) }),
     chainId: t.field({ type: 'BigInt', nullable: true, resolve: (tx) => optional(tx, 'chainId') }),
-    blockNumber: t.field({ type: 'BigInt', resolve: (tx) => tx.blockNumber! }),
-    blockHash: t.field({ type: 'Hash', resolve: (tx) => tx.blockHash! }),
-    transactionIndex: t.int({ resolve: (tx) => Number(tx.transactionIndex) }),
+    // A transaction sent through flashgate that no flashblock or block shows yet has no block, as a node
+    // answers one from its pool (`eth_getTransactionByHash`).
+    blockNumber: t.field({ type: 'BigInt', nullable: true, description: IN_POOL, resolve: (tx) => tx.blockNumber }),
+    blockHash: t.field({ type: 'Hash', nullable: true, description: IN_POOL, resolve: (tx) => tx.blockHash }),
+    transactionIndex: t.int({ nullable: true, description: IN_POOL, resolve: (tx) => (tx.transactionIndex === null ? null : Number(tx.transactionIndex)) }),
     block: t.field({
       type: Block,
       nullable: true,
-      resolve: (tx, _args, { loaders }) => loaders.block.load(Number(tx.blockNumber)),
+      resolve: (tx, _args, { loaders }) => (tx.blockNumber === null ? null : loaders.block.load(Number(tx.blockNumber))),
     }),
     receipt: t.field({
       type: Receipt,
