@@ -6,10 +6,21 @@
 // words; and no input a client can send may be answered `Unexpected error.`.
 import fc from 'fast-check'
 import { ClientError, GraphQLClient } from 'graphql-request'
-import { createWalletClient, type Hex, http, parseGwei, type RpcBlock, type RpcLog, type RpcTransaction, type RpcTransactionReceipt } from 'viem'
+import {
+  createWalletClient,
+  encodeFunctionData,
+  type Hex,
+  http,
+  parseGwei,
+  type RpcBlock,
+  type RpcLog,
+  type RpcTransaction,
+  type RpcTransactionReceipt,
+} from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { DEV_MNEMONIC } from '../src/devnet/anvil.js'
+import { tokenAbi } from '../src/devnet/contracts.js'
 import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
@@ -444,6 +455,52 @@ describe('GraphQL errors a client can provoke', () => {
 
 // Last: these send transactions and mine blocks.
 describe('while transactions and blocks arrive', () => {
+  test('pages walked while new blocks arrive are one eth_getLogs answer: from the block the first page started at to the head at the last', async () => {
+    /** Mines a block of four transactions emitting logs (0 to 3 topics after the event's) and waits for the index to hold it. */
+    const grow = async (seed: number) => {
+      const from = (await result<Hex[]>(anvil.rpcUrl, 'eth_accounts'))[0]
+      await result(anvil.rpcUrl, 'evm_setAutomine', [false])
+      try {
+        for (let count = 0; count < 4; count++) {
+          const topic = `0x${(seed * 4 + count).toString(16).padStart(64, '0')}` as Hex
+          const data = encodeFunctionData({ abi: tokenAbi, functionName: 'emitLogs', args: [count, topic, topic, topic, BigInt(seed)] })
+          await result(anvil.rpcUrl, 'eth_sendTransaction', [{ from, to: facts.contracts[0], data, gas: '0x30000' }])
+        }
+        await result(anvil.rpcUrl, 'evm_mine')
+      } finally {
+        await result(anvil.rpcUrl, 'evm_setAutomine', [true])
+      }
+      const head = Number(await result<Hex>(anvil.rpcUrl, 'eth_blockNumber'))
+      await gateway.ingester.waitForBlock(head)
+      return head
+    }
+    const query = `query ($filter: LogFilter!, $after: String) { logs(filter: $filter, first: 2, after: $after) { nodes { ${LOG_FIELDS} } pageInfo { endCursor hasNextPage } } }`
+    let seed = SEED
+    for (const from of [{ tag: 'LATEST' }, { number: 'head' }, { tag: 'PENDING' }]) {
+      const start = await grow(++seed)
+      // A number stays; LATEST moves with the head; PENDING to PENDING is LATEST's block without a Flashblocks feed.
+      const filter =
+        'number' in from ? { fromBlock: { number: String(start) } } : from.tag === 'PENDING' ? { fromBlock: from, toBlock: from } : { fromBlock: from }
+      const label = JSON.stringify(filter)
+      const first = await graphql(query, { filter })
+      expect(first.errors, label).toBeUndefined()
+      expect(first.data.logs.pageInfo.hasNextPage, label).toBe(true)
+      const nodes = [...first.data.logs.nodes]
+      // The head moves on before the next page is asked for.
+      const end = await grow(++seed)
+      let after = first.data.logs.pageInfo.endCursor
+      for (;;) {
+        const page = await graphql(query, { filter, after })
+        expect(page.errors, label).toBeUndefined()
+        nodes.push(...page.data.logs.nodes)
+        if (!page.data.logs.pageInfo.hasNextPage) break
+        after = page.data.logs.pageInfo.endCursor
+      }
+      const reference = (await jsonRpc('eth_getLogs', [{ fromBlock: hex(start), toBlock: hex(end) }])).result as RpcLog[]
+      expect(nodes, label).toEqual(reference.map(expectedLog))
+    }
+  })
+
   test('a transaction sent through the gateway and still in the pool reads as eth_getTransactionByHash answers it: no block yet', async () => {
     const account = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: POOL_SENDER })
     await result(anvil.rpcUrl, 'evm_setAutomine', [false])
@@ -468,7 +525,7 @@ describe('while transactions and blocks arrive', () => {
       expect(answer.data).toEqual({ transaction: { ...expectedTransaction(inPool), block: null, receipt: null, logs: [] }, receipt: null })
 
       await result(anvil.rpcUrl, 'evm_mine')
-      await gateway.ingester.waitForBlock(facts.head + 1)
+      await gateway.ingester.waitForBlock(Number(await result<Hex>(anvil.rpcUrl, 'eth_blockNumber')))
       const mined = await result<RpcTransaction>(gateway.dedicatedUrl, 'eth_getTransactionByHash', [hash])
       const sealed = await graphql(query, { h: hash })
       expect(sealed.errors).toBeUndefined()

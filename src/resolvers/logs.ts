@@ -98,7 +98,12 @@ export type GetLogsParameters = { filter: LogFilter; limits: LogLimits }
 /** Position of a log in the chain: a page of logs continues after it. */
 export type LogCursor = { blockNumber: number; logIndex: number }
 export type GetLogsPageParameters = { filter: LogFilter; first: number; after: LogCursor | null; limits: LogLimits }
-export type LogsPage = { logs: Log[]; hasNextPage: boolean }
+export type LogsPage = {
+  logs: Log[]
+  hasNextPage: boolean
+  /** The first block of the range the page read (`null` for a block hash, or a range without blocks): the next pages start there too. */
+  fromNumber: number | null
+}
 
 function isAfter(log: Pick<Log, 'blockNumber' | 'logIndex'>, cursor: LogCursor): boolean {
   const blockNumber = Number(log.blockNumber)
@@ -383,19 +388,21 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   async function getLogsPage({ filter, first, after, limits }: GetLogsPageParameters): Promise<LogsPage> {
     const { confirmed: range, pending } = filter.blockHash === undefined ? await pendingView.split(filter) : { confirmed: null, pending: [] }
     let confirmed: Log[] = []
+    let start = pending[0]?.number ?? null
     if (range !== null || filter.blockHash !== undefined) {
       const { fromNumber, toNumber } = await resolveLogRange(range === null ? filter : { ...filter, ...range, blockHash: undefined }, limits)
+      start = filter.blockHash === undefined ? fromNumber : null
       confirmed = await queryLogs({ filter, fromNumber, toNumber, after }, first + 1, limits)
       // A page past the byte bound ends before the log that passes it (a page holds at least one log, so that
       // a client always moves on); the rest comes on the next page.
       const overflow = firstPastBytes(confirmed, limits)
-      if (overflow !== null) return { logs: confirmed.slice(0, Math.max(1, overflow)), hasNextPage: true }
+      if (overflow !== null) return { logs: confirmed.slice(0, Math.max(1, overflow)), hasNextPage: true, fromNumber: start }
     }
     const logs =
       pending.length > 0 && confirmed.length <= first
         ? [...confirmed, ...((await pendingView.logs(filter, pending)) as Log[]).filter((log) => after === null || isAfter(log, after))]
         : confirmed
-    return { logs: logs.slice(0, first), hasNextPage: logs.length > first }
+    return { logs: logs.slice(0, first), hasNextPage: logs.length > first, fromNumber: start }
   }
 
   async function logsInRange(filter: LogFilter, fromNumber: number, toNumber: number, limits: LogLimits): Promise<Log[]> {

@@ -107,9 +107,14 @@ export const logMatchSchema = z
   .pipe(logFilter)
   .transform(({ addresses, topics }): LogMatch => ({ addresses, topics }))
 
-/** Opaque page cursors: the position of the last item of a page, `block:index`. */
-export function encodeCursor(blockNumber: number | bigint | string, index: number | bigint | string): string {
-  return Buffer.from(`${BigInt(blockNumber)}:${BigInt(index)}`).toString('base64url')
+/**
+ * Opaque page cursors: the position of the last item of a page, `block:index`, and for logs the first block of
+ * the range the first page read, `block:index:from`, so that a range starting at a tag (`LATEST`, `PENDING`…)
+ * goes on from where it started however far the tag has moved since.
+ */
+export function encodeCursor(blockNumber: number | bigint | string, index: number | bigint | string, fromBlock?: number | null): string {
+  const from = fromBlock === undefined || fromBlock === null ? '' : `:${fromBlock}`
+  return Buffer.from(`${BigInt(blockNumber)}:${BigInt(index)}${from}`).toString('base64url')
 }
 
 /**
@@ -122,16 +127,17 @@ const MAX_CURSOR_INDEX = 2 ** 31 - 1
 export const cursorSchema = z
   .string()
   .transform((value, context) => {
-    const match = /^(\d{1,16}):(\d{1,10})$/.exec(Buffer.from(value, 'base64url').toString())
-    if (match === null || Number(match[1]) > MAX_CURSOR_BLOCK || Number(match[2]) > MAX_CURSOR_INDEX) {
+    const match = /^(\d{1,16}):(\d{1,10})(?::(\d{1,16}))?$/.exec(Buffer.from(value, 'base64url').toString())
+    const fromBlock = match?.[3] === undefined ? null : Number(match[3])
+    if (match === null || Number(match[1]) > MAX_CURSOR_BLOCK || Number(match[2]) > MAX_CURSOR_INDEX || (fromBlock ?? 0) > Number(match[1])) {
       context.addIssue({ code: 'custom', message: 'not a cursor from this API' })
       return z.NEVER
     }
-    return { blockNumber: Number(match[1]), index: Number(match[2]) }
+    return { blockNumber: Number(match[1]), index: Number(match[2]), fromBlock }
   })
   .nullish()
 
-export type Cursor = { blockNumber: number; index: number }
+export type Cursor = { blockNumber: number; index: number; fromBlock: number | null }
 
 export const PageInfo = builder.objectRef<{ endCursor: string | null; hasNextPage: boolean }>('PageInfo').implement({
   fields: (t) => ({

@@ -101,7 +101,9 @@ builder.queryType({
       type: LogConnection,
       description:
         'Logs matching a filter, with the semantics and block-range limit of `eth_getLogs`, in pages of `first` ' +
-        '(at most `--public-max-logs`); follow `pageInfo.endCursor` for more than one page.',
+        '(at most `--public-max-logs`); follow `pageInfo.endCursor` for more than one page. A range from a tag that moves ' +
+        '(`LATEST`, `SAFE`, `FINALIZED`, `PENDING`) goes on from the block its first page started at, so that pages read ' +
+        'while blocks arrive add up to one `eth_getLogs` answer, to the head when the last page is read.',
       args: {
         filter: t.arg({ type: LogFilterInput, required: true, validate: { schema: logFilterSchema as unknown as z.ZodType<never> } }),
         first: t.arg.int({
