@@ -389,6 +389,24 @@ export class ExpectationFailedError extends ApiError {
   }
 }
 
+/**
+ * A WebSocket opening handshake this server cannot accept (RFC 6455 §4.2.1): a method other than GET, a
+ * missing or malformed `Sec-WebSocket-Key`, or a protocol version other than 13 (and 8, its draft).
+ */
+export class BadWebSocketHandshakeError extends ApiError {
+  override readonly name = 'BadWebSocketHandshakeError'
+  override readonly code = -32600
+  override readonly httpStatus: number
+  override readonly restStatus: number
+  override readonly restCode = 'bad_websocket_handshake'
+  constructor(problem: string, { status = 400, headers = {} }: { status?: 400 | 405; headers?: Record<string, string> } = {}) {
+    super(`not a WebSocket handshake this server accepts: ${problem}`)
+    this.httpStatus = status
+    this.restStatus = status
+    Object.assign(this.headers, headers)
+  }
+}
+
 /** A request body in a content coding the server does not decode (RFC 9110 §15.5.16). */
 export class UnsupportedContentEncodingError extends ApiError {
   override readonly name = 'UnsupportedContentEncodingError'

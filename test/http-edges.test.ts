@@ -234,6 +234,31 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
     socket.close()
   })
 
+  test('a malformed WebSocket handshake on a JSON-RPC path is refused in the JSON-RPC shape, not ws\u2019s plain text', async () => {
+    const upgrade = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' }
+    const refused = async (method: string, headers: Record<string, string>) => {
+      const [answer] = await exchange(gateway.url, head(method, '/rpc', { ...headers, 'content-length': 0 }))
+      expect(answer!.headers['content-type']).toBe('application/json')
+      expect(answer!.headers.connection).toBe('close')
+      return { status: answer!.status, headers: answer!.headers, body: JSON.parse(answer!.body) as unknown }
+    }
+    const jsonRpc = (message: RegExp) => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: expect.stringMatching(message) } })
+    const { 'sec-websocket-key': _key, ...keyless } = upgrade
+    expect(await refused('GET', keyless)).toMatchObject({ status: 400, body: jsonRpc(/Sec-WebSocket-Key/) })
+    expect(await refused('GET', { ...upgrade, 'sec-websocket-key': 'short' })).toMatchObject({ status: 400, body: jsonRpc(/Sec-WebSocket-Key/) })
+    const version = await refused('GET', { ...upgrade, 'sec-websocket-version': '12' })
+    expect(version).toMatchObject({ status: 400, body: jsonRpc(/Sec-WebSocket-Version must be 13/) })
+    expect(version.headers['sec-websocket-version']).toBe('13, 8')
+    const post = await refused('POST', upgrade)
+    expect(post).toMatchObject({ status: 405, body: jsonRpc(/must be a GET, not POST/) })
+    expect(post.headers.allow).toBe('GET')
+    // A well-formed one still opens (the key of RFC 6455 §1.3, version 13).
+    const connection = await openConnection(gateway.url)
+    connection.socket.write(head('GET', '/rpc', upgrade))
+    expect(await connection.until((text) => text.includes('\r\n\r\n'))).toMatch(/^HTTP\/1\.1 101 /)
+    connection.socket.destroy()
+  })
+
   test('Upgrade: h2c (curl --http2 on http://) is ignored: answered in HTTP/1.1, body and the next requests too', async () => {
     const h2c = { connection: 'Upgrade, HTTP2-Settings', upgrade: 'h2c', 'http2-settings': 'AAMAAABkAAQCAAAAAAIAAAAA' }
     const connection = await openConnection(gateway.url)

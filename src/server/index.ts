@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { WebSocketServer } from 'ws'
 import {
+  BadWebSocketHandshakeError,
   ExpectationFailedError,
   type FlashgateError,
   HttpMethodNotAllowedError,
@@ -132,6 +133,22 @@ function endWithJson(socket: Duplex, status: number, body: unknown, headers: Rec
   const fields = { connection: 'close', 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers }
   const head = Object.entries(fields).map(([name, value]) => `${name}: ${value}\r\n`)
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head.join('')}\r\n${text}`)
+}
+
+/** `Sec-WebSocket-Key`: 16 bytes in base64 (RFC 6455 §4.1), as ws checks it. */
+const WEBSOCKET_KEY = /^[+/0-9A-Za-z]{22}==$/
+/** The WebSocket protocol versions served: 13 (RFC 6455) and 8 (its last draft), as ws serves them. */
+const WEBSOCKET_VERSIONS = new Set(['13', '8'])
+
+/** Why a WebSocket opening handshake cannot be accepted (RFC 6455 §4.2.1), or `null` when it can. */
+function handshakeRefusal(request: IncomingMessage): BadWebSocketHandshakeError | null {
+  if (request.method !== 'GET') return new BadWebSocketHandshakeError(`it must be a GET, not ${request.method}`, { status: 405, headers: { allow: 'GET' } })
+  const key = request.headers['sec-websocket-key']
+  if (key === undefined || !WEBSOCKET_KEY.test(key.trim())) return new BadWebSocketHandshakeError('Sec-WebSocket-Key must be 16 bytes in base64')
+  const version = request.headers['sec-websocket-version']
+  if (version === undefined || !WEBSOCKET_VERSIONS.has(version.trim()))
+    return new BadWebSocketHandshakeError('Sec-WebSocket-Version must be 13', { headers: { 'sec-websocket-version': '13, 8' } })
+  return null
 }
 
 /** A request head over Node's limit (`HPE_HEADER_OVERFLOW`): 431 with a body saying what to do instead. */
@@ -502,6 +519,10 @@ export function createServer(config: ServerConfig) {
   }
 
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
+    // Refused here in the JSON-RPC shape, where ws would answer plain text.
+    const refusal = handshakeRefusal(request)
+    if (refusal !== null)
+      return endWithJson(socket, refusal.httpStatus, { jsonrpc: '2.0', id: null, error: toJsonRpcError(refusal) }, { ...connectionHeaders, ...refusal.headers })
     sockets.handleUpgrade(request, socket, head, (ws) => {
       /** Sends JSON text (a text frame, also when it comes as UTF-8 bytes). */
       const send = (json: string | Buffer) => {
