@@ -111,7 +111,7 @@ describe('PENDING through GraphQL is pending through JSON-RPC, while flashblocks
       const after = await rpcPending(sender)
       if (JSON.stringify(before) !== JSON.stringify(after)) continue
       kept++
-      if (before.receipts.length > 0 && before.receipts[0].blockHash === ZERO_HASH) withTransactions++
+      if (before.receipts.length > 0 && before.receipts[0]!.blockHash === ZERO_HASH) withTransactions++
       expect(answer, `round ${round}`).toEqual(before)
     }
     expect(kept).toBeGreaterThan(ROUNDS / 4)
