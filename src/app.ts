@@ -217,6 +217,9 @@ export async function startGateway({
     newestPending = block.number
     ingester.pollNow()
   })
+  // A block opened on a parent the index does not hold: the sealed head was likely replaced (a reorg) and the
+  // index has not seen it yet; the block is shown once it has, so the ingester looks now.
+  pending?.events.on('awaitingParent', () => ingester.pollNow())
   ingester.events.on('reorg', ({ ancestor }) => {
     resolvers.notify({ reorg: true })
     // The blocks above the ancestor are gone (a reorg, or a chain reset to a lower height): the pending view

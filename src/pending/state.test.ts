@@ -2,7 +2,7 @@ import { pino } from 'pino'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { DEV_ACCOUNTS, flashblock, type ScriptedTransaction, signedTransfer } from '../../test/fixtures/flashblocks.js'
 import { flashblockMessage } from './message.js'
-import { createPendingState, FLASHBLOCK_STALE_MS } from './state.js'
+import { AWAIT_PARENT_MS, createPendingState, FLASHBLOCK_STALE_MS } from './state.js'
 
 const logger = pino({ level: 'silent' })
 const parse = (message: Record<string, unknown>) => flashblockMessage.parse(message)
@@ -184,6 +184,105 @@ describe('pending state: sequence rules', () => {
       'started',
     )
     expect(state.blocks(10).map((block) => block.number)).toEqual([11])
+  })
+
+  test('index 0 on a parent the index does not hold yet (the sealed head replaced) is kept out of view, then shown with its later flashblocks once the index holds that parent', async () => {
+    const { state } = createState()
+    const awaited: [number, string][] = []
+    state.events.on('awaitingParent', (number, parentHash) => awaited.push([number, parentHash]))
+    const [oldHead, newHead] = [`0x${'0a'.repeat(32)}`, `0x${'0b'.repeat(32)}`] as const
+    state.confirm({ number: 10, hash: oldHead, transactionHashes: [] })
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: oldHead, transactions: transactions.slice(0, 1) })))
+    // Block 10 replaced by 0b…: the feed opens block 11 on it before the index has ingested the reorg.
+    const payloadId = '0x00000000000000cc'
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: newHead, payloadId, transactions: transactions.slice(1, 2) })))).toBe(
+      'dropped',
+    )
+    expect(awaited).toEqual([[11, newHead]])
+    expect(
+      await state.apply(parse(flashblock({ index: 1, blockNumber: 11, payloadId, transactions: transactions.slice(2, 3), cumulativeGasBefore: 30_000n }))),
+    ).toBe('ignored')
+    // Neither the block built on the replaced head nor the one on a parent not indexed yet is shown.
+    expect(state.blocks(10)).toEqual([])
+    // The index rewinds below the replaced block: still nothing, until it holds the new parent.
+    state.rewind(9)
+    await state.settled()
+    expect(state.blocks(9)).toEqual([])
+    state.confirm({ number: 10, hash: newHead, transactionHashes: [] })
+    await state.settled()
+    const [block] = state.blocks(10)
+    expect(block?.number).toBe(11)
+    expect(block?.header.parentHash).toBe(newHead)
+    expect(block?.transactions.map((transaction) => [transaction.index, transaction.hash])).toEqual([
+      [0, transactions[1]!.hash],
+      [1, transactions[2]!.hash],
+    ])
+    expect(state.following()).toBe(true)
+    // The feed goes on with the block as usual.
+    expect(
+      await state.apply(parse(flashblock({ index: 2, blockNumber: 11, payloadId, transactions: transactions.slice(3, 4), cumulativeGasBefore: 51_000n }))),
+    ).toBe('appended')
+    expect(state.blocks(10)[0]?.transactions).toHaveLength(3)
+  })
+
+  test(`a block kept aside for its parent is forgotten if the index holds another block there or above, another block starts, or the parent comes more than ${AWAIT_PARENT_MS} ms after it`, async () => {
+    const { state, advance } = createState()
+    const hash = (byte: number) => `0x${byte.toString(16).padStart(2, '0').repeat(32)}` as const
+    const awaitOn = (number: number, parentHash: `0x${string}`, payload: number) =>
+      state.apply(
+        parse(
+          flashblock({
+            index: 0,
+            blockNumber: number,
+            parentHash,
+            payloadId: `0x${payload.toString(16).padStart(16, '0')}`,
+            transactions: transactions.slice(0, 1),
+          }),
+        ),
+      )
+    state.confirm({ number: 10, hash: hash(0x0a), transactionHashes: [] })
+
+    // The index takes another block at the parent's height.
+    await awaitOn(11, hash(0x0b), 1)
+    state.confirm({ number: 10, hash: hash(0x0c), transactionHashes: [] })
+    await state.settled()
+    expect(state.blocks(10)).toEqual([])
+    state.confirm({ number: 10, hash: hash(0x0b), transactionHashes: [] })
+    await state.settled()
+    expect(state.blocks(10)).toEqual([])
+
+    // The index passes the parent's height.
+    await awaitOn(11, hash(0x0d), 2)
+    state.confirm({ number: 11, hash: hash(0x1a), transactionHashes: [] })
+    await state.settled()
+    state.rewind(9)
+    state.confirm({ number: 10, hash: hash(0x0d), transactionHashes: [] })
+    await state.settled()
+    expect(state.blocks(10)).toEqual([])
+
+    // Another block's index 0 comes first (here one on the indexed head, shown at once).
+    await awaitOn(11, hash(0x0e), 3)
+    expect(await awaitOn(11, hash(0x0d), 4)).toBe('started')
+    state.rewind(9)
+    state.confirm({ number: 10, hash: hash(0x0e), transactionHashes: [] })
+    await state.settled()
+    expect(state.blocks(10)).toEqual([])
+
+    // The parent is indexed too late.
+    await awaitOn(11, hash(0x0f), 5)
+    advance(AWAIT_PARENT_MS + 1)
+    state.rewind(9)
+    state.confirm({ number: 10, hash: hash(0x0f), transactionHashes: [] })
+    await state.settled()
+    expect(state.blocks(10)).toEqual([])
+
+    // In time, it is shown.
+    await awaitOn(11, hash(0x10), 6)
+    advance(AWAIT_PARENT_MS)
+    state.rewind(9)
+    state.confirm({ number: 10, hash: hash(0x10), transactionHashes: [] })
+    await state.settled()
+    expect(state.blocks(10).map((block) => [block.number, block.header.parentHash])).toEqual([[11, hash(0x10)]])
   })
 
   test('index 0 of a block more than 32 above the indexed head (misnumbered or replayed) is not shown; 32 above is', async () => {

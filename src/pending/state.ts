@@ -22,6 +22,11 @@ export const FLASHBLOCK_STALE_MS = 2_000
 const MAX_PENDING_BLOCKS = 32
 /** Pre-confirmed blocks the index already holds are kept this many blocks more, for `confirm` to reconcile. */
 const KEEP_CONFIRMED_BLOCKS = 2
+/**
+ * How long an index 0 built on a parent the index does not hold yet (a reorg of the sealed head it has not
+ * ingested) is kept out of view waiting for that parent: one Base block, the feed's own staleness bound.
+ */
+export const AWAIT_PARENT_MS = FLASHBLOCK_STALE_MS
 /** Hydration lag samples kept for `status()` (the newest ones). */
 const LAG_SAMPLES = 256
 
@@ -73,6 +78,11 @@ export type PendingBlock = {
   countsKnown: boolean
 }
 
+/**
+ * What a message did to the pending view. An index 0 built on a parent the index does not hold yet is
+ * `dropped` (the view goes) and kept aside with its later flashblocks (`ignored`: nothing shown) until the
+ * index holds that parent (`awaitingParent`).
+ */
 export type ApplyOutcome = 'started' | 'appended' | 'duplicate' | 'ignored' | 'dropped'
 
 export type PendingStateEvents = {
@@ -95,6 +105,11 @@ export type PendingStateEvents = {
    * (flashgate's own execution). Their logs are announced again with `removed: true`.
    */
   withdrawn: [block: PendingBlock, receipts: PendingReceipt[]]
+  /**
+   * An index 0 of block `number` names a parent the index does not hold (yet): it is kept out of view until
+   * the index holds `parentHash` at `number - 1`; asking the upstream for its head now shortens the wait.
+   */
+  awaitingParent: [number: number, parentHash: Hash]
 }
 
 export type Divergence = { number: number; kind: 'transactions' | 'parent' | 'receipt'; detail: string }
@@ -176,6 +191,14 @@ export function createPendingState(config: PendingStateConfig) {
   let timestampForm: ReceiptTimestampForm | null = null
   /** Whether the latest flashblock with transactions carried their receipts (a legacy feed). */
   let feedSendsReceipts = false
+  /**
+   * The flashblocks so far of a block whose index 0 named a parent other than the indexed head: the sealed head
+   * may have been replaced (a reorg) before the index ingested it. Shown once the index holds that parent, if
+   * within `AWAIT_PARENT_MS` of its index 0; forgotten when the index holds another block at the parent's
+   * height or any block above it, another index 0 or payload comes, or the feed is reset. Nothing of it is
+   * shown before: never a pre-confirmed block on a parent the chain may not have.
+   */
+  let awaiting: { number: number; parentHash: Hash; payloadId: string; messages: FlashblockMessage[]; since: number } | null = null
 
   function drop(reason: string) {
     if (blocks.length > 0) logger.warn({ reason }, 'dropping pre-confirmed state until the next index 0')
@@ -352,6 +375,35 @@ export function createPendingState(config: PendingStateConfig) {
 
   async function applyNow(message: FlashblockMessage): Promise<ApplyOutcome> {
     lastMessageAt = now()
+    if (awaiting !== null) {
+      if (message.payload_id === awaiting.payloadId) {
+        const last = awaiting.messages.at(-1)!.index
+        if (message.index <= last) return 'duplicate'
+        if (message.index === last + 1) {
+          awaiting.messages.push(message)
+          return 'ignored'
+        }
+      }
+      // Another block, or a gap in the one kept aside: that one cannot be shown any more.
+      awaiting = null
+    }
+    return applyFrame(message)
+  }
+
+  /** Shows the block kept aside once the index holds its parent, or forgets it once it cannot (`awaiting`). */
+  async function settleAwaiting(): Promise<void> {
+    if (awaiting === null || confirmedHead < awaiting.number - 1) return
+    const kept = awaiting
+    awaiting = null
+    if (confirmedHead !== kept.number - 1 || confirmedHash !== kept.parentHash) return
+    if (now() - kept.since > AWAIT_PARENT_MS) {
+      logger.warn({ block: kept.number, parentHash: kept.parentHash }, 'the parent of a pre-confirmed block was indexed too late to show it')
+      return
+    }
+    for (const message of kept.messages) await applyFrame(message)
+  }
+
+  async function applyFrame(message: FlashblockMessage): Promise<ApplyOutcome> {
     const current = blocks.at(-1)
     if (message.index === 0) {
       if (message.base === undefined) {
@@ -362,12 +414,18 @@ export function createPendingState(config: PendingStateConfig) {
       if (number <= confirmedHead) return 'ignored'
       // A repeat of any block's index 0 (not only the newest's: a frame replayed late) changes nothing.
       if (blocks.some((block) => block.payloadId === message.payload_id && block.number === number)) return 'duplicate'
-      // A block that cannot follow the index: built on another parent than the indexed head, or so far above it
-      // that the view could not hold the blocks between (a misnumbered or replayed frame). Nothing of it is shown.
-      if (number === confirmedHead + 1 && confirmedHash !== null && message.base.parent_hash.toLowerCase() !== confirmedHash) {
-        drop(`index 0 of block ${number} is built on ${message.base.parent_hash}, not on the indexed block ${confirmedHead} (${confirmedHash})`)
+      // A block that cannot follow the index (yet): built on another parent than the indexed head. The head may
+      // have been replaced before the index ingested it, so the block is kept aside, not shown, until the index
+      // holds that parent (`awaiting`); what was pending at its height and above goes.
+      const parentHash = message.base.parent_hash.toLowerCase() as Hash
+      if (number === confirmedHead + 1 && confirmedHash !== null && parentHash !== confirmedHash) {
+        drop(`index 0 of block ${number} is built on ${parentHash}, not on the indexed block ${confirmedHead} (${confirmedHash})`)
+        awaiting = { number, parentHash, payloadId: message.payload_id, messages: [message], since: now() }
+        events.emit('awaitingParent', number, parentHash)
         return 'dropped'
       }
+      // A block so far above the index that the view could not hold the blocks between (a misnumbered or
+      // replayed frame): nothing of it is shown.
       if (confirmedHead >= 0 && number > confirmedHead + MAX_PENDING_BLOCKS) {
         drop(`index 0 of block ${number} is more than ${MAX_PENDING_BLOCKS} blocks above the indexed head ${confirmedHead}`)
         return 'dropped'
@@ -427,6 +485,16 @@ export function createPendingState(config: PendingStateConfig) {
     return 'appended'
   }
 
+  /** Runs after the messages applied so far, as they do. */
+  function enqueue<value>(task: () => Promise<value>): Promise<value> {
+    const result = queue.then(task)
+    queue = result.catch((error: unknown) => {
+      logger.error({ err: error }, 'failed to apply a flashblock')
+      drop('failed to apply a flashblock')
+    })
+    return result
+  }
+
   function diverged(divergence: Divergence) {
     divergences[divergence.kind]++
     logger.warn(divergence, 'canonical block differs from its pre-confirmation')
@@ -460,18 +528,14 @@ export function createPendingState(config: PendingStateConfig) {
     events,
     /** Applies one message after those before it; resolves with what the sequence rules made of it. */
     apply(message: FlashblockMessage): Promise<ApplyOutcome> {
-      const result = queue.then(() => applyNow(message))
-      queue = result.catch((error: unknown) => {
-        logger.error({ err: error }, 'failed to apply a flashblock')
-        drop('failed to apply a flashblock')
-      })
-      return result
+      return enqueue(() => applyNow(message))
     },
     /**
      * The canonical block was indexed: its pre-confirmation goes, after a comparison by content (which
      * transactions, then each receipt's status, gas and logs) that counts what differed. If the canonical
      * transactions do not start with the pre-confirmed ones, or the next pending block was built on
-     * another parent, what was built on them is wrong too, and all of it goes.
+     * another parent, what was built on them is wrong too, and all of it goes. A block kept aside for this
+     * parent is shown now (after the messages already applied), one for another parent at this height forgotten.
      */
     confirm(canonical: CanonicalBlock) {
       const { number, hash } = canonical
@@ -481,6 +545,8 @@ export function createPendingState(config: PendingStateConfig) {
         confirmedHead = number
         confirmedHash = hash.toLowerCase() as Hash
       }
+      // A failure is logged (and the view dropped) by the queue.
+      if (awaiting !== null) enqueue(settleAwaiting).catch(() => {})
       const confirmed = blocks.find((block) => block.number === number)
       const outcome = confirmed === undefined ? 'same' : reconcile(confirmed, canonical)
       if (confirmed !== undefined) reconciled++
@@ -556,6 +622,7 @@ export function createPendingState(config: PendingStateConfig) {
     },
     /** Forgets everything (the feed connection was lost). */
     reset(reason: string) {
+      awaiting = null
       drop(reason)
     },
     /** Switches the receipt source for later flashblocks (the upstream turned out not to be flashblocks-aware). */
