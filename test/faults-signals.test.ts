@@ -8,16 +8,18 @@ import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import type { TestDatabase } from './fixtures/db.js'
 import { startDelayProxy } from './fixtures/delay-proxy.js'
 import { rpc } from './fixtures/gateway.js'
+import { isPostgresUrl } from '../src/db/index.js'
 import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 import { startTcpRelay } from './fixtures/tcp-relay.js'
 
 const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
 
 /**
- * The same runs in CI's PGlite and Postgres passes (a Postgres of its own either way, behind a relay): the
- * PGlite pass only.
+ * The same runs in CI's PGlite and Postgres passes (a Postgres database behind a relay either way): the
+ * Postgres pass only, the shorter of the two (and the one with a Postgres to hand, where the PGlite pass
+ * started a throwaway cluster for it).
  */
-const SAME_IN_EVERY_PASS = process.env.DATABASE_URL !== undefined
+const SAME_IN_EVERY_PASS = !isPostgresUrl(process.env.DATABASE_URL ?? '')
 
 let database: TestDatabase
 let anvil: Anvil
