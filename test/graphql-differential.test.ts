@@ -25,6 +25,18 @@ import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import {
+  BLOCK_FIELDS,
+  decimal,
+  expectedBlock,
+  expectedLog,
+  expectedReceipt,
+  expectedTransaction,
+  hex,
+  LOG_FIELDS,
+  RECEIPT_FIELDS,
+  TRANSACTION_FIELDS,
+} from './fixtures/graphql-expected.js'
 import { type ChainFacts, readChainFacts } from './fixtures/queries.js'
 
 const SEED = 3303
@@ -59,90 +71,6 @@ async function graphql(query: string, variables?: Record<string, unknown>): Prom
 /** The gateway's JSON-RPC (its dedicated endpoint: no result cap, the same block range as GraphQL's). */
 async function jsonRpc(method: string, params: unknown[]) {
   return rpc(gateway.dedicatedUrl, method, params)
-}
-
-const decimal = (value: string | number | null | undefined) => (value === null || value === undefined ? null : BigInt(value).toString())
-const hex = (number: number) => `0x${number.toString(16)}`
-
-const BLOCK_FIELDS = `number hash parentHash timestamp miner gasUsed gasLimit baseFeePerGas extraData stateRoot transactionsRoot receiptsRoot logsBloom size transactionCount transactionHashes`
-const TRANSACTION_FIELDS = `hash from to value nonce input gas gasPrice maxFeePerGas maxPriorityFeePerGas type chainId blockNumber blockHash transactionIndex`
-const LOG_FIELDS = `address topics data blockNumber blockHash blockTimestamp transactionHash transactionIndex logIndex removed`
-const RECEIPT_FIELDS = `transactionHash transactionIndex blockNumber blockHash from to contractAddress status gasUsed cumulativeGasUsed effectiveGasPrice type logsBloom logs { ${LOG_FIELDS} }`
-
-function expectedBlock(block: RpcBlock) {
-  return {
-    number: decimal(block.number),
-    hash: block.hash,
-    parentHash: block.parentHash,
-    timestamp: decimal(block.timestamp),
-    miner: block.miner,
-    gasUsed: decimal(block.gasUsed),
-    gasLimit: decimal(block.gasLimit),
-    baseFeePerGas: decimal(block.baseFeePerGas),
-    extraData: block.extraData,
-    stateRoot: block.stateRoot,
-    transactionsRoot: block.transactionsRoot,
-    receiptsRoot: block.receiptsRoot,
-    logsBloom: block.logsBloom,
-    size: decimal(block.size),
-    transactionCount: block.transactions.length,
-    transactionHashes: block.transactions.map((transaction) => (typeof transaction === 'string' ? transaction : transaction.hash)),
-  }
-}
-
-function expectedTransaction(transaction: RpcTransaction) {
-  const fields = transaction as unknown as Record<string, string | null | undefined>
-  return {
-    hash: transaction.hash,
-    from: transaction.from,
-    to: transaction.to,
-    value: decimal(transaction.value),
-    nonce: decimal(transaction.nonce),
-    input: transaction.input,
-    gas: decimal(transaction.gas),
-    gasPrice: decimal(fields.gasPrice),
-    maxFeePerGas: decimal(fields.maxFeePerGas),
-    maxPriorityFeePerGas: decimal(fields.maxPriorityFeePerGas),
-    type: Number(transaction.type),
-    chainId: decimal(fields.chainId),
-    blockNumber: decimal(transaction.blockNumber),
-    blockHash: transaction.blockHash,
-    transactionIndex: transaction.transactionIndex === null ? null : Number(transaction.transactionIndex),
-  }
-}
-
-function expectedLog(log: RpcLog) {
-  return {
-    address: log.address,
-    topics: log.topics,
-    data: log.data,
-    blockNumber: decimal(log.blockNumber),
-    blockHash: log.blockHash,
-    blockTimestamp: decimal(log.blockTimestamp),
-    transactionHash: log.transactionHash,
-    transactionIndex: Number(log.transactionIndex),
-    logIndex: Number(log.logIndex),
-    removed: false,
-  }
-}
-
-function expectedReceipt(receipt: RpcTransactionReceipt) {
-  return {
-    transactionHash: receipt.transactionHash,
-    transactionIndex: Number(receipt.transactionIndex),
-    blockNumber: decimal(receipt.blockNumber),
-    blockHash: receipt.blockHash,
-    from: receipt.from,
-    to: receipt.to,
-    contractAddress: receipt.contractAddress ?? null,
-    status: Number(receipt.status),
-    gasUsed: decimal(receipt.gasUsed),
-    cumulativeGasUsed: decimal(receipt.cumulativeGasUsed),
-    effectiveGasPrice: decimal(receipt.effectiveGasPrice),
-    type: Number(receipt.type),
-    logsBloom: receipt.logsBloom,
-    logs: receipt.logs.map(expectedLog),
-  }
 }
 
 /** A GraphQL refusal must carry the JSON-RPC error's code and words, and never be the masked unexpected one. */

@@ -8,6 +8,18 @@ import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { type GeneratedChain, generateChain } from './fixtures/chain.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import {
+  BLOCK_FIELDS,
+  decimal,
+  expectedBlock,
+  expectedLog,
+  expectedReceipt,
+  expectedTransaction,
+  hex,
+  LOG_FIELDS,
+  RECEIPT_FIELDS,
+  TRANSACTION_FIELDS,
+} from './fixtures/graphql-expected.js'
 import { countStatements } from './fixtures/statements.js'
 
 const SEED = 4004
@@ -23,9 +35,6 @@ let head: number
 let client: GraphQLClient
 let yoga: GraphqlServer
 
-const decimal = (hex: string | null | undefined) => (hex === null || hex === undefined ? null : BigInt(hex).toString())
-const hex = (number: number) => `0x${number.toString(16)}`
-
 async function call<result>(method: string, params: unknown[]): Promise<result> {
   const answer = await rpc(gateway.dedicatedUrl, method, params)
   if (answer.error) throw new Error(`${method}: ${answer.error.message}`)
@@ -40,89 +49,6 @@ async function yogaQuery(query: string, variables?: Record<string, unknown>) {
     body: JSON.stringify({ query, variables }),
   })
   return (await response.json()) as { data?: Record<string, any> | null; errors?: { message: string; extensions?: { code?: string } }[] }
-}
-
-const BLOCK_FIELDS = `number hash parentHash timestamp miner gasUsed gasLimit baseFeePerGas extraData stateRoot transactionsRoot receiptsRoot logsBloom size transactionHashes`
-
-function expectedBlock(block: RpcBlock) {
-  return {
-    number: decimal(block.number),
-    hash: block.hash,
-    parentHash: block.parentHash,
-    timestamp: decimal(block.timestamp),
-    miner: block.miner,
-    gasUsed: decimal(block.gasUsed),
-    gasLimit: decimal(block.gasLimit),
-    baseFeePerGas: decimal(block.baseFeePerGas),
-    extraData: block.extraData,
-    stateRoot: block.stateRoot,
-    transactionsRoot: block.transactionsRoot,
-    receiptsRoot: block.receiptsRoot,
-    logsBloom: block.logsBloom,
-    size: decimal(block.size),
-    transactionHashes: block.transactions,
-  }
-}
-
-const TRANSACTION_FIELDS = `hash from to value nonce input gas gasPrice maxFeePerGas maxPriorityFeePerGas type chainId blockNumber blockHash transactionIndex`
-
-function expectedTransaction(transaction: RpcTransaction) {
-  const fields = transaction as unknown as Record<string, string | null | undefined>
-  return {
-    hash: transaction.hash,
-    from: transaction.from,
-    to: transaction.to,
-    value: decimal(transaction.value),
-    nonce: decimal(transaction.nonce),
-    input: transaction.input,
-    gas: decimal(transaction.gas),
-    gasPrice: decimal(fields.gasPrice),
-    maxFeePerGas: decimal(fields.maxFeePerGas),
-    maxPriorityFeePerGas: decimal(fields.maxPriorityFeePerGas),
-    type: Number(transaction.type),
-    chainId: decimal(fields.chainId),
-    blockNumber: decimal(transaction.blockNumber),
-    blockHash: transaction.blockHash,
-    transactionIndex: Number(transaction.transactionIndex),
-  }
-}
-
-const LOG_FIELDS = `address topics data blockNumber blockHash blockTimestamp transactionHash transactionIndex logIndex removed`
-
-function expectedLog(log: RpcLog) {
-  return {
-    address: log.address,
-    topics: log.topics,
-    data: log.data,
-    blockNumber: decimal(log.blockNumber),
-    blockHash: log.blockHash,
-    blockTimestamp: decimal(log.blockTimestamp),
-    transactionHash: log.transactionHash,
-    transactionIndex: Number(log.transactionIndex),
-    logIndex: Number(log.logIndex),
-    removed: false,
-  }
-}
-
-const RECEIPT_FIELDS = `transactionHash transactionIndex blockNumber blockHash from to contractAddress status gasUsed cumulativeGasUsed effectiveGasPrice type logsBloom logs { ${LOG_FIELDS} }`
-
-function expectedReceipt(receipt: RpcTransactionReceipt) {
-  return {
-    transactionHash: receipt.transactionHash,
-    transactionIndex: Number(receipt.transactionIndex),
-    blockNumber: decimal(receipt.blockNumber),
-    blockHash: receipt.blockHash,
-    from: receipt.from,
-    to: receipt.to,
-    contractAddress: receipt.contractAddress ?? null,
-    status: Number(receipt.status),
-    gasUsed: decimal(receipt.gasUsed),
-    cumulativeGasUsed: decimal(receipt.cumulativeGasUsed),
-    effectiveGasPrice: decimal(receipt.effectiveGasPrice),
-    type: Number(receipt.type),
-    logsBloom: receipt.logsBloom,
-    logs: receipt.logs.map(expectedLog),
-  }
 }
 
 /** Every log of the chain, walked page by page through GraphQL. */
