@@ -95,8 +95,11 @@ export function rangeEnd(resolved: ResolvedBlock): number {
 /** An `eth_getLogs` call: the filter, and the limits of the endpoint it came through. */
 export type GetLogsParameters = { filter: LogFilter; limits: LogLimits }
 
-/** Position of a log in the chain: a page of logs continues after it. */
-export type LogCursor = { blockNumber: number; logIndex: number }
+/**
+ * Position of a log in the chain: a page of logs continues after it. `fromBlock`: the first block of the range
+ * the first page read, where later pages of a range starting at a tag that moves start too.
+ */
+export type LogCursor = { blockNumber: number; logIndex: number; fromBlock?: number | null }
 export type GetLogsPageParameters = { filter: LogFilter; first: number; after: LogCursor | null; limits: LogLimits }
 export type LogsPage = {
   logs: Log[]
@@ -385,7 +388,17 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
    * than `maxLogs` results it returns `first` of them after `after`, so that a client can walk any number
    * of logs (GraphQL `logs`). Keyset pagination on the primary key `(block_number, log_index)`.
    */
-  async function getLogsPage({ filter, first, after, limits }: GetLogsPageParameters): Promise<LogsPage> {
+  /**
+   * A range that starts at a tag which moves (`LATEST`, `SAFE`, `FINALIZED`, `PENDING`) starts, on the pages after
+   * the first, at the block the first page started at (the cursor keeps it): blocks sealed between two pages
+   * would otherwise move the start past logs not yet given, and the pages together would be no one `eth_getLogs`.
+   */
+  async function getLogsPage({ filter: asked, first, after, limits }: GetLogsPageParameters): Promise<LogsPage> {
+    const pinnedAt = after?.fromBlock ?? null
+    const filter: LogFilter =
+      asked.blockHash !== undefined || pinnedAt === null || asked.fromBlock.kind !== 'tag' || asked.fromBlock.tag === 'earliest'
+        ? asked
+        : { ...asked, fromBlock: { kind: 'number', number: BigInt(pinnedAt) } }
     const { confirmed: range, pending } = filter.blockHash === undefined ? await pendingView.split(filter) : { confirmed: null, pending: [] }
     let confirmed: Log[] = []
     let start = pending[0]?.number ?? null

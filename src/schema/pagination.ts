@@ -14,20 +14,15 @@ export function pageSize(first: number | null | undefined, context: GraphqlConte
 }
 
 /**
- * One page of logs for a filter, with the cursor of its last log: shared by `logs` and `Account.logs`. A range
- * that starts at a tag which moves (`LATEST`, `SAFE`, `FINALIZED`, `PENDING`) starts, on the next pages, at the
- * block the first page started at (the cursor keeps it): blocks sealed between two pages would otherwise move
- * the start past logs not yet given, and the pages together would be no one `eth_getLogs` answer.
+ * One page of logs for a filter, with the cursor of its last log: shared by `logs` and `Account.logs`. The cursor
+ * keeps the first block the range read, for a range starting at a tag that moves (resolvers/logs.ts getLogsPage).
  */
 export async function logsPage(context: GraphqlContext, filter: LogFilter, args: { first?: number | null; after?: string | null }) {
   const after = parseArgument(cursorSchema, args.after, 'after')
-  const moves = filter.blockHash === undefined && filter.fromBlock.kind === 'tag' && filter.fromBlock.tag !== 'earliest'
-  const pinned: LogFilter =
-    moves && after?.fromBlock !== undefined && after.fromBlock !== null ? { ...filter, fromBlock: { kind: 'number', number: BigInt(after.fromBlock) } } : filter
   const page = await context.resolvers.getLogsPage({
-    filter: pinned,
+    filter,
     first: pageSize(args.first, context),
-    after: after ? { blockNumber: after.blockNumber, logIndex: after.index } : null,
+    after: after ? { blockNumber: after.blockNumber, logIndex: after.index, fromBlock: after.fromBlock } : null,
     limits: context.limits,
   })
   const last = page.logs.at(-1)
