@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache'
-import type { Hash } from 'viem'
+import type { Hex } from 'viem'
 import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
 
@@ -19,11 +19,12 @@ const FILTER_OVERHEAD_BYTES = 256
 export type FilterKind = 'logs' | 'blocks' | 'pendingTransactions'
 
 /**
- * Where a filter's next changes start. Blocks and logs: after block `number`; `hashes` are those of the last
- * blocks up to it, oldest first, so that a poll after a reorg finds where the chain it delivered forked.
+ * Where a filter's next changes start. Blocks and logs: after block `number`; `hashes` are the first bytes of
+ * the hashes of the last blocks up to it (64 of them, oldest first: filters.ts FILTER_REORG_DEPTH and
+ * FILTER_HASH_PREFIX_BYTES), so that a poll after a reorg finds where the chain it delivered forked.
  * Pending transactions: at position `index` of block `number`, counting pre-confirmed and sealed blocks alike.
  */
-export type FilterCursor = { number: number; index: number; hashes: Hash[] }
+export type FilterCursor = { number: number; index: number; hashes: Hex[] }
 
 /** A filter as every process of a deployment sees it. `criteria`: the `eth_newFilter` object as sent (logs only). */
 export type StoredFilter = { kind: FilterKind; criteria: unknown; cursor: FilterCursor }

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import { and, asc, between, gte, inArray, sql } from 'drizzle-orm'
+import { and, asc, between, gte, sql } from 'drizzle-orm'
 import type { Hash, Hex } from 'viem'
 import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.js'
-import { blockHashesBetween, byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
+import { blockHashesBetween, byteaToHex, type Db, schema } from '../db/index.js'
 import { FilterNotFoundError, LimitExceededError } from '../errors.js'
 import { formatLog } from '../objects/log.js'
 import type { PendingBlock } from '../pending/index.js'
@@ -22,19 +22,33 @@ export const MAX_FILTER_TRANSACTIONS_PER_POLL = 10_000
 /** Polls that found their filter moved by another poll meanwhile are done again at most this many times. */
 const MAX_CONTENDED_POLLS = 3
 /**
- * Hashes of the blocks last delivered that a block or log filter keeps: a reorg up to this deep is found and
- * the new branch delivered from its fork; a deeper one is delivered from this far back.
+ * Blocks last delivered that a block or log filter remembers: a reorg up to this deep below its last block is
+ * found and the new branch delivered from its fork; a deeper one is delivered from this far back. As deep as
+ * `eth_subscribe` `logs` goes (events.ts) and as the rewind keeps undone logs (`UNDONE_LOG_BLOCKS` in
+ * ingest/store.ts), so that each log a filter delivered from a replaced block can be taken back.
  */
-export const FILTER_REORG_DEPTH = 16
+export const FILTER_REORG_DEPTH = 64
+/**
+ * Bytes of each remembered block hash a filter keeps: enough to tell two blocks at one height apart (a false
+ * match is a 2^-64 chance per height compared), and 64 of them (~1.3 KB of JSON) take about what 16 whole
+ * hashes did, in memory, in the primary of `--workers` and in Redis alike.
+ */
+export const FILTER_HASH_PREFIX_BYTES = 8
+const HASH_PREFIX_CHARS = 2 + 2 * FILTER_HASH_PREFIX_BYTES
 
-const cursorAt = (number: number, hashes: Hash[] = [], index = 0): FilterCursor => ({ number, index, hashes })
+/** What a filter remembers of a block hash (a whole hash stored by an older version is cut the same way). */
+export const hashPrefix = (hash: Hex): Hex => hash.slice(0, HASH_PREFIX_CHARS) as Hex
+
+const cursorAt = (number: number, hashes: Hex[] = [], index = 0): FilterCursor => ({ number, index, hashes })
 
 type BlockHash = { number: number; hash: Hash }
+/** A block a filter delivered, as it remembers it. */
+type DeliveredBlock = { number: number; prefix: Hex }
 /**
  * What a poll reads of the chain past a cursor: the block its changes start at, the hashes up to where it
- * may go, and the hashes of blocks the cursor delivered that a reorg replaced (none without one).
+ * may go, and the blocks the cursor delivered that a reorg replaced (none without one).
  */
-type ChainRead = { from: number; hashes: BlockHash[]; undone: Hash[] }
+type ChainRead = { from: number; hashes: BlockHash[]; undone: DeliveredBlock[] }
 
 /** geth's filter ids: 16 random bytes in hex (rpc/subscription.go NewID). */
 const newFilterId = (): Hex => `0x${randomBytes(16).toString('hex')}`
@@ -93,8 +107,9 @@ export function createFilterResolvers({
 
   /** Nothing new for a block or log filter: the cursor is at the head it knows, or past it (a replica behind). */
   function upToDate(cursor: FilterCursor, tip: { number: number; hash: Hash | null }): boolean {
-    if (cursor.number > tip.number) return cursor.hashes.length === 0
-    return cursor.number === tip.number && (cursor.hashes.length === 0 || cursor.hashes.at(-1) === tip.hash)
+    const last = cursor.hashes.at(-1)
+    if (cursor.number > tip.number) return last === undefined
+    return cursor.number === tip.number && (last === undefined || (tip.hash !== null && hashPrefix(last) === hashPrefix(tip.hash)))
   }
 
   /**
@@ -109,20 +124,21 @@ export function createFilterResolvers({
       const hashes = await blockHashes(Math.max(0, notBefore - FILTER_REORG_DEPTH), Math.min(tip.number, notBefore + blocks - 1))
       return { from: notBefore, hashes, undone: [] }
     }
-    const known = cursor.hashes
+    const known = cursor.hashes.map(hashPrefix)
     const oldest = cursor.number - known.length + 1
     const hashes = await blockHashes(Math.max(0, oldest), Math.min(tip.number, cursor.number + blocks))
     if (known.length === 0) return { from: cursor.number + 1, hashes, undone: [] }
     const top = Math.min(cursor.number, tip.number)
-    const byNumber = new Map(hashes.map((block) => [block.number, block.hash]))
+    const byNumber = new Map(hashes.map((block) => [block.number, hashPrefix(block.hash)]))
+    const knownFrom = (number: number): DeliveredBlock[] => known.slice(number - oldest).map((prefix, at) => ({ number: number + at, prefix }))
     // A cursor above the tip with its tip block still canonical is not a reorg (a replica behind, or a
     // rewind whose new branch is not indexed yet): nothing is delivered or taken back until the chain shows.
     for (let number = top; number >= oldest; number--)
       if (byNumber.get(number) === known[number - oldest]) {
         if (number === top) return { from: cursor.number + 1, hashes, undone: [] }
-        return { from: number + 1, hashes, undone: known.slice(number + 1 - oldest) }
+        return { from: number + 1, hashes, undone: knownFrom(number + 1) }
       }
-    return { from: oldest, hashes, undone: known }
+    return { from: oldest, hashes, undone: knownFrom(oldest) }
   }
 
   /** The cursor after delivering up to block `to`, with the hashes read up to it. */
@@ -132,7 +148,7 @@ export function createFilterResolvers({
       hashes
         .filter((block) => block.number <= to)
         .slice(-FILTER_REORG_DEPTH)
-        .map((block) => block.hash),
+        .map((block) => hashPrefix(block.hash)),
     )
   }
 
@@ -189,17 +205,22 @@ export function createFilterResolvers({
   }
 
   /**
-   * The logs of the replaced blocks `undone` that match the filter, with `removed: true`, in the order they
-   * were delivered: what geth's filters report of a reorg before the new branch's logs. The rewind kept them
-   * (ingest/store.ts keepUndoneLogs); at most the endpoint's `eth_getLogs` count, the oldest first.
+   * The logs of the replaced blocks `undone` (by number and hash prefix) that match the filter, with
+   * `removed: true`, in the order they were delivered: what geth's filters report of a reorg before the new
+   * branch's logs. The rewind kept them (ingest/store.ts rewindStatements: the newest 64 blocks it undoes, for
+   * 10 minutes), those of each height undone by every rewind since: the prefix picks the block the filter
+   * delivered. At most the endpoint's `eth_getLogs` count, the oldest first.
    */
-  async function undoneLogs(filter: LogFilter, undone: Hash[], limits: LogLimits): Promise<Log[]> {
+  async function undoneLogs(filter: LogFilter, undone: DeliveredBlock[], limits: LogLimits): Promise<Log[]> {
     const { undoneLogs } = schema
-    const rows = await db.drizzle
-      .select()
-      .from(undoneLogs)
-      .where(inArray(undoneLogs.blockHash, undone.map(hexToBytea)))
-      .orderBy(asc(undoneLogs.blockNumber), asc(undoneLogs.logIndex))
+    const delivered = new Map(undone.map((block) => [block.number, block.prefix]))
+    const rows = (
+      await db.drizzle
+        .select()
+        .from(undoneLogs)
+        .where(between(undoneLogs.blockNumber, undone[0]!.number, undone.at(-1)!.number))
+        .orderBy(asc(undoneLogs.blockNumber), asc(undoneLogs.logIndex))
+    ).filter((row) => delivered.get(row.blockNumber) === hashPrefix(byteaToHex(row.blockHash)))
     const numberOf = (selector: BlockSelector | undefined) => (selector?.kind === 'number' ? selector.number : null)
     const fromNumber = numberOf(filter.fromBlock)
     const toNumber = numberOf(filter.toBlock)
