@@ -34,8 +34,6 @@ import { createPassThrough } from './upstream/pass-through.js'
 
 /** The index is "ready" while its head is at most this many blocks behind the upstream's. */
 const READY_MAX_LAG_BLOCKS = 5
-/** The ingester asks the upstream several times a second; this long without an answer, it is not keeping up. */
-const READY_UPSTREAM_SILENCE_MS = 30_000
 
 export type Gateway = {
   /** Where the APIs are served (by the workers, on the primary of `--workers N`). */
@@ -306,12 +304,13 @@ export async function startGateway({
             const lag = head !== null && status.upstreamHead !== null ? status.upstreamHead - head : null
             // A standby serves from the index another process keeps: ready as long as the database answers.
             // The ingester is ready while the upstream answers and the index keeps up with it.
+            // The ingester asks the upstream several times a second; this long without an answer, it is not keeping up.
             const silentFor = status.lastUpstreamContactAt === null ? 0 : Date.now() - status.lastUpstreamContactAt
             const upstreamState = !status.leader
               ? null
               : status.lastErrorSource === 'upstream'
                 ? 'unreachable'
-                : silentFor > READY_UPSTREAM_SILENCE_MS
+                : silentFor > config.readyUpstreamSilence * 1_000
                   ? 'unresponsive'
                   : 'ok'
             const keepingUp = status.lastError === null && upstreamState === 'ok' && lag !== null && lag <= READY_MAX_LAG_BLOCKS

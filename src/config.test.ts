@@ -57,6 +57,7 @@ describe('parseConfig(serveConfigSchema)', () => {
       builderCodeRegistry: 'default',
       entryPoints: 'canonical',
       ingestBatchSize: 100,
+      readyUpstreamSilence: 30,
       registrationRateLimit: 20,
       logLevel: 'info',
     })
@@ -70,6 +71,13 @@ describe('parseConfig(serveConfigSchema)', () => {
     expect(config.trustProxy).toBe(true)
     expect(config.databaseUrl).toBe('memory://')
     expect(config.startBlock).toBe(17)
+  })
+
+  test('--ready-upstream-silence (READY_UPSTREAM_SILENCE) is whole seconds, at least 1', () => {
+    expect(serveConfig({ 'ready-upstream-silence': '3' }).readyUpstreamSilence).toBe(3)
+    expect(serveConfig({}, { READY_UPSTREAM_SILENCE: '45' }).readyUpstreamSilence).toBe(45)
+    expect(() => serveConfig({ 'ready-upstream-silence': '0' })).toThrow(/--ready-upstream-silence \(READY_UPSTREAM_SILENCE\) must be positive/)
+    expect(() => serveConfig({ 'ready-upstream-silence': '1.5' })).toThrow(/must be a whole number/)
   })
 
   test('the upstream RPC URL can come from UPSTREAM_RPC_URL alone', () => {

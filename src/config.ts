@@ -145,6 +145,8 @@ export const serveConfigSchema = z.object({
   maxQueryCost: nonNegative.default(250_000),
   answerCacheMb: nonNegativeInt.default(DEFAULT_ANSWER_CACHE_BYTES / MIB),
   ingestBatchSize: positiveInt.default(100),
+  // Seconds without an answer from the upstream after which /readyz calls it unresponsive (src/app.ts).
+  readyUpstreamSilence: positiveInt.default(30),
   registrationRateLimit: nonNegative.default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
@@ -323,6 +325,12 @@ export const OPTIONS = [
     help: 'take client addresses from X-Forwarded-For, behind a reverse proxy (true/false, default false)',
   },
   { key: 'ingestBatchSize', flag: 'ingest-batch-size', env: 'INGEST_BATCH_SIZE', help: 'blocks written per transaction while backfilling (default 100)' },
+  {
+    key: 'readyUpstreamSilence',
+    flag: 'ready-upstream-silence',
+    env: 'READY_UPSTREAM_SILENCE',
+    help: 'seconds without an answer from the upstream after which /readyz calls it unresponsive (default 30)',
+  },
   {
     key: 'registrationRateLimit',
     flag: 'registration-rate-limit',

@@ -14,6 +14,12 @@ import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/q
 import { createRandom } from './fixtures/random.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
+/**
+ * Seconds of upstream silence after which /readyz says `unresponsive` (`--ready-upstream-silence`): 3 rather than
+ * the default 30, which the test waited out (the ingester polls every 250 ms, so 3 s is still twelve polls).
+ */
+const READY_UPSTREAM_SILENCE_S = 3
+
 /** Old blocks' state (balances, traces at past blocks) survives a dump and load only with this flag. */
 const ANVIL_ARGS = ['--preserve-historical-states']
 
@@ -142,7 +148,7 @@ async function startHangingProxy(targetUrl: string) {
 test('an upstream that stops answering without refusing: /readyz says unresponsive, reads go on from the index, and ingest resumes when it answers again', async () => {
   const own = await createTestDatabase()
   const proxy = await startHangingProxy(anvil.rpcUrl)
-  const hung = await startTestGateway({ upstreamRpc: proxy.url, databaseUrl: own.databaseUrl })
+  const hung = await startTestGateway({ upstreamRpc: proxy.url, databaseUrl: own.databaseUrl, readyUpstreamSilence: READY_UPSTREAM_SILENCE_S })
   try {
     const head = await waitForSameHead(hung, anvil.rpcUrl, 60_000)
     proxy.hang()
