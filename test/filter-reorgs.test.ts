@@ -2,8 +2,10 @@
 // anvil, deeper than the 16 blocks a filter used to remember: viem's HTTP watchers and a raw poller end with
 // exactly the chain's logs (each delivered log of a replaced block taken back once, each new one delivered once),
 // and a block filter delivers exactly the new branch after the last old block it delivered. The same with the
-// filters in this process's memory and in Redis (`--redis-url`).
+// filters in this process's memory, in Redis (`--redis-url`), and in the primary of `serve --workers 2`.
+import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { createPublicClient, encodeFunctionData, type Hex, http, parseAbiItem } from 'viem'
@@ -12,21 +14,77 @@ import type { Anvil } from '../src/devnet/anvil.js'
 import { tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { result, startManualAnvilWithToken, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { freePort } from './fixtures/ports.js'
 import { REDIS_URL } from './fixtures/redis.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
+import { anvilCall, until, waitForSameHead } from './fixtures/sync.js'
 
 const SENDER = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266'
 const RECIPIENT = '0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc'
 const POLL_MS = 100
 /** Long enough for pollers every 100 ms to have polled several times. */
 const SETTLE_MS = 1_500
+/** 41 blocks of transfers mined, three gateways following, on a loaded two-core machine. */
+const REORG_TEST_TIMEOUT_MS = 120_000
 const TRANSFER = parseAbiItem('event Transfer(address indexed from, address indexed to, uint256 value)')
 
 let anvil: Anvil
 let token: Hex
 let amount = 1
+const BIN = fileURLToPath(new URL('../bin/flashgate.js', import.meta.url))
 const redisPrefix = `flashgate-test:${randomUUID()}:`
-const gateways: { name: string; gateway: TestGateway; database: TestDatabase }[] = []
+/** Where the filters live: `memory` and `redis` in this process, `workers` in a `serve --workers 2` of its own. */
+type Target = { name: string; url: string; synced(): Promise<unknown>; stop(): Promise<void>; database: TestDatabase }
+const targets: Target[] = []
+
+if (!SHARED_POSTGRES_AVAILABLE)
+  console.warn('filter-reorgs: --workers 2 skipped, workers share one Postgres (set DATABASE_URL, or install the PostgreSQL server binaries)')
+
+/** `flashgate serve --workers 2` following anvil; its filters are kept by the primary and polled through either worker. */
+async function startWorkers(database: TestDatabase): Promise<Target> {
+  const port = await freePort()
+  let output = ''
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      BIN,
+      'serve',
+      '--workers',
+      '2',
+      '--port',
+      String(port),
+      '--database-url',
+      database.databaseUrl,
+      '--upstream-rpc',
+      anvil.rpcUrl,
+      '--upstream-ws',
+      anvil.wsUrl,
+      '--start-block',
+      '0',
+      '--public-rate-limit',
+      '0',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
+  const url = `http://127.0.0.1:${port}`
+  const synced = () =>
+    until(
+      async () => (await headOf(url).catch(() => -1)) === (await headOf(anvil.rpcUrl)),
+      60_000,
+      () => `serve --workers 2 did not reach anvil's head:\n${output}`,
+    )
+  const stop = async () => {
+    if (child.exitCode !== null) return
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGTERM')
+    await exited
+  }
+  return { name: 'workers', url, synced, stop, database }
+}
 
 const quantity = (number: number) => `0x${number.toString(16)}`
 const headOf = async (url: string) => Number(await anvilCall<Hex>(url, 'eth_blockNumber'))
@@ -105,30 +163,32 @@ beforeAll(async () => {
   await mineTransfers(3)
   for (const name of ['memory', 'redis']) {
     const database = await createTestDatabase()
-    const gateway = await startTestGateway({
+    const gateway: TestGateway = await startTestGateway({
       upstreamRpc: anvil.rpcUrl,
       upstreamWs: anvil.wsUrl,
       databaseUrl: database.databaseUrl,
       ...(name === 'redis' && { redisUrl: REDIS_URL, redisPrefix }),
     })
-    gateways.push({ name, gateway, database })
-    from = (await waitForSameHead(gateway, anvil.rpcUrl)) + 1
+    targets.push({ name, url: gateway.url, synced: () => waitForSameHead(gateway, anvil.rpcUrl), stop: () => gateway.stop(), database })
   }
-  for (const { name, gateway } of gateways) {
+  if (SHARED_POSTGRES_AVAILABLE) targets.push(await startWorkers(await createSharedPostgresDatabase()))
+  for (const target of targets) await target.synced()
+  from = (await headOf(anvil.rpcUrl)) + 1
+  for (const { name, url } of targets) {
     const books = new Map<string, ReturnType<typeof logBook>>()
     const blocks: Hex[] = []
     watched.set(name, { books, blocks })
-    const client = createPublicClient({ transport: http(gateway.url), pollingInterval: POLL_MS })
+    const client = createPublicClient({ transport: http(url), pollingInterval: POLL_MS })
     for (const watcher of ['watchContractEvent', 'watchEvent', 'eth_getFilterChanges'] as const) books.set(watcher, logBook())
     const onLogs = (book: ReturnType<typeof logBook>) => (logs: unknown[]) => {
       for (const log of logs) book.take(log as ClientLog)
     }
     stops.push(client.watchContractEvent({ address: token, abi: tokenAbi, eventName: 'Transfer', onLogs: onLogs(books.get('watchContractEvent')!) }))
     stops.push(client.watchEvent({ address: token, event: TRANSFER, onLogs: onLogs(books.get('watchEvent')!) }))
-    const logFilter = await result<Hex>(gateway.url, 'eth_newFilter', [{ address: token }])
-    stops.push(poller(gateway.url, logFilter, (log) => books.get('eth_getFilterChanges')!.take(log as ClientLog)))
-    const blockFilter = await result<Hex>(gateway.url, 'eth_newBlockFilter')
-    stops.push(poller(gateway.url, blockFilter, (hash) => blocks.push(hash as Hex)))
+    const logFilter = await result<Hex>(url, 'eth_newFilter', [{ address: token }])
+    stops.push(poller(url, logFilter, (log) => books.get('eth_getFilterChanges')!.take(log as ClientLog)))
+    const blockFilter = await result<Hex>(url, 'eth_newBlockFilter')
+    stops.push(poller(url, blockFilter, (hash) => blocks.push(hash as Hex)))
   }
   // Every watcher has installed its filter before the first block it must hear of.
   await sleep(SETTLE_MS)
@@ -136,8 +196,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const stop of stops) await stop()
-  for (const { gateway, database } of gateways) {
-    await gateway.stop()
+  for (const { stop, database } of targets) {
+    await stop()
     await database.drop()
   }
   await anvil?.stop()
@@ -148,11 +208,11 @@ afterAll(async () => {
 })
 
 async function settled() {
-  for (const { gateway } of gateways) await waitForSameHead(gateway, anvil.rpcUrl)
+  for (const target of targets) await target.synced()
   await sleep(SETTLE_MS)
 }
 
-describe('HTTP filters across deep reorgs, filters kept in memory and in Redis', () => {
+describe('HTTP filters across deep reorgs, filters kept in memory, in Redis and by the primary of --workers 2', () => {
   test.each([20, 40])(
     "anvil_reorg %i deep: viem's watchContractEvent and watchEvent and a raw eth_getFilterChanges poller end with exactly the chain's logs; a block filter delivers exactly the new branch after the last old block",
     async (depth) => {
@@ -178,6 +238,7 @@ describe('HTTP filters across deep reorgs, filters kept in memory and in Redis',
         expect(blocks.slice(delivered.get(name)), `${name} block filter`).toEqual(newBranch)
       }
     },
+    REORG_TEST_TIMEOUT_MS,
   )
 })
 
