@@ -58,6 +58,7 @@ describe('parseConfig(serveConfigSchema)', () => {
       entryPoints: 'canonical',
       ingestBatchSize: 100,
       readyUpstreamSilence: 30,
+      stopTimeout: 30,
       registrationRateLimit: 20,
       logLevel: 'info',
     })
@@ -78,6 +79,12 @@ describe('parseConfig(serveConfigSchema)', () => {
     expect(serveConfig({}, { READY_UPSTREAM_SILENCE: '45' }).readyUpstreamSilence).toBe(45)
     expect(() => serveConfig({ 'ready-upstream-silence': '0' })).toThrow(/--ready-upstream-silence \(READY_UPSTREAM_SILENCE\) must be positive/)
     expect(() => serveConfig({ 'ready-upstream-silence': '1.5' })).toThrow(/must be a whole number/)
+  })
+
+  test('--stop-timeout (STOP_TIMEOUT) is whole seconds, at least 1', () => {
+    expect(serveConfig({ 'stop-timeout': '5' }).stopTimeout).toBe(5)
+    expect(serveConfig({}, { STOP_TIMEOUT: '90' }).stopTimeout).toBe(90)
+    expect(() => serveConfig({ 'stop-timeout': '0' })).toThrow(/--stop-timeout \(STOP_TIMEOUT\) must be positive/)
   })
 
   test('the upstream RPC URL can come from UPSTREAM_RPC_URL alone', () => {

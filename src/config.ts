@@ -147,6 +147,8 @@ export const serveConfigSchema = z.object({
   ingestBatchSize: positiveInt.default(100),
   // Seconds without an answer from the upstream after which /readyz calls it unresponsive (src/app.ts).
   readyUpstreamSilence: positiveInt.default(30),
+  // Seconds a stop (SIGTERM, SIGINT, SIGHUP) may take before the process exits 1 (src/cli/shutdown.ts).
+  stopTimeout: positiveInt.default(30),
   registrationRateLimit: nonNegative.default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
@@ -330,6 +332,12 @@ export const OPTIONS = [
     flag: 'ready-upstream-silence',
     env: 'READY_UPSTREAM_SILENCE',
     help: 'seconds without an answer from the upstream after which /readyz calls it unresponsive (default 30)',
+  },
+  {
+    key: 'stopTimeout',
+    flag: 'stop-timeout',
+    env: 'STOP_TIMEOUT',
+    help: 'seconds a stop on SIGTERM, SIGINT or SIGHUP may take before the process exits 1 (default 30)',
   },
   {
     key: 'registrationRateLimit',

@@ -68,7 +68,7 @@ async function main() {
     case 'serve': {
       const config = parseConfig(serveConfigSchema, flags, process.env)
       checkDeployment(config)
-      const shutdown = listenForShutdown()
+      const shutdown = listenForShutdown({ stopTimeoutMs: config.stopTimeout * 1_000 })
       return (await import('./serve.js')).serve(config, shutdown)
     }
     case 'devnet': {

@@ -4,8 +4,9 @@ import { fail } from './fail.js'
 const STOP_WHILE_STARTING_MS = 10_000
 
 /**
- * Stopping takes at most this long (connections drain for 10 s, the workers of a cluster for 15 s), then the
- * process exits 1: a half-open database connection would hold the ingester's last step forever.
+ * Stopping takes at most this long by default (`serve --stop-timeout`; connections drain for 10 s, the workers of
+ * a cluster for 15 s), then the process exits 1: a half-open database connection would hold the ingester's last
+ * step forever.
  */
 const STOP_TIMEOUT_MS = 30_000
 
@@ -15,15 +16,15 @@ const STOP_TIMEOUT_MS = 30_000
  * database's first write) is not cut short. Signals after the first are ignored: a cluster worker hears its
  * terminal's SIGINT and then its primary's SIGTERM, and drains once.
  */
-export function listenForShutdown() {
+export function listenForShutdown({ stopTimeoutMs = STOP_TIMEOUT_MS }: { stopTimeoutMs?: number } = {}) {
   let stop: (() => Promise<void>) | null = null
   let asked = false
   let giveUp: NodeJS.Timeout | undefined
   const stopAndExit = () => {
     setTimeout(() => {
-      console.error(`flashgate: did not stop within ${STOP_TIMEOUT_MS / 1000} s (a database or upstream that no longer answers); exiting`)
+      console.error(`flashgate: did not stop within ${stopTimeoutMs / 1000} s (a database or upstream that no longer answers); exiting`)
       process.exit(1)
-    }, STOP_TIMEOUT_MS).unref()
+    }, stopTimeoutMs).unref()
     return stop!().then(
       () => process.exit(0),
       (error: unknown) => fail(error),
