@@ -18,6 +18,11 @@ const seeded = useSeededChain()
 /** Where every branch below forks from the fixed chain: 18 blocks replaced of the 20 indexed. */
 const FORK = 1
 let original: BlockRows[] = []
+/**
+ * `eth_getLogs`' count limit in the test of many logs taken back: well below the 33 logs of the replaced blocks,
+ * and as many as block 13 holds, the most of one block (the new branch's logs are read within the same limit).
+ */
+const TAKEN_BACK_PER_POLL = 9
 
 /** The fixed chain's blocks from FORK + 1 up to its indexed head, as the ingester writes them. */
 beforeAll(async () => {
@@ -93,6 +98,39 @@ describe('a filter polled across a reorg deeper than 16 blocks takes back what i
     await reorg(9, d.slice(10 - FORK - 1))
     expect((await drain(logFilter)).map((log) => keyOf(log as Log))).toEqual([...logsOf(b, true), ...logsOf(d)])
     expect(await drain(blockFilter)).toEqual(hashesOf(d))
+  })
+
+  test('more logs to take back than one answer holds: whole blocks of them per poll, all before the new branch, each once', async () => {
+    const { resolvers } = seeded()
+    const limits = { ...DEFAULT_LOG_LIMITS, maxLogs: TAKEN_BACK_PER_POLL }
+    const polls = async (id: string) => {
+      const answers: Log[][] = []
+      for (let round = 0; round < 100; round++) {
+        const changes = (await resolvers.getFilterChanges({ id, limits })) as Log[]
+        if (changes.length === 0) return answers
+        answers.push(changes)
+      }
+      throw new Error('the filter never ran out of changes')
+    }
+    await createStore({ db: seeded().db }).rewindTo(FORK)
+    resolvers.notify({ reorg: true })
+    const logFilter = await resolvers.newFilter(everyLog.parse({}))
+    const e = branch(original, 'ee')
+    await createStore({ db: seeded().db }).writeBlocks(e)
+    resolvers.notify({ reorg: false })
+    expect((await polls(logFilter)).flat().map(keyOf)).toEqual(logsOf(e))
+
+    const f = branch(original, 'f0')
+    await reorg(FORK, f)
+    const answers = await polls(logFilter)
+    expect(answers.flat().map(keyOf)).toEqual([...logsOf(e, true), ...logsOf(f)])
+    // The logs taken back come over several polls, none over the limit but one block's, none with new logs.
+    const takingBack = answers.filter((answer) => answer.some((log) => log.removed))
+    expect(takingBack.length).toBeGreaterThan(1)
+    for (const answer of takingBack.slice(0, -1)) {
+      expect(answer.every((log) => log.removed)).toBe(true)
+      expect(answer.length <= TAKEN_BACK_PER_POLL || new Set(answer.map((log) => log.blockNumber)).size === 1).toBe(true)
+    }
   })
 
   test('a cursor keeps a prefix of each remembered hash: a cursor of 64 blocks takes about what 16 whole hashes did', () => {

@@ -44,7 +44,9 @@ export type FilterStore = {
   remove(id: string): Promise<boolean>
 }
 
-const sameCursor = (a: FilterCursor, b: FilterCursor) => a.number === b.number && a.index === b.index && a.hashes.at(-1) === b.hashes.at(-1)
+/** Whole cursors: a filter taking back a deep reorg over several polls changes its older hashes only. */
+const sameCursor = (a: FilterCursor, b: FilterCursor) =>
+  a.number === b.number && a.index === b.index && a.hashes.length === b.hashes.length && a.hashes.every((hash, at) => hash === b.hashes[at])
 
 /** Filters in this process's memory; also the primary's store for its workers. */
 export function createMemoryFilterStore({

@@ -39,6 +39,12 @@ const HASH_PREFIX_CHARS = 2 + 2 * FILTER_HASH_PREFIX_BYTES
 /** What a filter remembers of a block hash (a whole hash stored by an older version is cut the same way). */
 export const hashPrefix = (hash: Hex): Hex => hash.slice(0, HASH_PREFIX_CHARS) as Hex
 
+/**
+ * What a cursor remembers, in place of a replaced block's hash prefix, once it has taken back that block's
+ * logs: it matches no block, so the fork is found where it was, and no log in `undone_logs`.
+ */
+const TAKEN_BACK: Hex = '0x'
+
 const cursorAt = (number: number, hashes: Hex[] = [], index = 0): FilterCursor => ({ number, index, hashes })
 
 type BlockHash = { number: number; hash: Hash }
@@ -186,7 +192,9 @@ export function createFilterResolvers({
     const window = Math.min(limits.maxBlockRange, maxBlocksPerPoll)
     const startsAt = filter.fromBlock.kind === 'number' && filter.fromBlock.number <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(filter.fromBlock.number) : 0
     const { from, hashes, undone } = await readPast(cursor, tip, window, startsAt)
-    const removed = undone.length === 0 ? [] : await undoneLogs(filter, undone, limits)
+    const { removed, through } = undone.length === 0 ? { removed: [], through: null } : await undoneLogs(filter, undone, limits)
+    // More to take back than one answer holds: the rest on the next polls, before any of the new branch.
+    if (through !== null) return { changes: removed, next: takenBackThrough(cursor, through) }
     let to = Math.min(hashes.at(-1)?.number ?? -1, from + window - 1)
     if (filter.toBlock.kind === 'number' && filter.toBlock.number < BigInt(to)) to = Number(filter.toBlock.number)
     if (from > to) return { changes: removed, next: removed.length === 0 ? cursor : deliveredThrough(hashes, from - 1) }
@@ -211,7 +219,7 @@ export function createFilterResolvers({
    * 10 minutes), those of each height undone by every rewind since: the prefix picks the block the filter
    * delivered. At most the endpoint's `eth_getLogs` count, the oldest first.
    */
-  async function undoneLogs(filter: LogFilter, undone: DeliveredBlock[], limits: LogLimits): Promise<Log[]> {
+  async function undoneLogs(filter: LogFilter, undone: DeliveredBlock[], limits: LogLimits): Promise<{ removed: Log[]; through: number | null }> {
     const { undoneLogs } = schema
     const delivered = new Map(undone.map((block) => [block.number, block.prefix]))
     const rows = (
@@ -224,14 +232,25 @@ export function createFilterResolvers({
     const numberOf = (selector: BlockSelector | undefined) => (selector?.kind === 'number' ? selector.number : null)
     const fromNumber = numberOf(filter.fromBlock)
     const toNumber = numberOf(filter.toBlock)
-    const removed: Log[] = []
+    const removed: (Log & { number: number })[] = []
     for (const row of rows) {
-      if (removed.length >= limits.maxLogs) break
       if ((fromNumber !== null && BigInt(row.blockNumber) < fromNumber) || (toNumber !== null && BigInt(row.blockNumber) > toNumber)) continue
       const log = formatLog(row)
-      if (matchesFilter(log, filter)) removed.push({ ...log, removed: true })
+      if (matchesFilter(log, filter)) removed.push({ ...log, removed: true, number: row.blockNumber })
     }
-    return removed
+    const strip = (logs: typeof removed): Log[] => logs.map(({ number: _number, ...log }) => log)
+    if (removed.length <= limits.maxLogs) return { removed: strip(removed), through: null }
+    // Whole blocks only (one at least, however many logs it has), so that the next poll goes on from a block.
+    const over = removed[limits.maxLogs]!.number
+    let cut = removed.findIndex((log) => log.number === over)
+    if (cut === 0) cut = removed.findIndex((log) => log.number > over)
+    return { removed: strip(removed.slice(0, cut)), through: removed[cut - 1]!.number }
+  }
+
+  /** The cursor after taking back the logs of the replaced blocks up to `through`: still at the same block. */
+  function takenBackThrough(cursor: FilterCursor, through: number): FilterCursor {
+    const oldest = cursor.number - cursor.hashes.length + 1
+    return { ...cursor, hashes: cursor.hashes.map((hash, at) => (oldest + at <= through ? TAKEN_BACK : hash)) }
   }
 
   /** Transactions past the cursor: from sealed blocks it fell behind, then from the pre-confirmed ones. */
