@@ -133,6 +133,28 @@ describe('a filter polled across a reorg deeper than 16 blocks takes back what i
     }
   })
 
+  test('the last replaced block alone holds more logs than one answer: all of them are taken back in the first answer, then the new branch', async () => {
+    const { resolvers } = seeded()
+    const withLogs = original.filter((block) => block.logs.length > 0)
+    const last = withLogs.at(-1)!
+    expect(last.logs.length).toBeGreaterThan(1)
+    const limits = { ...DEFAULT_LOG_LIMITS, maxLogs: last.logs.length - 1 }
+    const lastIndex = original.indexOf(last)
+    await createStore({ db: seeded().db }).rewindTo(FORK)
+    resolvers.notify({ reorg: true })
+    const logFilter = await resolvers.newFilter(everyLog.parse({}))
+    await createStore({ db: seeded().db }).writeBlocks(original)
+    resolvers.notify({ reorg: false })
+    await drain(logFilter)
+    // Only `last` and the blocks above it (without logs) are replaced.
+    const g = branch(original.slice(lastIndex), 'a1')
+    g[0] = { ...g[0]!, block: { ...g[0]!.block, parentHash: original[lastIndex - 1]!.block.hash } }
+    await reorg(Number(last.block.number) - 1, g)
+    const first = (await resolvers.getFilterChanges({ id: logFilter, limits })) as Log[]
+    expect(first.slice(0, last.logs.length).map(keyOf)).toEqual(logsOf([last], true))
+    expect([...first, ...((await drain(logFilter)) as Log[])].map(keyOf)).toEqual([...logsOf([last], true), ...logsOf(g)])
+  })
+
   test('a cursor keeps a prefix of each remembered hash: a cursor of 64 blocks takes about what 16 whole hashes did', () => {
     const hash = byteaToHex(original[0]!.block.hash) as Hash
     expect(hashPrefix(hash)).toBe(hash.slice(0, 18))

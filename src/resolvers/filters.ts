@@ -243,7 +243,9 @@ export function createFilterResolvers({
     // Whole blocks only (one at least, however many logs it has), so that the next poll goes on from a block.
     const over = removed[limits.maxLogs]!.number
     let cut = removed.findIndex((log) => log.number === over)
+    // The rest all in the block that goes over the count: all of it now (eth_getLogs gives one block's logs whole).
     if (cut === 0) cut = removed.findIndex((log) => log.number > over)
+    if (cut === -1) return { removed: strip(removed), through: null }
     return { removed: strip(removed.slice(0, cut)), through: removed[cut - 1]!.number }
   }
 
