@@ -21,9 +21,9 @@ function upsertSyncState(key: string, value: unknown): SQL {
 const CHECK_VIOLATION = '23514'
 
 /**
- * Undone blocks whose logs a rewind keeps in `undone_logs`, the newest: more than log filters remember
- * (the last 16 blocks each delivered: FILTER_REORG_DEPTH in resolvers/filters.ts), so that a filter polled
- * up to 48 blocks behind the old head still finds what it delivered.
+ * Undone blocks whose logs a rewind keeps in `undone_logs`, the newest: as many as log filters remember (the
+ * last 64 blocks each delivered: FILTER_REORG_DEPTH in resolvers/filters.ts), so that a filter finds every log
+ * it delivered from a replaced block it remembers.
  */
 export const UNDONE_LOG_BLOCKS = 64
 /** How long undone logs are kept: twice as long as a filter lives without being polled (filter-store.ts). */
