@@ -150,7 +150,7 @@ function waitForListening(child: ChildProcess, output: OutputTail): Promise<numb
       if (settled) return
       settled = true
       clearTimeout(timer)
-      child.off('exit', onExit)
+      child.off('close', onExit)
       child.off('error', onError)
       fn()
     }
@@ -158,10 +158,11 @@ function waitForListening(child: ChildProcess, output: OutputTail): Promise<numb
       () => settle(() => reject(anvilError(`did not start listening within ${ANVIL_READY_TIMEOUT_MS} ms`, output))),
       ANVIL_READY_TIMEOUT_MS,
     )
+    // 'close', not 'exit': 'exit' can come before the last of anvil's output is read (its reason for exiting).
     const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
       settle(() => reject(anvilError(`exited before listening (code ${code}, signal ${signal})`, output)))
     const onError = (error: Error) => settle(() => reject(anvilError(`failed to spawn: ${error.message}`, output)))
-    child.once('exit', onExit)
+    child.once('close', onExit)
     child.once('error', onError)
 
     // Both streams stay drained for the life of the process: a full pipe would block anvil.
