@@ -386,7 +386,7 @@ async function withOlderIndex(
   statements: string[],
   check: (db: Db) => Promise<void>,
 ): Promise<void> {
-  const database = usesPostgres ? await createTestDatabase() : null
+  const database = usesPostgres ? await createTestDatabase({ empty: true }) : null
   const directory = database === null ? mkdtempSync(join(tmpdir(), 'flashgate-older-index-')) : null
   const databaseUrl = database?.databaseUrl ?? join(directory!, 'pglite')
   try {
