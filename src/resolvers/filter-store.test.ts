@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { Hex } from 'viem'
 import { describe, expect, test } from 'vitest'
 import { pino } from 'pino'
 import { freePort } from '../../test/fixtures/ports.js'
@@ -47,6 +48,29 @@ describe('filters in memory', () => {
     expect(store.get('0x0')).toBeNull()
     store.install('0xsmall', blocks(1))
     expect(store.get('0xsmall')).not.toBeNull()
+  })
+
+  test("a cursor's hashes count too, as polls grow it: the least recently polled filters go once cursors fill the bound", () => {
+    // 64 hash prefixes, as a filter remembers after 64 blocks (filters.ts FILTER_REORG_DEPTH).
+    const full = (number: number): FilterCursor => ({
+      number,
+      index: 0,
+      hashes: Array.from({ length: 64 }, (_, at) => `0x${(number + at).toString(16).padStart(16, '0')}` as Hex),
+    })
+    const store = createMemoryFilterStore({ maxBytes: 24_000 })
+    for (let filter = 0; filter < 10; filter++) store.install(`0x${filter}`, blocks(1))
+    // ~260 bytes each while their cursors are empty: all ten fit.
+    expect(store.size).toBe(10)
+    // Polled in turn, each cursor grows to ~2.9 KB: those not polled for longest (the last installed, not yet
+    // polled) make room. A poll of one already dropped moves nothing.
+    const moved = Array.from({ length: 10 }, (_, filter) => store.advance(`0x${filter}`, at(1), full(100 + filter)))
+    expect(moved.filter(Boolean).length).toBeLessThan(10)
+    expect(store.size).toBeLessThanOrEqual(8)
+    expect(store.size).toBeGreaterThanOrEqual(6)
+    expect(store.get('0x9')?.cursor).toEqual(full(109))
+    expect(store.get('0x7')?.cursor).toEqual(full(107))
+    // The first polled, least recently polled since, made room for the last.
+    expect(store.get('0x0')).toBeNull()
   })
 
   test('at most `max` filters', () => {

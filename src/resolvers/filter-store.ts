@@ -8,13 +8,25 @@ export const FILTER_TIMEOUT_MS = 5 * 60_000
 /** Filters one store keeps at most, the least recently polled going first when full. */
 export const MAX_FILTERS = 10_000
 /**
- * …and the bytes of their criteria at most: a filter is a few hundred bytes, but the `eth_getLogs` parser lets
+ * …and the bytes of their criteria and cursors at most: a filter is a few KB, but the `eth_getLogs` parser lets
  * one name up to 1,000 addresses and 1,000 topics per position (~300 KB), so the count alone does not bound
  * the memory clients can fill by installing filters and abandoning them.
  */
 export const MAX_FILTER_BYTES = 64 * 1024 * 1024
-/** A filter's own bytes besides its criteria: id, cursor, the map's entry. */
+/** A filter's own bytes besides its criteria and its cursor's hashes: id, cursor, the map's entry. */
 const FILTER_OVERHEAD_BYTES = 256
+/** What a hash in a cursor costs besides its characters: the string's header and its slot in the array. */
+const CURSOR_HASH_OVERHEAD_BYTES = 24
+
+/**
+ * The bytes a filter is counted for: a cursor grows as the filter is polled (up to 64 hash prefixes, ~2.7 KB),
+ * so it is counted again at each poll that moves it, not only at install.
+ */
+function filterBytes(criteriaBytes: number, cursor: FilterCursor): number {
+  let bytes = FILTER_OVERHEAD_BYTES + criteriaBytes
+  for (const hash of cursor.hashes) bytes += CURSOR_HASH_OVERHEAD_BYTES + hash.length
+  return bytes
+}
 
 export type FilterKind = 'logs' | 'blocks' | 'pendingTransactions'
 
@@ -58,7 +70,7 @@ export function createMemoryFilterStore({
   max?: number
   maxBytes?: number
 } = {}) {
-  const filters = new LRUCache<string, { filter: StoredFilter; bytes: number }>({
+  const filters = new LRUCache<string, { filter: StoredFilter; criteriaBytes: number; bytes: number }>({
     max,
     maxSize: maxBytes,
     sizeCalculation: (entry) => entry.bytes,
@@ -67,14 +79,15 @@ export function createMemoryFilterStore({
   })
   return {
     install(id: string, filter: StoredFilter) {
-      const bytes = FILTER_OVERHEAD_BYTES + (filter.criteria === null ? 0 : JSON.stringify(filter.criteria).length)
-      filters.set(id, { filter, bytes })
+      const criteriaBytes = filter.criteria === null ? 0 : JSON.stringify(filter.criteria).length
+      filters.set(id, { filter, criteriaBytes, bytes: filterBytes(criteriaBytes, filter.cursor) })
     },
     get: (id: string): StoredFilter | null => filters.get(id)?.filter ?? null,
     advance(id: string, from: FilterCursor, to: FilterCursor): boolean {
       const entry = filters.get(id)
       if (entry === undefined || !sameCursor(entry.filter.cursor, from)) return false
-      filters.set(id, { filter: { ...entry.filter, cursor: to }, bytes: entry.bytes })
+      const { criteriaBytes } = entry
+      filters.set(id, { filter: { ...entry.filter, cursor: to }, criteriaBytes, bytes: filterBytes(criteriaBytes, to) })
       return true
     },
     remove: (id: string): boolean => filters.delete(id),
