@@ -72,6 +72,8 @@ export type HistoryMode = (typeof HISTORY_MODES)[number]
 
 /** Keys and channels of one deployment start with this, unless `--redis-prefix` says otherwise (src/redis). */
 export const DEFAULT_REDIS_PREFIX = 'flashgate:'
+/** Seconds a stop (SIGTERM, SIGINT, SIGHUP) may take before the process exits 1 (src/cli/shutdown.ts). */
+export const DEFAULT_STOP_TIMEOUT_S = 30
 
 /** `flashgate keys create --policy`: a key opens an endpoint with the dedicated or the public limits (src/policy). */
 export const API_KEY_POLICIES = ['dedicated', 'public'] as const
@@ -147,8 +149,7 @@ export const serveConfigSchema = z.object({
   ingestBatchSize: positiveInt.default(100),
   // Seconds without an answer from the upstream after which /readyz calls it unresponsive (src/app.ts).
   readyUpstreamSilence: positiveInt.default(30),
-  // Seconds a stop (SIGTERM, SIGINT, SIGHUP) may take before the process exits 1 (src/cli/shutdown.ts).
-  stopTimeout: positiveInt.default(30),
+  stopTimeout: positiveInt.default(DEFAULT_STOP_TIMEOUT_S),
   registrationRateLimit: nonNegative.default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
@@ -337,7 +338,7 @@ export const OPTIONS = [
     key: 'stopTimeout',
     flag: 'stop-timeout',
     env: 'STOP_TIMEOUT',
-    help: 'seconds a stop on SIGTERM, SIGINT or SIGHUP may take before the process exits 1 (default 30)',
+    help: `seconds a stop on SIGTERM, SIGINT or SIGHUP may take before the process exits 1 (default ${DEFAULT_STOP_TIMEOUT_S})`,
   },
   {
     key: 'registrationRateLimit',

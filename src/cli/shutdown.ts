@@ -1,14 +1,15 @@
+import { DEFAULT_STOP_TIMEOUT_S } from '../config.js'
 import { fail } from './fail.js'
 
 /** A signal during start-up waits this long for it to finish (a database that never answers), then exits 1. */
 const STOP_WHILE_STARTING_MS = 10_000
 
 /**
- * Stopping takes at most this long by default (`serve --stop-timeout`; connections drain for 10 s, the workers of
- * a cluster for 15 s), then the process exits 1: a half-open database connection would hold the ingester's last
- * step forever.
+ * Stopping takes at most `serve --stop-timeout` (connections drain for 10 s, the workers of a cluster for 15 s),
+ * then the process exits 1: a half-open database connection would hold the ingester's last step forever. The
+ * commands without the option (`dev`, `devnet`) take its default.
  */
-const STOP_TIMEOUT_MS = 30_000
+const STOP_TIMEOUT_MS = DEFAULT_STOP_TIMEOUT_S * 1_000
 
 /**
  * Drains and exits 0 on SIGINT, SIGTERM or SIGHUP (a closed terminal). Heard from the start: a signal while
