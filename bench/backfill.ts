@@ -122,7 +122,15 @@ export type WritePathResult = {
    */
   barePartitions: number
   sealSeconds: number
+  /**
+   * The same writes split by the kind of partition of `logs` each batch went to (by its first block): bare (the
+   * primary key alone) or with its four secondary indexes (the partition the head is in). The bench's chain is
+   * small, so the head's partition holds a fifth of its logs; a backfill of a long chain writes nearly all bare.
+   */
+  byPartition?: { bare: PartitionWrites; indexed: PartitionWrites }
 }
+
+export type PartitionWrites = { batches: number; logs: number; seconds: number; logsPerSecond: number }
 
 /**
  * The ingester's write path alone: blocks are fetched from anvil and turned into rows outside the clock,
@@ -150,6 +158,7 @@ export async function measureWritePath({
     let fetchSeconds = 0
     let toRowsSeconds = 0
     let logs = 0
+    const batches: { first: number; logs: number; seconds: number }[] = []
     for (let from = 0; from <= head; from += WRITE_BATCH_BLOCKS) {
       const to = Math.min(from + WRITE_BATCH_BLOCKS - 1, head)
       let mark = performance.now()
@@ -160,12 +169,24 @@ export async function measureWritePath({
       toRowsSeconds += (performance.now() - mark) / 1000
       mark = performance.now()
       await store.writeBlocks(rows, {}, { target: head })
-      writeSeconds += (performance.now() - mark) / 1000
-      logs += rows.reduce((sum, block) => sum + block.logs.length, 0)
+      const seconds = (performance.now() - mark) / 1000
+      const batchLogs = rows.reduce((sum, block) => sum + block.logs.length, 0)
+      writeSeconds += seconds
+      logs += batchLogs
+      batches.push({ first: from, logs: batchLogs, seconds })
       if ((to + 1) % PROGRESS_EVERY_BLOCKS === 0 || to === head)
         log(`  write path: ${to + 1}/${head + 1} blocks, ${logs.toLocaleString('en-US')} logs, ${writeSeconds.toFixed(1)} s writing`)
     }
-    const bare = (await logPartitions(db)).filter((partition) => partition.bare)
+    const partitions = await logPartitions(db)
+    const bare = partitions.filter((partition) => partition.bare)
+    const isBare = (block: number) => bare.some((partition) => (partition.from ?? Number.NEGATIVE_INFINITY) <= block && block < partition.to)
+    const split = (wanted: boolean): PartitionWrites => {
+      const chosen = batches.filter((batch) => isBare(batch.first) === wanted)
+      const chosenLogs = chosen.reduce((sum, batch) => sum + batch.logs, 0)
+      const chosenSeconds = chosen.reduce((sum, batch) => sum + batch.seconds, 0)
+      return { batches: chosen.length, logs: chosenLogs, seconds: chosenSeconds, logsPerSecond: chosenSeconds > 0 ? chosenLogs / chosenSeconds : 0 }
+    }
+    const byPartition = { bare: split(true), indexed: split(false) }
     const sealStarted = performance.now()
     for (const partition of bare) {
       const outcome = await sealLogPartition(db, partition)
@@ -184,6 +205,7 @@ export async function measureWritePath({
       toRowsSeconds,
       barePartitions: bare.length,
       sealSeconds,
+      byPartition,
     }
   } finally {
     await db.close()

@@ -110,6 +110,14 @@ export function formatReport(results: BenchResults): string {
     lines.push(
       `  (${writePath.barePartitions} of its partitions written bare, far below the head; their seals, which build the indexes, took ${writePath.sealSeconds.toFixed(1)} s after it, in the background when the ingester writes)`,
     )
+  // Older results have no split.
+  if (writePath.byPartition !== undefined) {
+    const { bare, indexed } = writePath.byPartition
+    const share = (part: { logs: number }) => `${((100 * part.logs) / Math.max(1, writePath.logs)).toFixed(0)}%`
+    lines.push(
+      `  (by partition of logs: bare ${integer(bare.logsPerSecond)} logs/s for ${share(bare)} of the logs in ${bare.seconds.toFixed(1)} s; with its indexes (the head's) ${integer(indexed.logsPerSecond)} logs/s for ${share(indexed)} in ${indexed.seconds.toFixed(1)} s)`,
+    )
+  }
   lines.push('')
   const rows = [
     [
