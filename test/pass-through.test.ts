@@ -8,7 +8,7 @@ import { deployToken, tokenAbi, ZERO_AMOUNT_REASON } from '../src/devnet/contrac
 import { PASS_THROUGH_METHODS } from '../src/upstream/pass-through.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, anvilReceipt, waitForSameHead } from './fixtures/sync.js'
 
 /** anvil's first dev account. */
 const PRIVATE_KEY = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80'
@@ -212,6 +212,9 @@ test("a block's transaction count, transactions by index, uncle count and uncles
   const send = () => anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: account0, to: RECIPIENT, value: '0x1' }])
   const account0 = privateKeyToAccount(PRIVATE_KEY).address
   const indexedHash = await send()
+  // Its block sealed first (anvil answers with the hash before): else the index could match anvil's head one
+  // block early, and that block land after the ingester stopped.
+  await anvilReceipt(anvil.rpcUrl, indexedHash)
   const indexed = await waitForSameHead(gateway, anvil.rpcUrl)
   await gateway.ingester.stop()
   // The node moves on to a block of two transactions that the index never sees.
