@@ -22,7 +22,7 @@ import type { Anvil } from './fixtures/anvil.js'
 import { useFollowedChain } from './fixtures/followed-chain.js'
 import type { TestGateway } from './fixtures/gateway.js'
 import type { ChainFacts } from './fixtures/queries.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, anvilReceipt, waitForSameHead } from './fixtures/sync.js'
 
 const SEED = 1313
 const BLOCKS = 24
@@ -398,7 +398,9 @@ describe('watching over WebSocket: the same events from flashgate as from anvil'
       for (let block = 0; block < WATCHED_BLOCKS; block++) {
         // Automine: one block per transfer (and an empty one in between, as anvil_mine would make).
         const data = encodeFunctionData({ abi: tokenAbi, functionName: 'transfer', args: [RECIPIENT, BigInt(block + 1)] })
-        await anvilCall(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, to: token, data, gas: '0x30000' }])
+        const hash = await anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: SENDER, to: token, data, gas: '0x30000' }])
+        // Sealed before the next step: anvil answers with the hash before its miner seals the block.
+        await anvilReceipt(anvil.rpcUrl, hash)
         if (block % 2 === 1) await anvilCall(anvil.rpcUrl, 'anvil_mine', ['0x1'])
         await waitForSameHead(gateway, anvil.rpcUrl)
       }

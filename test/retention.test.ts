@@ -8,7 +8,7 @@ import { generateChain, type GeneratedChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, anvilReceipt, waitForSameHead } from './fixtures/sync.js'
 
 /** Blocks kept: the chain below has ~3 times as many. */
 const RETAIN = 15
@@ -143,7 +143,8 @@ test('a later cut takes the change an earlier cut kept as an account’s newest,
   const first = (await waitForSameHead(gateway, anvil.rpcUrl)) - RETAIN + 1
   await expect.poll(oldest, { timeout: 45_000, interval: 200 }).toBe(first)
   // …each sender changes again, in blocks of their own above the first block kept…
-  for (const sender of chain.senders) await anvilCall(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender, to: chain.recipients[0], value: '0x1' }])
+  for (const sender of chain.senders)
+    await anvilReceipt(anvil.rpcUrl, await anvilCall<string>(anvil.rpcUrl, 'eth_sendTransaction', [{ from: sender, to: chain.recipients[0], value: '0x1' }]))
   const changed = await waitForSameHead(gateway, anvil.rpcUrl)
   // …then the cut moves past those blocks, in a cut of its own.
   await anvilCall(anvil.rpcUrl, 'anvil_mine', [hex(RETAIN)])
