@@ -149,8 +149,11 @@ for (const run of RUNS)
       const { execution } = readiness.pending
       expect(execution.failedBlocks).toBe(0)
       expect(execution.executedTransactions).toBeGreaterThanOrEqual(transactions)
-      // Blocks after the first build on the state the one before left, read from the node only for what is new.
-      expect(execution.carriedBlocks).toBeGreaterThanOrEqual(checked.size - 1)
+      // Blocks after the first build on the state the one before left, read from the node only for what is new;
+      // one whose predecessor was not executed to its end before it opened (a busy machine) starts from the cache
+      // caught up with the sealed blocks instead. None after the first reads its parent state afresh.
+      expect(execution.carriedBlocks).toBeGreaterThanOrEqual(1)
+      expect(execution.carriedBlocks + execution.canonicalBlocks).toBeGreaterThanOrEqual(checked.size - 1)
       const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
       expect(metrics).toContain('flashgate_pending_source{source="execute"} 1')
       expect(metrics).toMatch(/flashgate_pending_execution_blocks_total\{outcome="carried"\} [1-9]/)
