@@ -177,8 +177,7 @@ export async function measureWritePath({
       if ((to + 1) % PROGRESS_EVERY_BLOCKS === 0 || to === head)
         log(`  write path: ${to + 1}/${head + 1} blocks, ${logs.toLocaleString('en-US')} logs, ${writeSeconds.toFixed(1)} s writing`)
     }
-    const partitions = await logPartitions(db)
-    const bare = partitions.filter((partition) => partition.bare)
+    const bare = (await logPartitions(db)).filter((partition) => partition.bare)
     const isBare = (block: number) => bare.some((partition) => (partition.from ?? Number.NEGATIVE_INFINITY) <= block && block < partition.to)
     const split = (wanted: boolean): PartitionWrites => {
       const chosen = batches.filter((batch) => isBare(batch.first) === wanted)

@@ -70,24 +70,24 @@ export function createMemoryFilterStore({
   max?: number
   maxBytes?: number
 } = {}) {
-  const filters = new LRUCache<string, { filter: StoredFilter; criteriaBytes: number; bytes: number }>({
+  // The criteria's bytes are counted once, at install; the cursor's at every set (filterBytes).
+  const filters = new LRUCache<string, { filter: StoredFilter; criteriaBytes: number }>({
     max,
     maxSize: maxBytes,
-    sizeCalculation: (entry) => entry.bytes,
+    sizeCalculation: (entry) => filterBytes(entry.criteriaBytes, entry.filter.cursor),
     ttl: timeoutMs,
     updateAgeOnGet: true,
   })
   return {
     install(id: string, filter: StoredFilter) {
       const criteriaBytes = filter.criteria === null ? 0 : JSON.stringify(filter.criteria).length
-      filters.set(id, { filter, criteriaBytes, bytes: filterBytes(criteriaBytes, filter.cursor) })
+      filters.set(id, { filter, criteriaBytes })
     },
     get: (id: string): StoredFilter | null => filters.get(id)?.filter ?? null,
     advance(id: string, from: FilterCursor, to: FilterCursor): boolean {
       const entry = filters.get(id)
       if (entry === undefined || !sameCursor(entry.filter.cursor, from)) return false
-      const { criteriaBytes } = entry
-      filters.set(id, { filter: { ...entry.filter, cursor: to }, criteriaBytes, bytes: filterBytes(criteriaBytes, to) })
+      filters.set(id, { filter: { ...entry.filter, cursor: to }, criteriaBytes: entry.criteriaBytes })
       return true
     },
     remove: (id: string): boolean => filters.delete(id),
