@@ -13,9 +13,13 @@ const SEQUENTIAL_WARMUP = 20
 
 process.once('message', (job: LoadJob) => {
   const bodies = readFileSync(job.bodiesFile, 'utf8').split('\n')
+  const cpu = process.cpuUsage()
   const run = job.mode === 'throughput' ? throughput(job, bodies) : sequential(job, bodies)
   run.then(
-    (report) => process.send!(report, () => process.exit(0)),
+    (report) => {
+      const used = process.cpuUsage(cpu)
+      process.send!({ ...report, cpuSeconds: (used.user + used.system) / 1e6, pid: process.pid } satisfies LoadReport, () => process.exit(0))
+    },
     (error: unknown) => process.send!({ error: error instanceof Error ? error.message : String(error) }, () => process.exit(1)),
   )
 })

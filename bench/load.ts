@@ -33,6 +33,10 @@ export type LoadReport = {
   meanMs: number
   /** Connection errors, timeouts, non-2xx and JSON-RPC error answers: must be 0 for a valid figure. */
   failures: number
+  /** CPU seconds the load generator itself used (user + system) while it ran: how much of a core it took. */
+  cpuSeconds?: number
+  /** The load generator's process, which the machine's CPU readings leave to its own count (`cpuSeconds`). */
+  pid?: number
 }
 
 const liveWorkers = new Set<ChildProcess>()

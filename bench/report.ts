@@ -6,7 +6,7 @@ import type { BenchChain } from './chain.js'
 import type { BenchOptions } from './options.js'
 import type { PendingFigures } from './pending.js'
 import type { HeadlineFigures, ServingFigures } from './serving.js'
-import type { WorkersFigures } from './workers.js'
+import { describeCores, type WorkersFigures } from './workers.js'
 
 /** The issues' targets (issue 2 and issue 3, "Checked by"). */
 export const TARGETS = {
@@ -208,6 +208,9 @@ export function formatReport(results: BenchResults): string {
         (column) => column > 0,
       ),
     )
+    // Which part of the machine was the limit: on 2 cores the load generator takes most of one.
+    for (const { workers, method, pool, cores } of results.workers)
+      if (cores !== undefined) lines.push(`  --workers ${workers}, ${method} (${pool === 'hot' ? 'cached' : 'distinct'}): ${describeCores(cores)}`)
   }
   lines.push('')
   lines.push(

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { coresUsed, processTree, readProcesses } from './cpu.js'
 import { type LoadReport, runLoad } from './load.js'
 import type { BenchOptions } from './options.js'
 import type { BenchMethod } from './queries.js'
@@ -15,7 +16,13 @@ export const WORKER_METHODS = [
 ] as const satisfies readonly { method: BenchMethod; pool: 'hot' | 'cold' }[]
 export const WORKER_COUNTS = [1, 2] as const
 
-export type WorkersFigures = { workers: number; method: BenchMethod; pool: 'hot' | 'cold'; report: LoadReport }[]
+/**
+ * Cores each part of the machine used during one run (CPU seconds over the load's duration): the load
+ * generator, flashgate's processes (the primary and its workers), Postgres, and the rest (anvil, the bench).
+ */
+export type CoresUsed = { loadGenerator: number; flashgate: number; postgres: number; other: number; busiestOthers?: [string, number][] }
+
+export type WorkersFigures = { workers: number; method: BenchMethod; pool: 'hot' | 'cold'; report: LoadReport; cores?: CoresUsed }[]
 
 /**
  * `flashgate serve --role serve --workers N` as a process of its own on the bench's database, at each
@@ -45,6 +52,7 @@ export async function measureWorkers({
     try {
       for (const { method, pool } of WORKER_METHODS) {
         const bodiesFile = bodyFiles[pool](method)
+        const before = readProcesses()
         const report = await runLoad({
           mode: 'throughput',
           url: `${url}/rpc/${apiKey}`,
@@ -52,9 +60,10 @@ export async function measureWorkers({
           durationS: options.loadDurationS,
           connections: options.connections,
         })
-        figures.push({ workers, method, pool, report })
+        const cores = coresOf(before, readProcesses(), serving.pid, report)
+        figures.push({ workers, method, pool, report, cores })
         log(
-          `  --workers ${workers}: ${method} (${pool}) ${Math.round(report.requestsPerSecond)} req/s, p99 ${report.p99Ms.toFixed(1)} ms, ${report.failures} failures`,
+          `  --workers ${workers}: ${method} (${pool}) ${Math.round(report.requestsPerSecond)} req/s, p99 ${report.p99Ms.toFixed(1)} ms, ${report.failures} failures; ${describeCores(cores)}`,
         )
       }
     } finally {
@@ -62,6 +71,35 @@ export async function measureWorkers({
     }
   }
   return figures
+}
+
+/**
+ * Where the cores went during a run. The load generator counts its own CPU (it may be gone by the second
+ * reading); the others are read from /proc. Each is divided by the load's duration: flashgate and Postgres work
+ * only while the load runs, and the load generator's start-up before it is not in its own count.
+ */
+function coresOf(before: ReturnType<typeof readProcesses>, after: ReturnType<typeof readProcesses>, servePid: number, report: LoadReport): CoresUsed {
+  const flashgate = processTree(after, servePid)
+  // The load generator may not have exited yet: read from /proc, its count would include its start-up.
+  const { cores, others } = coresUsed(before, after, report.seconds, (pid, name) =>
+    pid === report.pid ? 'load generator' : flashgate.has(pid) ? 'flashgate' : name === 'postgres' ? 'postgres' : null,
+  )
+  return {
+    loadGenerator: (report.cpuSeconds ?? 0) / report.seconds,
+    flashgate: cores.flashgate ?? 0,
+    postgres: cores.postgres ?? 0,
+    other: cores.other ?? 0,
+    busiestOthers: others.slice(0, BUSIEST_OTHERS),
+  }
+}
+
+/** The processes of `other` a report names. */
+const BUSIEST_OTHERS = 3
+
+export function describeCores({ loadGenerator, flashgate, postgres, other, busiestOthers = [] }: CoresUsed): string {
+  const cores = (value: number) => value.toFixed(2)
+  const named = busiestOthers.filter(([, used]) => used >= 0.01).map(([name, used]) => `${name} ${cores(used)}`)
+  return `cores used: load generator ${cores(loadGenerator)}, flashgate ${cores(flashgate)}, Postgres ${cores(postgres)}, other ${cores(other)}${named.length > 0 ? ` (${named.join(', ')})` : ''}`
 }
 
 /**
@@ -79,7 +117,7 @@ export async function startServeProcess({
   workers: number
   /** `--answer-cache-mb`: 0 for a process whose every answer reads the database; flashgate's default if absent. */
   answerCacheMb?: number
-}): Promise<{ url: string; stop(): Promise<void> }> {
+}): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const port = 20_000 + Math.floor(Math.random() * 20_000)
   const args = ['serve', '--role', 'serve', '--workers', String(workers), '--port', String(port), '--database-url', databaseUrl]
   args.push('--upstream-rpc', anvilUrl, '--public-rate-limit', '0', '--log-level', 'warn')
@@ -98,7 +136,7 @@ export async function startServeProcess({
     await stop()
     throw error
   }
-  return { url, stop }
+  return { url, pid: child.pid!, stop }
 }
 
 async function waitUntilReady(url: string) {
