@@ -378,14 +378,19 @@ export async function startGateway({
     /** Idempotent: a second call waits for the first. */
     stop() {
       stopping ??= (async () => {
+        // Upkeep (retention, seals) takes no new round from now on: a round begun while the server drains (a
+        // seal's query into a database that no longer answers) held the stop for as long as that query was waited
+        // on, past the stop timeout. The ingester goes on until the server has drained (a sync send in flight may
+        // wait for the block that holds its transaction).
+        const upkeep = Promise.all([retention?.stop(), sealer?.stop()])
+        upkeep.catch(() => {}) // awaited below, after the server has drained
         await feed?.stop()
         await decodePool?.close()
         pendingSource?.stop()
         executor?.stop()
         await server?.close()
         await chainChanges?.close()
-        await retention?.stop()
-        await sealer?.stop()
+        await upkeep
         await ingester.stop()
         await redis?.close()
         if (readDb !== db) await readDb.close()
