@@ -1,20 +1,11 @@
-import { execFileSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
+import { CLOCK_TICKS_PER_SECOND, readCommand, readStat } from './follow-processes.js'
 
 /**
- * CPU time of the machine's processes, read from /proc (Linux), to say where the cores went during a load
- * run: the load generator, flashgate's processes, Postgres, and the rest (anvil, the bench itself).
+ * CPU time of the machine's processes, read from /proc (Linux, as the follow bench reads its own), to say where
+ * the cores went during a load run: the load generator, flashgate's processes, Postgres, and the rest.
  */
 export type ProcessTable = Map<number, { parent: number; name: string; seconds: number }>
-
-/** Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`; 100 on every Linux this runs on). */
-const TICKS_PER_SECOND = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
-  } catch {
-    return 100
-  }
-})()
 
 /** Every process's parent, name and CPU seconds so far (user + system); empty where /proc is absent. */
 export function readProcesses(): ProcessTable {
@@ -25,21 +16,10 @@ export function readProcesses(): ProcessTable {
   } catch {
     return table
   }
-  for (const entry of entries) {
-    let stat: string
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
-    } catch {
-      continue // it exited meanwhile
-    }
-    // "pid (name) state ppid … utime stime …": the name may hold spaces and parentheses, so split after the last ')'.
-    const close = stat.lastIndexOf(')')
-    const fields = stat.slice(close + 2).split(' ')
-    table.set(Number(entry), {
-      parent: Number(fields[1]),
-      name: stat.slice(stat.indexOf('(') + 1, close),
-      seconds: (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND,
-    })
+  for (const pid of entries.map(Number)) {
+    const stat = readStat(pid)
+    if (stat === null) continue // it exited meanwhile
+    table.set(pid, { parent: stat.parent, name: readCommand(pid) ?? '', seconds: stat.cpuTicks / CLOCK_TICKS_PER_SECOND })
   }
   return table
 }

@@ -5,8 +5,8 @@ import { readFileSync, readdirSync } from 'node:fs'
 // buffers, which a sum of their VmRSS would count once per backend). Sampled once a second; CPU is the
 // share of one core over the measured window.
 
-/** `getconf CLK_TCK` and `getconf PAGESIZE` on Linux. */
-const CLOCK_TICKS_PER_SECOND = 100
+/** `getconf CLK_TCK` on Linux. */
+export const CLOCK_TICKS_PER_SECOND = 100
 const KIB = 1024
 const MIB = 1024 * 1024
 
@@ -22,7 +22,7 @@ export type ProcessFigures = {
 }
 
 /** utime + stime and private RSS of one process, or null once it has gone. */
-function readStat(pid: number): { cpuTicks: number; rssBytes: number; parent: number } | null {
+export function readStat(pid: number): { cpuTicks: number; rssBytes: number; parent: number } | null {
   let stat: string
   let status: string
   try {
@@ -45,7 +45,7 @@ export function childPids(parent: number, command: string): number[] {
     .filter((pid) => readStat(pid)?.parent === parent && readCommand(pid) === command)
 }
 
-function readCommand(pid: number): string | null {
+export function readCommand(pid: number): string | null {
   try {
     return readFileSync(`/proc/${pid}/comm`, 'utf8').trim()
   } catch {

@@ -210,7 +210,7 @@ export function formatReport(results: BenchResults): string {
     )
     // Which part of the machine was the limit: on 2 cores the load generator takes most of one.
     for (const { workers, method, pool, cores } of results.workers)
-      if (cores !== undefined) lines.push(`  --workers ${workers}, ${method} (${pool === 'hot' ? 'cached' : 'distinct'}): ${describeCores(cores)}`)
+      lines.push(`  --workers ${workers}, ${method} (${pool === 'hot' ? 'cached' : 'distinct'}): ${describeCores(cores)}`)
   }
   lines.push('')
   lines.push(

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { coresUsed, processTree, readProcesses } from './cpu.js'
+import { coresUsed, type ProcessTable, processTree, readProcesses } from './cpu.js'
 import { type LoadReport, runLoad } from './load.js'
 import type { BenchOptions } from './options.js'
 import type { BenchMethod } from './queries.js'
@@ -20,9 +20,9 @@ export const WORKER_COUNTS = [1, 2] as const
  * Cores each part of the machine used during one run (CPU seconds over the load's duration): the load
  * generator, flashgate's processes (the primary and its workers), Postgres, and the rest (anvil, the bench).
  */
-export type CoresUsed = { loadGenerator: number; flashgate: number; postgres: number; other: number; busiestOthers?: [string, number][] }
+export type CoresUsed = { loadGenerator: number; flashgate: number; postgres: number; other: number; busiestOthers: [string, number][] }
 
-export type WorkersFigures = { workers: number; method: BenchMethod; pool: 'hot' | 'cold'; report: LoadReport; cores?: CoresUsed }[]
+export type WorkersFigures = { workers: number; method: BenchMethod; pool: 'hot' | 'cold'; report: LoadReport; cores: CoresUsed }[]
 
 /**
  * `flashgate serve --role serve --workers N` as a process of its own on the bench's database, at each
@@ -78,7 +78,7 @@ export async function measureWorkers({
  * reading); the others are read from /proc. Each is divided by the load's duration: flashgate and Postgres work
  * only while the load runs, and the load generator's start-up before it is not in its own count.
  */
-function coresOf(before: ReturnType<typeof readProcesses>, after: ReturnType<typeof readProcesses>, servePid: number, report: LoadReport): CoresUsed {
+function coresOf(before: ProcessTable, after: ProcessTable, servePid: number, report: LoadReport): CoresUsed {
   const flashgate = processTree(after, servePid)
   // The load generator may not have exited yet: read from /proc, its count would include its start-up.
   const { cores, others } = coresUsed(before, after, report.seconds, (pid, name) =>
@@ -96,7 +96,7 @@ function coresOf(before: ReturnType<typeof readProcesses>, after: ReturnType<typ
 /** The processes of `other` a report names. */
 const BUSIEST_OTHERS = 3
 
-export function describeCores({ loadGenerator, flashgate, postgres, other, busiestOthers = [] }: CoresUsed): string {
+export function describeCores({ loadGenerator, flashgate, postgres, other, busiestOthers }: CoresUsed): string {
   const cores = (value: number) => value.toFixed(2)
   const named = busiestOthers.filter(([, used]) => used >= 0.01).map(([name, used]) => `${name} ${cores(used)}`)
   return `cores used: load generator ${cores(loadGenerator)}, flashgate ${cores(flashgate)}, Postgres ${cores(postgres)}, other ${cores(other)}${named.length > 0 ? ` (${named.join(', ')})` : ''}`
