@@ -12,7 +12,7 @@ import { describe, expect, test } from 'vitest'
 import { createTestDatabase, useTestDb } from '../../test/fixtures/db.js'
 import { createStore } from '../ingest/store.js'
 import { createDb, type Db, hexToBytea, isPostgresUrl, schema } from './index.js'
-import { logAddressIsAnyOf, logTopic0IsAnyOf } from './log-keys.js'
+import { LOG_INDEX_KEYS, logAddressIsAnyOf, logTopic0IsAnyOf } from './log-keys.js'
 import {
   attachLogPartitions,
   createLogPartitioner,
@@ -22,7 +22,7 @@ import {
   missingLogRanges,
   sealLogPartition,
 } from './log-partitions.js'
-import { MIGRATIONS_FOLDER } from './session.js'
+import { MIGRATIONS_FOLDER, rowsOf, sqlState } from './session.js'
 
 const usesPostgres = isPostgresUrl(process.env.DATABASE_URL ?? '')
 const testDb = useTestDb()
@@ -85,10 +85,10 @@ const physicalOrder = (db: Db, name: string) =>
 /** The keys of a table's indexes, sorted: what it is indexed by, whatever the indexes are named. */
 const indexKeys = async (db: Db, table: string) =>
   (await db.query<{ indexdef: string }>(sql`select indexdef from pg_indexes where tablename = ${table}`))
-    .map((row) => row.indexdef.replace(/^.* USING btree /, ''))
+    .map((row) => row.indexdef.replace(/^.* USING (btree )?/, ''))
     .sort()
 
-/** A partition with every index: its primary key and the secondary indexes of `LOG_INDEX_KEYS`. */
+/** A partition with every index: its primary key and the secondary indexes of `LOG_INDEX_KEYS` (a BRIN would read `brin (…)`). */
 const EVERY_INDEX = [
   '(block_number, log_index)',
   '(substr(address, 13, 8), substr(topic0, 1, 8), block_number)',
@@ -136,12 +136,13 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     expect([...sealedOrder].sort()).toEqual([...order].sort())
     expect(outOfOrder(sealedOrder)).toBeLessThanOrEqual(order.length / 100)
     expect(await everyLog(db)).toEqual(before)
-    // The parent's primary key covers the new table, which has the secondary indexes of its own: a duplicate is
-    // refused, a selective read uses them.
-    const attached = await db.query<{ name: string }>(sql`select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
-      where i.inhparent = 'logs_block_number_log_index_pk'::regclass order by 1`)
-    expect(attached.map((row) => row.name)).toContain('logs_100_pk')
+    // The new table has every index of its own, its primary key named as the old one's was: a duplicate is
+    // refused, a selective read uses them. The parent has none.
+    const key = await db.query<{ name: string }>(sql`select i.relname as name from pg_index x join pg_class i on i.oid = x.indexrelid
+      where x.indrelid = 'logs_100'::regclass and x.indisprimary`)
+    expect(key.map((row) => row.name)).toEqual(['logs_100_pk'])
     expect(await indexKeys(db, 'logs_100')).toEqual(EVERY_INDEX)
+    expect(await indexKeys(db, 'logs')).toEqual([])
     expect((await logPartitions(db)).find((each) => each.name === 'logs_100')?.bare).toBe(false)
     await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(105, 106, 1) }])).rejects.toMatchObject({ code: '23505' })
     const plan = await db.query<{ plan: string }>(sql`explain (format text) select * from logs
@@ -222,10 +223,10 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     const partitioner = createLogPartitioner(db, { size: 10, aheadBlocks: 0 })
     const partitionOf = async (from: number) => (await logPartitions(db)).find((each) => each.from === from)!
     try {
-      // Far below the head (it ends at or below `bareBelow`): bare, its primary key alone.
+      // Far below the head (it ends at or below `bareBelow`): bare, a BRIN on its blocks alone.
       await partitioner.ensure(500, 503, { bareBelow: 530 })
       expect(await partitionOf(500)).toMatchObject({ bare: true, sealed: false })
-      expect(await indexKeys(db, 'logs_500')).toEqual(['(block_number, log_index)'])
+      expect(await indexKeys(db, 'logs_500')).toEqual(["brin (block_number) WITH (pages_per_range='32')"])
       const rows = logRows(500, 510, 30)
       await db.copyInTransaction([{ table: schema.logs, rows }])
       const address = `0x${'0'.repeat(39)}3` as const
@@ -241,30 +242,42 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
         .map((row) => ({ block: String(row.blockNumber), index: row.logIndex }))
       expect(expected.length).toBeGreaterThan(10)
       expect(await selective()).toEqual(expected)
-      // A duplicate is refused: the primary key is there.
-      await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(505, 506, 1) }])).rejects.toMatchObject({ code: '23505' })
+      // Whole blocks can be read through the BRIN (a table this small is read whole unless told otherwise).
+      const plan = await db.transaction(async (tx) => {
+        await tx.execute(sql`set local enable_seqscan = off`)
+        return rowsOf(await tx.execute(sql`explain (format text) select * from logs where block_number = 505`))
+      })
+      expect(plan.map((line) => Object.values(line as object)[0]).join('\n')).toMatch(/logs_500_block_brin/)
 
       // A partition that ends above `bareBelow` is attached with its indexes.
       await partitioner.ensure(510, 512, { bareBelow: 515 })
       expect(await partitionOf(510)).toMatchObject({ bare: false })
       expect(await indexKeys(db, 'logs_510')).toEqual(EVERY_INDEX)
 
-      // The head came to lie in the bare one (the upstream's moved back): indexed before the batch is written.
+      // The head came to lie in the bare one (the upstream's moved back): indexed before the batch is written,
+      // its BRIN dropped; a duplicate is refused from then on.
       await partitioner.ensure(508, 509, { bareBelow: 400 })
       expect(await partitionOf(500)).toMatchObject({ bare: false, sealed: false })
       expect(await indexKeys(db, 'logs_500')).toEqual(EVERY_INDEX)
       expect(await selective()).toEqual(expected)
+      await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(505, 506, 1) }])).rejects.toMatchObject({ code: '23505' })
 
-      // Another bare one, sealed: the seal builds every index.
+      // Another bare one, sealed: the seal builds every index. A duplicate that got into it (never through the
+      // store, whose block rows refuse a block written twice) fails the seal, which leaves it as it was.
       await partitioner.ensure(520, 521, { bareBelow: 1_000 })
       await db.copyInTransaction([{ table: schema.logs, rows: logRows(520, 530, 5) }])
+      await db.copyInTransaction([{ table: schema.logs, rows: logRows(525, 526, 1) }])
       expect(await partitionOf(520)).toMatchObject({ bare: true })
+      expect(await sealLogPartition(db, await partitionOf(520)).then(String, sqlState)).toBe('23505')
+      expect(await partitionOf(520)).toMatchObject({ bare: true, sealed: false })
+      expect((await everyLog(db)).filter((row) => Number(row.block_number) >= 520).length).toBe(51)
+      await db.query(sql`delete from logs_520 where ctid = (select max(ctid) from logs_520)`)
       expect(await sealLogPartition(db, await partitionOf(520))).toBe('sealed')
       expect(await partitionOf(520)).toMatchObject({ bare: false, sealed: true })
       expect(await indexKeys(db, 'logs_520')).toEqual(EVERY_INDEX)
       expect((await everyLog(db)).filter((row) => Number(row.block_number) >= 520).length).toBe(50)
     } finally {
-      for (const from of [500, 510, 520]) await dropLogPartition(db, await partitionOf(from))
+      for (const partition of await logPartitions(db)) if ([500, 510, 520].includes(partition.from!)) await dropLogPartition(db, partition)
     }
   })
 
@@ -431,8 +444,8 @@ test('an index whose partitions shared the parent\u2019s indexes keeps them as e
     'create table logs_5000 partition of logs for values from (5000) to (10000)',
   ]
   await withOlderIndex('0014_undone_logs', rows, partitions, async (db) => {
-    // The parent keeps its primary key alone; each partition has every index, the primary key still the parent's.
-    expect(await indexKeys(db, 'logs')).toEqual(['(block_number, log_index)'])
+    // The parent keeps no index; each partition has every index of its own.
+    expect(await indexKeys(db, 'logs')).toEqual([])
     expect(await indexKeys(db, 'logs_0')).toEqual(EVERY_INDEX)
     expect(await indexKeys(db, 'logs_5000')).toEqual(EVERY_INDEX)
     expect(await logPartitions(db)).toEqual([
@@ -442,6 +455,36 @@ test('an index whose partitions shared the parent\u2019s indexes keeps them as e
     expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
     await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(15, 16, 1) }])).rejects.toMatchObject({ code: '23505' })
     // New partitions get the indexes of their own too.
+    await attachLogPartitions(db, 10_000, 10_001)
+    expect(await indexKeys(db, 'logs_10000')).toEqual(EVERY_INDEX)
+  })
+})
+
+test('an index whose partitions shared the parent\u2019s primary key keeps it as each partition\u2019s own, bare ones included', async () => {
+  // An index at migration 0015: a bare partition had the parent's primary key alone, the others every index.
+  const rows = [...logRows(10, 20, 12), ...logRows(5_000, 5_010, 12)]
+  const partitions = [
+    'create table logs_0 (like logs)',
+    ...Object.entries(LOG_INDEX_KEYS).map(([suffix, keys]) => `create index logs_0_${suffix} on logs_0 (${keys})`),
+    'alter table logs attach partition logs_0 for values from (0) to (5000)',
+    'create table logs_5000 (like logs)',
+    'alter table logs attach partition logs_5000 for values from (5000) to (10000)',
+  ]
+  await withOlderIndex('0015_logs_partition_indexes', rows, partitions, async (db) => {
+    expect(await indexKeys(db, 'logs')).toEqual([])
+    expect(await indexKeys(db, 'logs_0')).toEqual(EVERY_INDEX)
+    expect(await indexKeys(db, 'logs_5000')).toEqual(['(block_number, log_index)'])
+    expect(await logPartitions(db)).toEqual([
+      { name: 'logs_0', from: 0, to: 5_000, sealed: false, bare: false },
+      { name: 'logs_5000', from: 5_000, to: 10_000, sealed: false, bare: true },
+    ])
+    expect((await everyLog(db)).map((row) => [row.block_number, row.log_index])).toEqual(rows.map((row) => [String(row.blockNumber), row.logIndex]))
+    // Each key still refuses a duplicate in its partition.
+    for (const block of [15, 5_005])
+      await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(block, block + 1, 1) }])).rejects.toMatchObject({ code: '23505' })
+    // The bare one gets the rest of its indexes when the head comes to lie in it; a new partition has its own key.
+    await createLogPartitioner(db, { size: 5_000, aheadBlocks: 0 }).ensure(5_010, 5_011)
+    expect(await indexKeys(db, 'logs_5000')).toEqual(EVERY_INDEX)
     await attachLogPartitions(db, 10_000, 10_001)
     expect(await indexKeys(db, 'logs_10000')).toEqual(EVERY_INDEX)
   })

@@ -16,14 +16,20 @@ import { type DbSession, rowsOf, sqlState } from './session.js'
  * - the ingest leader seals the partitions the head has left (`sealLogPartition`, ingest/seal-logs.ts);
  * - retention drops the partitions wholly below the first block kept (`dropLogPartition`).
  *
- * The secondary indexes (`LOG_INDEX_KEYS`) are each partition's own, not the parent's (migration 0015), so that
- * a partition can be written without them: a *bare* partition. The ingester makes one where a backfill far
- * below the head fills it whole and the seal, which rebuilds every index anyway, follows soon after. Its logs
- * are then written at 2–3 times the rate (measured on the bench's chain: ~225k logs/s bare against 70–100k
- * with every index, over several runs), because four B-trees are no longer updated a row at a time only to be
- * thrown away by the seal. Until then a query of it reads it by block range through the primary key: the
- * answers are the same, slower. Should the head come to lie in a bare partition (the upstream's head moved back), the ingester builds its
- * indexes before it writes there.
+ * Every index of a partition, its primary key (block_number, log_index) included, is the partition's own, not
+ * the parent's (migrations 0015 and 0016), so that a partition can be written without them: a *bare*
+ * partition, with a small BRIN index on block_number alone. The ingester makes one where a backfill far below
+ * the head fills it whole and the seal, which rebuilds every index anyway, follows soon after. Its logs are
+ * then written at several times the rate, because five B-trees are no longer updated a row at a time only to
+ * be thrown away by the seal (measured on the bench's chain: COPY of one partition's 810k logs took 1.0–1.15 s
+ * for the heap alone, 1.3 s with the BRIN and 1.9–2.0 s with the primary key; the whole write path ran at
+ * ~225k logs/s with bare partitions that kept their primary key, against 70–100k with every index).
+ * Until then a query of it reads it by block range through the BRIN: the answers are the same, slower. Its
+ * logs are still written once each: a block's rows land in one transaction with the block's own, whose
+ * primary key refuses a block written twice, and the seal builds the partition's primary key, which would
+ * refuse (and leave the partition as it was) a duplicate that got in some other way. Should the head come to
+ * lie in a bare partition (the upstream's head moved back), the ingester builds its indexes before it writes
+ * there.
  */
 
 /** Blocks per partition: ~7.5M logs of Base's shape (~2.8 hours of Base), sealed in about a minute. */
@@ -51,8 +57,14 @@ export function logPartitionState(partition: LogPartition): LogPartitionState {
   return partition.sealed ? 'sealed' : partition.bare ? 'bare' : 'written'
 }
 
-/** A partition's indexes when it has them all: its primary key and `LOG_INDEX_KEYS`. */
+/** A partition's B-tree indexes when it has them all: its primary key and `LOG_INDEX_KEYS`. */
 const FULL_INDEX_COUNT = 1 + Object.keys(LOG_INDEX_KEYS).length
+
+/**
+ * Block ranges of a bare partition's BRIN index, in pages: a lookup of one block reads 32 pages (256 KiB)
+ * rather than the default 128, for an index still only a few pages long.
+ */
+const BARE_BRIN_PAGES = 32
 
 /** How long a partition swap or drop waits for the readers of `logs` before it gives up and tries later. */
 const SWAP_LOCK_TIMEOUT_MS = 200
@@ -67,13 +79,15 @@ const BOUND = /^FOR VALUES FROM \((MINVALUE|'?(-?\d+)'?)\) TO \('?(\d+)'?\)$/
 
 /** Every partition of `logs`, oldest first. `db`: any session, or a transaction's statements (drizzle SQL only). */
 export async function logPartitions(db: { query<row extends Record<string, unknown>>(statement: SQL): Promise<row[]> }): Promise<LogPartition[]> {
-  const rows = await db.query<{ name: string; bound: string; comment: string | null; indexes: number }>(sql`
+  const rows = await db.query<{ name: string; bound: string; comment: string | null; indexes: number; keyed: boolean }>(sql`
     select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound, obj_description(c.oid, 'pg_class') as comment,
-      (select count(*) from pg_index x where x.indrelid = c.oid)::int as indexes
+      (select count(*) from pg_index x join pg_class ic on ic.oid = x.indexrelid join pg_am a on a.oid = ic.relam
+        where x.indrelid = c.oid and a.amname = 'btree')::int as indexes,
+      exists (select 1 from pg_index x where x.indrelid = c.oid and x.indisprimary) as keyed
     from pg_inherits i join pg_class c on c.oid = i.inhrelid
     where i.inhparent = 'logs'::regclass`)
   return rows
-    .map(({ name, bound, comment, indexes }) => {
+    .map(({ name, bound, comment, indexes, keyed }) => {
       const match = BOUND.exec(bound)
       if (match === null) throw new Error(`logs partition ${name}: unexpected bound "${bound}"`)
       return {
@@ -81,7 +95,7 @@ export async function logPartitions(db: { query<row extends Record<string, unkno
         from: match[2] === undefined ? null : Number(match[2]),
         to: Number(match[3]),
         sealed: comment === SEALED_COMMENT,
-        bare: Number(indexes) < FULL_INDEX_COUNT,
+        bare: !keyed || Number(indexes) < FULL_INDEX_COUNT,
       }
     })
     .sort((left, right) => (left.from ?? Number.NEGATIVE_INFINITY) - (right.from ?? Number.NEGATIVE_INFINITY))
@@ -128,16 +142,25 @@ function secondaryIndexes(table: string, prefix = table): SQL[] {
   )
 }
 
+/** The statement that gives `table`, a partition of `logs` (or one being built), its primary key, named `<prefix>_pk`. */
+function primaryKey(table: string, prefix = table): SQL {
+  return sql`alter table ${sql.identifier(table)} add constraint ${sql.identifier(`${prefix}_pk`)} primary key (block_number, log_index)`
+}
+
 /**
- * Attaches an empty partition for blocks [from, to), with its secondary indexes unless `bare`. ATTACH (unlike
- * CREATE TABLE … PARTITION OF) takes only a SHARE UPDATE EXCLUSIVE lock on `logs`: reads and writes of the
- * other partitions go on meanwhile.
+ * Attaches an empty partition for blocks [from, to): with its primary key and secondary indexes, or, when
+ * `bare`, with the BRIN on block_number alone. ATTACH (unlike CREATE TABLE … PARTITION OF) takes only a SHARE
+ * UPDATE EXCLUSIVE lock on `logs`: reads and writes of the other partitions go on meanwhile.
  */
 async function attachEmptyPartition(db: DbSession, { from, to }: { from: number; to: number }, bare: boolean): Promise<void> {
   const table = `logs_${from}`
   await db.transaction(async (tx) => {
     await tx.execute(sql`create table ${sql.identifier(table)} (like logs)`)
-    if (!bare) for (const statement of secondaryIndexes(table)) await tx.execute(statement)
+    if (bare)
+      await tx.execute(
+        sql`create index ${sql.identifier(`${table}_block_brin`)} on ${sql.identifier(table)} using brin (block_number) with (pages_per_range = ${sql.raw(String(BARE_BRIN_PAGES))})`,
+      )
+    else for (const statement of [primaryKey(table), ...secondaryIndexes(table)]) await tx.execute(statement)
     await tx.execute(sql`alter table logs attach partition ${sql.identifier(table)} for values from (${sql.raw(String(from))}) to (${sql.raw(String(to))})`)
   })
 }
@@ -161,14 +184,17 @@ export async function attachLogPartitions(
 }
 
 /**
- * Builds the secondary indexes a bare partition lacks, in bulk. CREATE INDEX locks out writes to the
- * partition (the ingester, the only writer, is the caller), not reads.
+ * Builds the indexes a bare partition lacks, in bulk, and drops its BRIN, which the primary key replaces.
+ * CREATE INDEX locks out writes to the partition (the ingester, the only writer, is the caller), not reads.
  */
 async function indexBarePartition(db: DbSession, partition: LogPartition): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.execute(sql`set local statement_timeout = 0`)
     await tx.execute(sql`set local maintenance_work_mem = '512MB'`)
+    const keyed = await tx.execute(sql`select 1 from pg_index where indrelid = to_regclass(${partition.name}) and indisprimary`)
+    if (rowsOf(keyed).length === 0) await tx.execute(primaryKey(partition.name))
     for (const statement of secondaryIndexes(partition.name)) await tx.execute(statement)
+    await tx.execute(sql`drop index if exists ${sql.identifier(`${partition.name}_block_brin`)}`)
   })
 }
 
@@ -230,7 +256,7 @@ export async function sealLogPartition(
       await tx.execute(sql`lock table ${old} in share mode`)
       await tx.execute(sql`create table ${fresh} (like logs)`)
       await tx.execute(sql`insert into ${fresh} select * from ${old} order by ${sql.raw(LOG_INDEX_KEYS.address_topic0_idx)}, log_index`)
-      await tx.execute(sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_pk`)} primary key (block_number, log_index)`)
+      await tx.execute(primaryKey(building))
       for (const statement of secondaryIndexes(building)) await tx.execute(statement)
       await tx.execute(
         sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
