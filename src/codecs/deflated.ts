@@ -1,4 +1,4 @@
-import { constants, crc32, deflateRawSync, inflateRaw, inflateRawSync, type ZlibOptions } from 'node:zlib'
+import { constants, crc32, deflateRawSync, inflateRawSync } from 'node:zlib'
 
 /**
  * Text kept as an *open* raw DEFLATE stream (RFC 1951): flushed to a byte boundary but without a final
@@ -112,18 +112,9 @@ const MIN_CHUNK_BYTES = 64
  * buffer of that size instead of 16 KiB chunks joined by a copy at the end (a block's receipts are ~100 KB).
  */
 export function inflateAny(stream: Uint8Array, plainLength?: number): Buffer {
-  return inflateRawSync(stream, inflateOptions(plainLength))
-}
-
-/** As `inflateAny`, in libuv's thread pool: the event loop goes on serving meanwhile. */
-export function inflateAnyOffLoop(stream: Uint8Array, plainLength?: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => inflateRaw(stream, inflateOptions(plainLength), (error, text) => (error === null ? resolve(text) : reject(error))))
-}
-
-function inflateOptions(plainLength: number | undefined): ZlibOptions {
   // One byte more than the text: zlib asks for a new chunk when the last one is exactly full.
   const chunkSize = plainLength === undefined ? undefined : Math.max(MIN_CHUNK_BYTES, plainLength + 1)
-  return { finishFlush: constants.Z_SYNC_FLUSH, chunkSize }
+  return inflateRawSync(stream, { finishFlush: constants.Z_SYNC_FLUSH, chunkSize })
 }
 
 /** Stored (uncompressed) DEFLATE blocks holding `bytes`; the last one final when `final` is set. */

@@ -4,7 +4,7 @@ import { deflateOpen } from '../codecs/deflated.js'
 import { RawJson } from '../resolvers/index.js'
 import type { JsonRpcResponse } from './index.js'
 import { NumericId } from './request-ids.js'
-import { inflateLargeResults, serializeJsonRpc, storedJsonRpc } from './serialize.js'
+import { serializeJsonRpc, storedJsonRpc } from './serialize.js'
 
 const receipts = [
   { status: '0x1', logs: [{ address: '0xab', topics: [], data: '0x' }] },
@@ -90,38 +90,5 @@ describe('serializeJsonRpc', () => {
     ]
     expect(storedJsonRpc(large, 'deflate')).toBeNull()
     expect(storedJsonRpc(large, 'gzip')).toBeNull()
-  })
-})
-
-describe('inflateLargeResults', () => {
-  test('inflates the large stored results of a plain answer in the thread pool, to the same text; small or inflated ones are left to serialisation', async () => {
-    const text = JSON.stringify(Array.from({ length: 2_000 }, (_, index) => ({ transactionIndex: `0x${index.toString(16)}`, logs: [] })))
-    expect(text.length).toBeGreaterThan(32 * 1024)
-    const large = RawJson.fromDeflated(deflateOpen(text, 6))
-    const small = RawJson.fromDeflated(deflateOpen('[1,2,3]', 6))
-    const batch: JsonRpcResponse[] = [
-      { jsonrpc: '2.0', id: 1, result: large },
-      { jsonrpc: '2.0', id: 2, result: small },
-      { jsonrpc: '2.0', id: 3, result: '0x1' },
-    ]
-    const inflating = inflateLargeResults(batch)
-    expect(inflating).toBeInstanceOf(Promise)
-    // Not on this turn: the thread pool's work is answered on a later one.
-    expect(large.inflated).toBe(false)
-    await inflating
-    expect([large.inflated, small.inflated]).toEqual([true, false])
-    expect(large.bytes.toString()).toBe(text)
-    expect(serializeJsonRpc(batch).toString()).toBe(
-      `[{"jsonrpc":"2.0","id":1,"result":${text}},{"jsonrpc":"2.0","id":2,"result":[1,2,3]},{"jsonrpc":"2.0","id":3,"result":"0x1"}]`,
-    )
-    // Nothing left to inflate off the loop: nothing to wait for.
-    expect(inflateLargeResults(batch)).toBeNull()
-    expect(inflateLargeResults({ jsonrpc: '2.0', id: 1, result: small })).toBeNull()
-  })
-
-  test('a stream that does not inflate fails the wait, and the answer is not written from it', async () => {
-    const broken = RawJson.fromDeflated({ ...deflateOpen('x'.repeat(40_000), 6), stream: Buffer.from([0xff, 0xff, 0xff, 0xff]) })
-    await expect(inflateLargeResults({ jsonrpc: '2.0', id: 1, result: broken })).rejects.toThrow()
-    expect(broken.inflated).toBe(false)
   })
 })

@@ -65,25 +65,6 @@ export function hasDeflatedResult(body: JsonRpcResponse | JsonRpcResponse[]): bo
 
 const isDeflatedResult = (response: JsonRpcResponse) => 'result' in response && response.result instanceof RawJson && response.result.deflated !== undefined
 
-/**
- * Text from which a stored result is inflated in the thread pool rather than on the event loop: a block's
- * receipts (~100 KB, ~70 µs to inflate) gain more than the hand-off costs; a few receipts' segment does not.
- */
-const INFLATE_OFF_LOOP_MIN_BYTES = 32 * 1024
-
-/**
- * Inflates the large results stored deflated in the thread pool, for an answer that goes out as plain text
- * (`serializeJsonRpcParts` then finds them inflated); `null` when there is none, and nothing to wait for.
- */
-export function inflateLargeResults(body: JsonRpcResponse | JsonRpcResponse[]): Promise<unknown> | null {
-  const large = (Array.isArray(body) ? body : [body]).flatMap((response) =>
-    'result' in response && response.result instanceof RawJson && !response.result.inflated && response.result.byteLength >= INFLATE_OFF_LOOP_MIN_BYTES
-      ? [response.result.inflateOffLoop()]
-      : [],
-  )
-  return large.length === 0 ? null : Promise.all(large)
-}
-
 /** Plain bytes a spliced answer may carry uncompressed (stored blocks) beside its deflated results. */
 const SPLICE_MAX_PLAIN_BYTES = 4096
 

@@ -1,4 +1,4 @@
-import { type DeflatedText, inflateAny, inflateAnyOffLoop } from '../codecs/deflated.js'
+import { type DeflatedText, inflateAny } from '../codecs/deflated.js'
 
 /**
  * An answer that is already JSON text, e.g. receipts built as text by SQL (resolvers/receipts.ts) or taken
@@ -20,15 +20,6 @@ export class RawJson {
   get bytes(): Buffer {
     this.#bytes ??= inflateAny(this.deflated!.stream, this.deflated!.length)
     return this.#bytes
-  }
-
-  /**
-   * Inflates its stream, if it has not its text yet, in libuv's thread pool rather than on the event loop
-   * (`bytes` then answers it): a block's receipts (~100 KB of text) take tens of microseconds to inflate,
-   * which another core can spend while this one serves the next request.
-   */
-  async inflateOffLoop(): Promise<void> {
-    if (this.#bytes === undefined) this.#bytes = await inflateAnyOffLoop(this.deflated!.stream, this.deflated!.length)
   }
 
   /** UTF-8 JSON bytes, taken as they are (not copied). */

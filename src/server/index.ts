@@ -27,7 +27,7 @@ import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
 import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
-import { hasDeflatedResult, inflateLargeResults, serializeJsonRpc, serializeJsonRpcParts, storedJsonRpc } from '../jsonrpc/serialize.js'
+import { hasDeflatedResult, serializeJsonRpc, serializeJsonRpcParts, storedJsonRpc } from '../jsonrpc/serialize.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
 import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
@@ -360,10 +360,6 @@ export function createServer(config: ServerConfig) {
       const coding = negotiateEncoding(request.headers['accept-encoding'], STORED_DEFLATE_OFFERS)
       const stored = coding === 'deflate' || coding === 'gzip' ? storedJsonRpc(reply.body, coding) : null
       if (stored !== null && stored.plainLength >= COMPRESS_MIN_BYTES) return sendEncoded(request, response, reply.status, stored.stream, coding, headers)
-      // Sent as text: inflated off the event loop first where that pays.
-      const { body } = reply
-      const inflating = inflateLargeResults(body)
-      if (inflating !== null) return inflating.then(() => sendCompressible(request, response, reply.status, serializeJsonRpcParts(body), headers))
     }
     return sendCompressible(request, response, reply.status, serializeJsonRpcParts(reply.body), headers)
   }
