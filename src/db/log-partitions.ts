@@ -22,8 +22,9 @@ import { type DbSession, rowsOf, sqlState } from './session.js'
  * the head fills it whole and the seal, which rebuilds every index anyway, follows soon after. Its logs are
  * then written at several times the rate, because five B-trees are no longer updated a row at a time only to
  * be thrown away by the seal (measured on the bench's chain: COPY of one partition's 810k logs took 1.0–1.15 s
- * for the heap alone, 1.3 s with the BRIN and 1.9–2.0 s with the primary key; the whole write path ran at
- * ~225k logs/s with bare partitions that kept their primary key, against 70–100k with every index).
+ * for the heap alone, 1.3 s with the BRIN and 1.9–2.0 s with the primary key; in the full bench a bare
+ * partition took 184–312k logs/s with its primary key and 470–503k with the BRIN alone, on a machine faster by
+ * about a third, as the head's partition, with every index, shows: 102–134k before, 152–170k after).
  * Until then a query of it reads it by block range through the BRIN: the answers are the same, slower. Its
  * logs are still written once each: a block's rows land in one transaction with the block's own, whose
  * primary key refuses a block written twice, and the seal builds the partition's primary key, which would
@@ -142,9 +143,9 @@ function secondaryIndexes(table: string, prefix = table): SQL[] {
   )
 }
 
-/** The statement that gives `table`, a partition of `logs` (or one being built), its primary key, named `<prefix>_pk`. */
-function primaryKey(table: string, prefix = table): SQL {
-  return sql`alter table ${sql.identifier(table)} add constraint ${sql.identifier(`${prefix}_pk`)} primary key (block_number, log_index)`
+/** The statement that gives `table`, a partition of `logs` (or one being built), its primary key, named `<table>_pk`. */
+function primaryKey(table: string): SQL {
+  return sql`alter table ${sql.identifier(table)} add constraint ${sql.identifier(`${table}_pk`)} primary key (block_number, log_index)`
 }
 
 /**
