@@ -2,24 +2,12 @@ import { DEFAULT_DATABASE_URL, nonEmpty } from '../config.js'
 import { readdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseInUseError, DIRECTORY_LOCK_FILE, directoryHolder, lockDirectory } from '../db/lock.js'
-import { databaseUrlProblem, isPostgresUrl, pgliteDirectory } from '../db/urls.js'
+import { databaseUrlProblem, pgliteDirectory } from '../db/urls.js'
 import { CommandLineError } from './flags.js'
 import { UsageError } from './usage-error.js'
 
 /** `flashgate dev`'s PGlite, as ephemeral as its chain: wiped at every start (unless another dev holds it). */
 export const DEV_DATABASE_DIR = './.flashgate/dev-pglite'
-
-/** A database URL fit to print: a Postgres password is masked. */
-export function describeDatabaseUrl(databaseUrl: string): string {
-  if (!isPostgresUrl(databaseUrl)) return databaseUrl
-  try {
-    const url = new URL(databaseUrl)
-    if (url.password !== '') url.password = '***'
-    return url.toString()
-  } catch {
-    return 'postgres://…'
-  }
-}
 
 /**
  * The database `flashgate keys` and `migrate` work on: `--database-url`, `DATABASE_URL`, else the default

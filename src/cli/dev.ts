@@ -3,9 +3,10 @@ import { type Gateway, startGateway } from '../app.js'
 import { type DevnetConfig, type LoadProfileName, nonEmpty, parseConfig, serveConfigSchema } from '../config.js'
 import { BASE_TRANSACTIONS_PER_BLOCK, createTrafficGenerator, type Devnet, type FeedFormat, startDevnet } from '../devnet/index.js'
 import { DEVNET_REGISTRY_ADDRESS } from '../devnet/registry-contract.js'
+import { maskedDatabaseUrl } from '../db/urls.js'
 import { createLogger } from '../logger.js'
 import { VERSION } from '../version.js'
-import { DEV_DATABASE_DIR, describeDatabaseUrl } from './databases.js'
+import { DEV_DATABASE_DIR } from './databases.js'
 import { type DevCommandLine, optionName } from './flags.js'
 import { startAdmin } from './serve.js'
 import type { Shutdown } from './shutdown.js'
@@ -110,7 +111,7 @@ export async function dev(flags: Record<string, string | undefined>, { devConfig
         `  dashboard    ${gateway.url}/dashboard (builder-code analytics; ${devConfig.profile === 'none' ? 'the demo agents send with their codes' : "a tenth of the profile's transactions carry builder codes"})`,
         `  devnet       ${chain.rpcUrl} (send transactions here; ${devConfig.blockTime}s blocks, ${devConfig.profile === 'none' ? 'demo traffic' : `load profile ${devConfig.profile}`})`,
         `  flashblocks  ${chain.flashblocksUrl} (${feedFormatLabel(devConfig.feedFormat)})`,
-        `  database     ${describeDatabaseUrl(config.databaseUrl)}${databaseUrl === undefined ? ' (flashgate keys finds it while this runs)' : ''}`,
+        `  database     ${maskedDatabaseUrl(config.databaseUrl)}${databaseUrl === undefined ? ' (flashgate keys finds it while this runs)' : ''}`,
         '',
         `  try: curl -s ${gateway.url} -H 'content-type: application/json' \\`,
         `         -d '{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"pending","toBlock":"pending"}]}'`,

@@ -2,10 +2,10 @@ import { CommandLineError } from './flags.js'
 import { z } from 'zod'
 import { API_KEY_POLICIES, type ApiKeyPolicy, DEFAULT_REDIS_PREFIX } from '../config.js'
 import { DatabaseInUseError, directoryHolder } from '../db/lock.js'
-import { pgliteDirectory } from '../db/urls.js'
+import { maskedDatabaseUrl, pgliteDirectory } from '../db/urls.js'
 import type { ApiKeyRecord } from '../resolvers/index.js'
 import { type AdminEndpoint, type AdminKeyRecord, readAdminEndpoint } from '../server/admin-endpoint.js'
-import { chooseDatabase, describeDatabaseUrl } from './databases.js'
+import { chooseDatabase } from './databases.js'
 import { UsageError } from './usage-error.js'
 
 /** Requests per second of a new API key unless `--rate` says otherwise. */
@@ -100,7 +100,7 @@ function adminKeyStore(endpoint: AdminEndpoint, description: string): KeyStore {
  * gateways at once; without it they see it within their key cache's lifetime.
  */
 async function openKeyStore(databaseUrl: string, note: string | null, redis: { url: string; prefix: string } | null): Promise<KeyStore> {
-  const shown = describeDatabaseUrl(databaseUrl)
+  const shown = maskedDatabaseUrl(databaseUrl)
   const noted = note === null ? '' : ` (${note})`
   const directory = pgliteDirectory(databaseUrl)
   const holder = directory === null ? null : directoryHolder(directory)

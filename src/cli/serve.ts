@@ -2,11 +2,10 @@ import type { Logger } from 'pino'
 import { type Gateway, startGateway } from '../app.js'
 import { isClusterWorker, startClusterPrimary, startClusterWorker, workerCount } from '../cluster/index.js'
 import type { ServeConfig } from '../config.js'
-import { createDb, pgliteDirectory } from '../db/index.js'
+import { createDb, maskedDatabaseUrl, pgliteDirectory } from '../db/index.js'
 import { createLogger } from '../logger.js'
 import { startAdminServer } from '../server/admin.js'
 import { VERSION } from '../version.js'
-import { describeDatabaseUrl } from './databases.js'
 import { optionName } from './flags.js'
 import type { Shutdown } from './shutdown.js'
 import { explainListenFailure } from './usage-error.js'
@@ -57,7 +56,7 @@ function printServing(url: string, databaseUrl: string, processes: string) {
       `  JSON-RPC   ${url}/   (dedicated: ${url}/rpc/<apiKey>, keys from flashgate keys create)`,
       `  GraphQL    ${url}/graphql`,
       `  health     ${url}/healthz  ${url}/readyz  ${url}/metrics`,
-      `  database   ${describeDatabaseUrl(databaseUrl)}`,
+      `  database   ${maskedDatabaseUrl(databaseUrl)}`,
     ].join('\n'),
   )
 }

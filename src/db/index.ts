@@ -12,7 +12,7 @@ export * from './bytes.js'
 export { blockHashesBetween } from './block-hashes.js'
 export { DatabaseInUseError, DIRECTORY_LOCK_FILE, type DirectoryLock, directoryHolder, type LockHolder, lockDirectory } from './lock.js'
 export type { CopyRows } from './copy.js'
-export { databaseUrlProblem, isPostgresUrl, pgliteDirectory } from './urls.js'
+export { databaseUrlProblem, isPostgresUrl, maskedDatabaseUrl, pgliteDirectory } from './urls.js'
 export {
   type Db,
   type DbConfig,
