@@ -205,10 +205,14 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
 })
 
 /** `flashgate dev` started in `cwd`; resolves with its printed URLs once it has printed them. */
-function startDev(env: Record<string, string>): Promise<{ child: ChildProcess; output: () => string; urls: Record<string, string> }> {
+function startDev(
+  env: Record<string, string>,
+  { ownGroup = false }: { ownGroup?: boolean } = {},
+): Promise<{ child: ChildProcess; output: () => string; urls: Record<string, string> }> {
   const base = { ...process.env }
   for (const name of ['DATABASE_URL', 'FLASHGATE_URL', 'PORT', 'LOG_LEVEL']) delete base[name]
-  const child = spawn(process.execPath, [BIN, 'dev'], { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  // `ownGroup`: the leader of a process group, as a shell starts a foreground command.
+  const child = spawn(process.execPath, [BIN, 'dev'], { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: ownGroup })
   let output = ''
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk))
@@ -289,6 +293,37 @@ test.skipIf(SAME_IN_EVERY_PASS)(
     expect(listed).toMatchObject({ code: 0, stderr: 'database: ./.flashgate/pglite\n' })
   },
   120_000,
+)
+
+test.skipIf(SAME_IN_EVERY_PASS)(
+  'Ctrl-C on flashgate dev (SIGINT to its whole process group, as a terminal sends it): it stops in order, logs no warning or error, exits 0 and leaves no anvil',
+  async () => {
+    const devnetPort = await freePort()
+    const dev = await startDev({ PORT: '0', DEVNET_PORT: String(devnetPort), FLASHBLOCKS_PORT: '0' }, { ownGroup: true })
+    // Pre-confirmed blocks on show, so that the devnet has one to take down, and the gateway state to drop.
+    await expect
+      .poll(
+        async () =>
+          ((await rpc(dev.urls.jsonRpc!, 'eth_getBlockByNumber', ['pending', false])).result as { transactions?: unknown[] } | null)?.transactions?.length,
+        {
+          timeout: 30_000,
+        },
+      )
+      .toBeGreaterThan(0)
+    const exited = new Promise((resolve) => dev.child.once('exit', resolve))
+    process.kill(-dev.child.pid!, 'SIGINT')
+    await exited
+    expect(dev.child.exitCode, dev.output()).toBe(0)
+    // pino's levels: 40 warn, 50 error, 60 fatal.
+    expect(
+      dev
+        .output()
+        .split('\n')
+        .filter((line) => /"level":(4|5|6)0/.test(line)),
+    ).toEqual([])
+    await expect(fetch(dev.urls.devnet!, { method: 'POST', body: '{}' })).rejects.toThrow()
+  },
+  90_000,
 )
 
 describe('the README', () => {

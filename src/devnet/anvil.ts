@@ -64,6 +64,10 @@ export async function startAnvil(options: StartAnvilOptions = {}): Promise<Anvil
     // TARGET_TOOL lets the `@foundry-rs/anvil` bin.mjs fallback know which tool it wraps.
     env: { ...process.env, TARGET_TOOL: 'anvil' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground group) reaches this process
+    // alone, which stops its gateway and devnet while anvil still answers, then anvil (stop() below); in the
+    // terminal's group, anvil died first and the devnet's shutdown logged the failures as warnings.
+    detached: true,
   })
   trackChild(child)
   watchForOwnerDeath(child)
@@ -228,7 +232,8 @@ async function stopChild(child: ChildProcess, exited: Promise<void>): Promise<vo
  */
 function watchForOwnerDeath(child: ChildProcess): void {
   if (process.platform === 'win32' || child.pid === undefined) return
-  const watchdog = spawn('/bin/sh', ['-c', `read _; kill -KILL ${child.pid} 2>/dev/null`], { stdio: ['pipe', 'ignore', 'ignore'] })
+  // Out of the terminal's group with anvil, so that a Ctrl-C does not end the watch while anvil still runs.
+  const watchdog = spawn('/bin/sh', ['-c', `read _; kill -KILL ${child.pid} 2>/dev/null`], { stdio: ['pipe', 'ignore', 'ignore'], detached: true })
   watchdog.on('error', () => {})
   watchdog.unref()
   ;(watchdog.stdin as (NodeJS.WritableStream & { unref?: () => void }) | null)?.unref?.()

@@ -84,7 +84,8 @@ export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedCon
     current.on('close', () => {
       if (heartbeat !== null) clearInterval(heartbeat)
       if (socket === current) socket = null
-      if (connected) state.reset('flashblocks feed disconnected')
+      // A close of our own (stop) is no disconnection to warn of: the process, and its state, are going.
+      if (connected && !stopped) state.reset('flashblocks feed disconnected')
       connected = false
       scheduleReconnect()
     })
