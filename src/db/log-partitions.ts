@@ -134,18 +134,29 @@ export function missingLogRanges(
 }
 
 /**
- * The statements that give `table` the secondary indexes of a partition of `logs`, named `<prefix>_<key>`
- * (`IF NOT EXISTS`: a partition that has some of them is given the others).
+ * How full the seal packs each index's pages. A sealed partition never changes again (nothing is inserted,
+ * updated or deleted until retention drops it whole), so the room B-trees keep by default for inserts (a
+ * fillfactor of 90) is never used: packed, its indexes take a tenth less.
  */
-function secondaryIndexes(table: string, prefix = table): SQL[] {
+const SEALED_FILLFACTOR = sql.raw('with (fillfactor = 100)')
+
+/**
+ * The statements that give `table` the secondary indexes of a partition of `logs`, named `<table>_<key>`
+ * (`IF NOT EXISTS`: a partition that has some of them is given the others); `sealed`: packed full.
+ */
+function secondaryIndexes(table: string, { sealed = false }: { sealed?: boolean } = {}): SQL[] {
   return Object.entries(LOG_INDEX_KEYS).map(
-    ([suffix, keys]) => sql`create index if not exists ${sql.identifier(`${prefix}_${suffix}`)} on ${sql.identifier(table)} (${sql.raw(keys)})`,
+    ([suffix, keys]) =>
+      sql`create index if not exists ${sql.identifier(`${table}_${suffix}`)} on ${sql.identifier(table)} (${sql.raw(keys)}) ${sealed ? SEALED_FILLFACTOR : sql``}`,
   )
 }
 
-/** The statement that gives `table`, a partition of `logs` (or one being built), its primary key, named `<table>_pk`. */
-function primaryKey(table: string): SQL {
-  return sql`alter table ${sql.identifier(table)} add constraint ${sql.identifier(`${table}_pk`)} primary key (block_number, log_index)`
+/**
+ * The statement that gives `table`, a partition of `logs` (or one being built), its primary key, named
+ * `<table>_pk`; `sealed`: packed full.
+ */
+function primaryKey(table: string, { sealed = false }: { sealed?: boolean } = {}): SQL {
+  return sql`alter table ${sql.identifier(table)} add constraint ${sql.identifier(`${table}_pk`)} primary key (block_number, log_index) ${sealed ? SEALED_FILLFACTOR : sql``}`
 }
 
 /**
@@ -257,8 +268,8 @@ export async function sealLogPartition(
       await tx.execute(sql`lock table ${old} in share mode`)
       await tx.execute(sql`create table ${fresh} (like logs)`)
       await tx.execute(sql`insert into ${fresh} select * from ${old} order by ${sql.raw(LOG_INDEX_KEYS.address_topic0_idx)}, log_index`)
-      await tx.execute(primaryKey(building))
-      for (const statement of secondaryIndexes(building)) await tx.execute(statement)
+      await tx.execute(primaryKey(building, { sealed: true }))
+      for (const statement of secondaryIndexes(building, { sealed: true })) await tx.execute(statement)
       await tx.execute(
         sql`alter table ${fresh} add constraint ${sql.identifier(`${building}_range`)} check (block_number >= ${sql.raw(String(from))} and block_number < ${sql.raw(String(to))})`,
       )
