@@ -70,11 +70,18 @@ export async function measureSizes(sql: postgres.Sql, layout: ScaleLayout, logs:
   for (const table of BLOCK_TABLES) {
     const relation = layout.storage[table]
     const [heap] = await sql`select coalesce(sum(pg_table_size(leaf)), 0)::bigint as bytes from ${leaves(sql, relation)}`
+    // Every index of every leaf: since migrations 0015 and 0016 a partition of `logs` has indexes of its own
+    // and the parent none (reading the parent's, as before, counted none of them). Summed by kind: a
+    // partition's `logs_30000000_pk` counts as `logs_pk`.
     const indexRows = await sql`
-      select i.indexrelid::regclass::text as name,
-        (select coalesce(sum(pg_relation_size(leaf)), 0) from ${leaves(sql, sql`i.indexrelid`)})::bigint as bytes
-      from pg_index i where i.indrelid = ${relation}::regclass`
-    const indexes = Object.fromEntries(indexRows.map((row) => [row.name as string, Number(row.bytes)]))
+      select c.relname as leaf, i.indexrelid::regclass::text as name, pg_relation_size(i.indexrelid)::bigint as bytes
+      from ${leaves(sql, relation)} join pg_class c on c.oid = leaf join pg_index i on i.indrelid = leaf`
+    const indexes: Record<string, number> = {}
+    for (const row of indexRows) {
+      const [leaf, name] = [row.leaf as string, row.name as string]
+      const kind = name.startsWith(`${leaf}_`) ? `${relation}_${name.slice(leaf.length + 1)}` : name
+      indexes[kind] = (indexes[kind] ?? 0) + Number(row.bytes)
+    }
     const tableBytes = Number(heap!.bytes)
     const indexBytes = Object.values(indexes).reduce((sum, bytes) => sum + bytes, 0)
     sizes[table] = { tableBytes, indexBytes, totalBytes: tableBytes + indexBytes, bytesPerLog: (tableBytes + indexBytes) / logs, indexes }
