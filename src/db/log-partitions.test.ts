@@ -146,11 +146,11 @@ describe(`logs partitions (${usesPostgres ? 'Postgres' : 'PGlite'})`, () => {
     expect(await indexKeys(db, 'logs')).toEqual([])
     expect((await logPartitions(db)).find((each) => each.name === 'logs_100')?.bare).toBe(false)
     // Packed full (it never changes again), where the partition still written keeps B-trees' room for inserts.
-    const fillfactors = async (table: string) =>
-      (
-        await db.query<{ options: string | null }>(sql`select array_to_string(i.reloptions, ',') as options from pg_index x join pg_class i on i.oid = x.indexrelid
-          where x.indrelid = ${table}::regclass order by i.relname`)
-      ).map((row) => row.options)
+    const fillfactors = async (table: string) => {
+      const rows = await db.query<{ options: string | null }>(sql`select array_to_string(i.reloptions, ',') as options
+        from pg_index x join pg_class i on i.oid = x.indexrelid where x.indrelid = ${table}::regclass order by i.relname`)
+      return rows.map((row) => row.options)
+    }
     expect(await fillfactors('logs_100')).toEqual(Array(EVERY_INDEX.length).fill('fillfactor=100'))
     expect(await fillfactors('logs_110')).toEqual(Array(EVERY_INDEX.length).fill(null))
     await expect(db.copyInTransaction([{ table: schema.logs, rows: logRows(105, 106, 1) }])).rejects.toMatchObject({ code: '23505' })
