@@ -90,13 +90,12 @@ export async function measureSizes(sql: postgres.Sql, layout: ScaleLayout, logs:
 }
 
 /**
- * The relations holding a table's (or an index's) rows, as `leaves(leaf)`: itself, or the leaf partitions of
- * a partitioned one (`pg_partition_tree` lists nothing for a relation that is not partitioned).
+ * The relations holding a table's rows, as `leaves(leaf)`: itself, or the leaf partitions of a partitioned one
+ * (`pg_partition_tree` lists nothing for a relation that is not partitioned).
  */
-function leaves(sql: postgres.Sql, relation: string | postgres.PendingQuery<postgres.Row[]>) {
-  const oid = typeof relation === 'string' ? sql`${relation}::regclass` : relation
-  return sql`(select relid from pg_partition_tree(${oid}) where isleaf
-    union all select ${oid} where (select relkind from pg_class where oid = ${oid}) not in ('p', 'I')) leaves (leaf)`
+function leaves(sql: postgres.Sql, relation: string) {
+  return sql`(select relid from pg_partition_tree(${relation}::regclass) where isleaf
+    union all select ${relation}::regclass where (select relkind from pg_class where oid = ${relation}::regclass) <> 'p') leaves (leaf)`
 }
 
 const atBlock = (number: number): BlockSelector => ({ kind: 'number', number: BigInt(number) })

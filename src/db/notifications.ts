@@ -1,9 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm'
 import type { Logger } from 'pino'
-import postgres from 'postgres'
+import type postgres from 'postgres'
 import type { Hash } from 'viem'
 import { isPostgresUrl } from './index.js'
-import { postgresConnection } from './urls.js'
+import { postgresClient } from './client.js'
 
 /**
  * The channel on which the ingester announces each commit and each rewind. The NOTIFY is part of the
@@ -50,7 +50,6 @@ export type ChainListener = { close(): Promise<void> }
 export function listenForChainChanges(options: { databaseUrl: string; onChange(change: ChainChange): void; logger: Logger }): ChainListener | null {
   const { databaseUrl, onChange, logger } = options
   if (!isPostgresUrl(databaseUrl)) return null
-  const connection = postgresConnection(databaseUrl)
   let session: postgres.Sql | null = null
   let closed = false
   let failures = 0
@@ -60,8 +59,7 @@ export function listenForChainChanges(options: { databaseUrl: string; onChange(c
   function open() {
     timer = null
     if (closed) return
-    const opened: postgres.Sql = postgres(connection.url, {
-      ...connection.target,
+    const opened: postgres.Sql = postgresClient(databaseUrl, {
       // postgres.js's own `listen` takes notifications through this option; its types leave it out.
       ...{
         onnotify(channel: string, payload: string) {

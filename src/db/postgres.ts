@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises'
 import { sql } from 'drizzle-orm'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
-import postgres from 'postgres'
+import type postgres from 'postgres'
 import { type CopyPieces, type CopyRows, encodeCopyPieces } from './copy.js'
 import * as schema from './schema.js'
 import {
@@ -19,7 +19,7 @@ import {
   sqlState,
 } from './session.js'
 import { noDelayConnections } from './socket.js'
-import { postgresConnection } from './urls.js'
+import { postgresClient } from './client.js'
 
 // Postgres through postgres.js: a pool that renews itself after a restart, the ingest lock's own session,
 // and migrations serialised between processes.
@@ -424,7 +424,6 @@ end $$`)
 export async function openPostgres(config: DbConfig): Promise<Db> {
   const statementTimeout = config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
   if (config.migrate !== false) await migratePostgresOnce(config.databaseUrl)
-  const connection = postgresConnection(config.databaseUrl)
   // The pool is replaced, shortly after any of its connections closes: postgres.js 3.4.9 keeps the error
   // that a dying server sent during a query and hands it to the first query after the reconnect
   // (porsager/postgres#1223), so a pool that lived through a restart would fail reads long after it.
@@ -436,8 +435,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
   // is ended with its pool: the renewal that close brings retires the old pool, closing what it still holds.
   const poolCloses = watchCloses({ pool: true })
   function openPool(): postgres.Sql {
-    const created: postgres.Sql = postgres(connection.url, {
-      ...connection.target,
+    const created: postgres.Sql = postgresClient(config.databaseUrl, {
       max: config.poolSize ?? DEFAULT_POOL_SIZE,
       ...noDelayConnections(),
       max_lifetime: 0,
@@ -500,8 +498,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
       // connection that closed (and crashes writing to it), and retires connections after 30-60 minutes,
       // which would drop a session lock unnoticed. Here nothing retires the session, and its close is seen.
       const closes = watchCloses({ pool: false })
-      const session = postgres(connection.url, {
-        ...connection.target,
+      const session = postgresClient(config.databaseUrl, {
         max: 1,
         ...noDelayConnections(),
         max_lifetime: 0,
@@ -560,8 +557,7 @@ export async function openPostgres(config: DbConfig): Promise<Db> {
 
 /** Applies migrations on one connection, under an advisory lock so that concurrent starts do not race. */
 async function migratePostgresOnce(databaseUrl: string): Promise<void> {
-  const connection = postgresConnection(databaseUrl)
-  const client = postgres(connection.url, { ...connection.target, max: 1, ...CLIENT_OPTIONS })
+  const client = postgresClient(databaseUrl, { max: 1, ...CLIENT_OPTIONS })
   try {
     await client`select pg_advisory_lock(${MIGRATION_LOCK_ID})`
     await migratePostgres(drizzlePostgres(client), { migrationsFolder: MIGRATIONS_FOLDER })
