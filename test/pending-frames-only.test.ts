@@ -79,4 +79,35 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
       clearInterval(ticking)
     }
   })
+
+  test('a transaction no decoder knows keeps its position: the count includes it, and those after it are found at their own index', async () => {
+    const first = await signedTransfer({ from: SENDER_INDEX, nonce: 100 })
+    const after = await signedTransfer({ from: SENDER_INDEX, nonce: 101 })
+    const payloadId = '0x00000000000000bb'
+    let index = 0
+    const parentHash = await blockHashAt(anvil.rpcUrl, head)
+    const send = (sent: (typeof first)[], extraRaw?: Hex[]) =>
+      feed.send(flashblock({ payloadId, index: index++, blockNumber: head + 1, parentHash, transactions: sent, format: 'current', extraRaw }))
+    // A type-0x05 envelope (EIP-2718 leaves types open) between two transfers.
+    send([first], ['0x05c0ffee'])
+    send([after])
+    const ticking = setInterval(() => send([]), 200)
+    try {
+      const pending = `0x${(head + 1).toString(16)}`
+      await expect
+        .poll(async () => (await call<{ transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])).transactions)
+        .toEqual([first.hash, after.hash])
+      expect(await call('eth_getBlockTransactionCountByNumber', ['pending'])).toBe('0x3')
+      expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x0'])).toMatchObject({ hash: first.hash, transactionIndex: '0x0' })
+      expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x1'])).toBeNull()
+      expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x2'])).toMatchObject({
+        hash: after.hash,
+        transactionIndex: '0x2',
+        blockNumber: pending,
+      })
+      expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x3'])).toBeNull()
+    } finally {
+      clearInterval(ticking)
+    }
+  })
 })

@@ -172,6 +172,60 @@ describe('pending state: sequence rules', () => {
     expect(state.blocks(0).map((block) => [block.number, block.transactions.length])).toEqual([[10, 0]])
   })
 
+  test("a replaced builder's frames, replayed or late, leave its successor's block in view", async () => {
+    const { state } = createState()
+    const replaced = '0x00000000000000a1'
+    const successor = '0x00000000000000a2'
+    const replacedStart = parse(flashblock({ index: 0, blockNumber: 10, payloadId: replaced, transactions: transactions.slice(0, 1) }))
+    await state.apply(replacedStart)
+    await state.apply(parse(flashblock({ index: 1, blockNumber: 10, payloadId: replaced, transactions: transactions.slice(1, 2) })))
+    // Failover: another payload at the same height replaces the block.
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 10, payloadId: successor, transactions: transactions.slice(2, 3) })))).toBe('started')
+    const shown = () => state.blocks(0).map((block) => [block.number, block.payloadId, block.transactions.map((transaction) => transaction.hash)])
+    const successorOnly = [[10, successor, [transactions[2]!.hash]]]
+    expect(shown()).toEqual(successorOnly)
+    // The replaced payload's index 0 again, as it was (a proxy's replay): a duplicate, not a new start.
+    expect(await state.apply(replacedStart)).toBe('duplicate')
+    // Its next frame, late: ignored, not a gap that would drop the successor's block.
+    expect(await state.apply(parse(flashblock({ index: 2, blockNumber: 10, payloadId: replaced, transactions: transactions.slice(3, 4) })))).toBe('ignored')
+    expect(shown()).toEqual(successorOnly)
+    expect(state.following()).toBe(true)
+    expect(
+      await state.apply(
+        parse(flashblock({ index: 1, blockNumber: 10, payloadId: successor, transactions: transactions.slice(3, 4), cumulativeGasBefore: 21_000n })),
+      ),
+    ).toBe('appended')
+    expect(shown()).toEqual([[10, successor, [transactions[2]!.hash, transactions[3]!.hash]]])
+    // The replaced payload started again with other content is the builder rebuilding it: a new start.
+    expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 10, payloadId: replaced, transactions: transactions.slice(4, 5) })))).toBe('started')
+    expect(shown()).toEqual([[10, replaced, [transactions[4]!.hash]]])
+  })
+
+  test("a late frame of the previous block's payload, after the next block started, is ignored rather than dropping both", async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, transactions: transactions.slice(1, 2) })))
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(2, 3), cumulativeGasBefore: 21_000n })))).toBe(
+      'ignored',
+    )
+    expect(state.blocks(0).map((block) => [block.number, block.transactions.length])).toEqual([
+      [10, 1],
+      [11, 1],
+    ])
+    // A payload never seen to start is still a gap.
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 11, payloadId: '0x00000000000000ff' })))).toBe('dropped')
+  })
+
+  test('after the state is dropped, the block in progress is taken again from its index 0 (a reconnected feed may resend it)', async () => {
+    const { state } = createState()
+    const start = parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) }))
+    await state.apply(start)
+    state.reset('feed lost')
+    expect(state.blocks(0)).toEqual([])
+    expect(await state.apply(start)).toBe('started')
+    expect(state.blocks(0).map((block) => block.transactions.length)).toEqual([1])
+  })
+
   test('index 0 of the block after the indexed head, built on another parent, is not shown', async () => {
     const { state } = createState()
     state.confirm({ number: 10, hash: `0x${'0A'.repeat(32)}`, transactionHashes: [] })

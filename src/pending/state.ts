@@ -27,6 +27,8 @@ const KEEP_CONFIRMED_BLOCKS = 2
  * ingested) is kept out of view waiting for that parent: one Base block, the feed's own staleness bound.
  */
 export const AWAIT_PARENT_MS = FLASHBLOCK_STALE_MS
+/** Index-0 frames remembered to tell a late repeat from a new start (`started` in createPendingState). */
+const REMEMBERED_STARTS = 64
 /** Hydration lag samples kept for `status()` (the newest ones). */
 const LAG_SAMPLES = 256
 
@@ -158,7 +160,9 @@ export type PendingStateConfig = {
 /**
  * The pre-confirmed blocks above the indexed head, built from Flashblocks messages under Base's sequence
  * rules: index 0 starts a block, the next index appends, a duplicate is ignored, a gap or an out-of-order
- * index drops everything until the next index 0; blocks go as their canonical blocks are indexed.
+ * index drops everything until the next index 0; blocks go as their canonical blocks are indexed. A late
+ * frame of a payload the view has moved past (another builder's block at its height, or the next block) is
+ * ignored rather than taken for a new start or a gap, which would take the newer payload's block down.
  *
  * What the frames give (transactions, senders, nonces) is visible as soon as a frame is applied. Receipts
  * come from the frame where a feed still sends them, otherwise from `hydrate`: its round trips run
@@ -199,10 +203,20 @@ export function createPendingState(config: PendingStateConfig) {
    * shown before: never a pre-confirmed block on a parent the chain may not have.
    */
   let awaiting: { number: number; parentHash: Hash; payloadId: string; messages: FlashblockMessage[]; since: number } | null = null
+  /**
+   * The index-0 frames that started blocks since the state was last dropped, by payload id (the newest
+   * `REMEMBERED_STARTS`), as `startOf` sums them up. A payload here that is not the newest block's is one the
+   * view moved past: its frames come late (a replaced builder's, a proxy's replay) and change nothing. Its
+   * index 0 again with other content is a new start (the same payload id rebuilt), and is taken as one.
+   * Forgotten when the state is dropped: after that, any index 0 is welcome (a feed that reconnects may send the
+   * block in progress from its start again).
+   */
+  const started = new Map<string, string>()
 
   function drop(reason: string) {
     if (blocks.length > 0) logger.warn({ reason }, 'dropping pre-confirmed state until the next index 0')
     blocks = []
+    started.clear()
     awaitingStart = true
     epoch++
     events.emit('update')
@@ -412,8 +426,10 @@ export function createPendingState(config: PendingStateConfig) {
       }
       const number = Number(message.base.block_number)
       if (number <= confirmedHead) return 'ignored'
-      // A repeat of any block's index 0 (not only the newest's: a frame replayed late) changes nothing.
+      // A repeat of any block's index 0 (not only the newest's: a frame replayed late, or one of a payload
+      // another replaced at its height) changes nothing.
       if (blocks.some((block) => block.payloadId === message.payload_id && block.number === number)) return 'duplicate'
+      if (started.get(message.payload_id) === startOf(message)) return 'duplicate'
       // A block that cannot follow the index (yet): built on another parent than the indexed head. The head may
       // have been replaced before the index ingested it, so the block is kept aside, not shown, until the index
       // holds that parent (`awaiting`); what was pending at its height and above goes.
@@ -467,6 +483,9 @@ export function createPendingState(config: PendingStateConfig) {
       }
       blocks.push(block)
       if (blocks.length > MAX_PENDING_BLOCKS) blocks = blocks.slice(-MAX_PENDING_BLOCKS)
+      started.delete(message.payload_id)
+      started.set(message.payload_id, startOf(message))
+      if (started.size > REMEMBERED_STARTS) started.delete(started.keys().next().value!)
       awaitingStart = false
       const added = await appendTransactions(block, message)
       events.emit('update')
@@ -475,6 +494,8 @@ export function createPendingState(config: PendingStateConfig) {
     }
     if (awaitingStart || current === undefined) return 'ignored'
     if (message.payload_id === current.payloadId && message.index <= current.lastIndex) return 'duplicate'
+    // A frame of a payload the view moved past: its block was replaced, or the next one has started.
+    if (message.payload_id !== current.payloadId && started.has(message.payload_id)) return 'ignored'
     if (message.payload_id !== current.payloadId || message.index !== current.lastIndex + 1) {
       drop(`expected index ${current.lastIndex + 1} of ${current.payloadId}, got ${message.index} of ${message.payload_id}`)
       return 'dropped'
@@ -706,4 +727,13 @@ function updateHeader(header: PendingHeader, message: FlashblockMessage) {
   if (diff.withdrawals_root !== undefined && diff.withdrawals_root !== null) header.withdrawalsRoot = diff.withdrawals_root
   if (diff.blob_gas_used !== undefined && diff.blob_gas_used !== null) header.blobGasUsed = diff.blob_gas_used
   if (diff.withdrawals !== undefined && diff.withdrawals !== null) header.withdrawals = [...header.withdrawals, ...diff.withdrawals]
+}
+
+/**
+ * What tells two index-0 frames of one payload apart: the block they start and what it holds so far (the
+ * partial block's hash where the builder sends it; the number and the last transaction's tail in any case).
+ */
+function startOf(message: FlashblockMessage): string {
+  const { transactions } = message.diff
+  return `${message.base?.block_number}:${message.diff.block_hash ?? ''}:${transactions.length}:${String(transactions.at(-1) ?? '').slice(-64)}`
 }

@@ -79,15 +79,26 @@ export function createBlockResolvers({ db, chain, cache, pendingView, history }:
    * answers, so that it names the same block at every tag (the index's head, not the node's); `null` when unknown.
    */
   async function getBlockTransactionCount({ block }: { block: BlockSelector }): Promise<Hex | null> {
+    // A pre-confirmed block counts a transaction no decoder knows, which its list leaves out (state.ts).
+    const resolved = await pendingView.resolve(block)
+    if (resolved.kind === 'pending') return toHex(resolved.block.transactionCount)
     const found = await getBlock({ block, includeTransactions: false })
     return found === null ? null : toHex(found.transactions.length)
   }
 
-  /** `eth_getTransactionByBlockNumberAndIndex` (and BlockHashAndIndex): the transaction at `index` of that block, or `null`. */
+  /**
+   * `eth_getTransactionByBlockNumberAndIndex` (and BlockHashAndIndex): the transaction at `index` of that block,
+   * or `null`. Found by its own `transactionIndex`: in a pre-confirmed block that left out a transaction no
+   * decoder knows, those after it are not at their position in the list.
+   */
   async function getTransactionByBlockAndIndex({ block, index }: { block: BlockSelector; index: bigint }): Promise<RpcTransaction | null> {
     const found = await getBlock({ block, includeTransactions: true })
-    if (found === null || index >= BigInt(found.transactions.length)) return null
-    return found.transactions[Number(index)] as RpcTransaction
+    if (found === null) return null
+    const wanted = toHex(index)
+    const transactions = found.transactions as RpcTransaction[]
+    const atPosition = index < BigInt(transactions.length) ? transactions[Number(index)] : undefined
+    if (atPosition?.transactionIndex === wanted) return atPosition
+    return transactions.find((transaction) => transaction.transactionIndex === wanted) ?? null
   }
 
   /**
