@@ -4,7 +4,7 @@ import { attributedActions, ENTRY_POINTS, type EntryPoint } from '../attribution
 import { BODY_DEFLATE_LEVEL, deflateSegmented } from '../codecs/segmented.js'
 import { hexToBytea, type LogRow, type schema } from '../db/index.js'
 import { renderReceiptItems } from '../objects/receipt.js'
-import { type AccountChange, foldPrestateDiffs, type PrestateDiff } from './account-diffs.js'
+import { type AccountChange, foldPrestateDiffs, type PrestateDiff, type WithdrawalCredits } from './account-diffs.js'
 
 export type RawBlock = RpcBlock<'latest', true, RpcTransaction> & { hash: Hash; number: Hex }
 export type RawReceipt = RpcTransactionReceipt
@@ -37,7 +37,13 @@ export class InconsistentBlockError extends Error {
   override readonly name = 'InconsistentBlockError'
 }
 
-export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: PrestateDiff[] | null, keepDiffs = false): BlockData {
+export function toBlockData(
+  block: RawBlock,
+  receipts: RawReceipt[],
+  diffs: PrestateDiff[] | null,
+  keepDiffs = false,
+  withdrawals?: WithdrawalCredits,
+): BlockData {
   if (receipts.length !== block.transactions.length)
     throw new InconsistentBlockError(`block ${block.number}: ${block.transactions.length} transactions but ${receipts.length} receipts`)
   receipts.forEach((receipt, index) => {
@@ -45,7 +51,12 @@ export function toBlockData(block: RawBlock, receipts: RawReceipt[], diffs: Pres
     if (receipt.blockHash !== block.hash || receipt.transactionHash !== transaction.hash)
       throw new InconsistentBlockError(`block ${block.number}: receipt ${index} belongs to another block`)
   })
-  return { block, receipts, accountChanges: diffs === null ? null : foldPrestateDiffs(diffs), ...(keepDiffs && diffs !== null && { stateDiffs: diffs }) }
+  return {
+    block,
+    receipts,
+    accountChanges: diffs === null ? null : foldPrestateDiffs(diffs, withdrawals),
+    ...(keepDiffs && diffs !== null && { stateDiffs: diffs }),
+  }
 }
 
 const toNumber = (value: Hex | null | undefined) => Number.parseInt(value ?? '0x0', 16)

@@ -1,7 +1,7 @@
-import type { Hash, Hex } from 'viem'
+import type { Address, Hash, Hex } from 'viem'
 import { toQuantity } from '../codecs/index.js'
 import type { Upstream } from '../upstream/index.js'
-import type { PrestateDiff } from './account-diffs.js'
+import { type AccountState, type PrestateDiff, type RawWithdrawal, untracedRecipients, type WithdrawalCredits, withdrawalCredits } from './account-diffs.js'
 import { type BlockData, InconsistentBlockError, type RawBlock, type RawReceipt, toBlockData } from './block-data.js'
 
 const PRESTATE_DIFF_TRACER = { tracer: 'prestateTracer', tracerConfig: { diffMode: true } } as const
@@ -84,12 +84,34 @@ export function createBlockFetcher({
     }
   }
 
+  /**
+   * What the block's withdrawals pay, with the state before the block of each recipient its transactions'
+   * traces do not hold, read from the node at the parent (by hash: the parent of this very block).
+   */
+  async function fetchWithdrawals(block: RawBlock, diffs: PrestateDiff[]): Promise<WithdrawalCredits | undefined> {
+    const credits = withdrawalCredits(block.withdrawals as RawWithdrawal[] | undefined)
+    if (credits.size === 0) return undefined
+    const parent = { blockHash: block.parentHash }
+    const before = new Map<Address, AccountState>()
+    await Promise.all(
+      untracedRecipients(diffs, credits).map(async (address) => {
+        const [balance, nonce] = await Promise.all([
+          upstream.request<Hex>('eth_getBalance', [address, parent]),
+          upstream.request<Hex>('eth_getTransactionCount', [address, parent]),
+        ])
+        before.set(address, { balance: BigInt(balance), nonce: BigInt(nonce) })
+      }),
+    )
+    return { credits, before }
+  }
+
   /** Fetches a block with its receipts and state diffs; throws if the upstream answers inconsistently. */
   async function fetchBlock(number: number): Promise<BlockData> {
     const block = await upstream.request<RawBlock | null>('eth_getBlockByNumber', [toQuantity(number), true])
     if (block === null) throw new InconsistentBlockError(`upstream has no block ${number}`)
     const [receipts, diffs] = await Promise.all([fetchReceipts(block), fetchDiffs(block)])
-    return toBlockData(block, receipts, diffs, keepStateDiffs?.(block) ?? false)
+    const withdrawals = diffs === null ? undefined : await fetchWithdrawals(block, diffs)
+    return toBlockData(block, receipts, diffs, keepStateDiffs?.(block) ?? false, withdrawals)
   }
 
   async function fetchHeader(number: number): Promise<{ number: Hex; hash: Hash; parentHash: Hash } | null> {
