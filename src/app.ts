@@ -430,10 +430,7 @@ function shareWithWorkers(
   hub.handle('forwardedFrom', (sender, known) => nonces.from(sender, known))
   hub.handle('forwardedTransaction', (hash) => nonces.transaction(hash))
   const filters = createMemoryFilterStore()
-  hub.handle('filterInstall', (id, filter) => {
-    filters.install(id, filter)
-    return null
-  })
+  hub.handle('filterInstall', (id, filter, owner) => filters.install(id, filter, owner))
   hub.handle('filterGet', (id) => filters.get(id))
   hub.handle('filterAdvance', (id, from, to) => filters.advance(id, from, to))
   hub.handle('filterRemove', (id) => filters.remove(id))

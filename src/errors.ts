@@ -142,6 +142,21 @@ export class UnauthorizedError extends FlashgateError {
   }
 }
 
+/**
+ * A client (an API key, or an address on the public endpoint) already holds as many stateful filters as one
+ * may: EIP-1474's "limit exceeded", answered with HTTP 200 (waiting does not help until it uninstalls some or
+ * they expire, so it is not a rate limit a client should retry).
+ */
+export class TooManyFiltersError extends FlashgateError {
+  override readonly name = 'TooManyFiltersError'
+  readonly code = -32005
+  constructor(maxFilters: number, maxBytes: number) {
+    super(
+      `too many filters: a client holds at most ${maxFilters} filters and ${maxBytes / 1024 / 1024} MiB of filter criteria; uninstall some (eth_uninstallFilter), or they expire after 5 minutes unpolled`,
+    )
+  }
+}
+
 /** Over the endpoint's request rate: HTTP 429 with `Retry-After`; viem and ethers retry these. */
 export class RateLimitedError extends FlashgateError {
   override readonly name = 'RateLimitedError'

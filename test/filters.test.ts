@@ -279,7 +279,13 @@ describe('stateful filters', () => {
     expect(await result(gateway.url, 'eth_uninstallFilter', [blocks])).toBe(false)
     expect((await rpc(gateway.url, 'eth_getFilterChanges', [blocks])).error?.code).toBe(-32000)
 
-    for (const criteria of [{ address: '0x1234' }, { topics: ['nope'] }, { fromBlock: '0x1', blockHash: `0x${'11'.repeat(32)}` }, 7]) {
+    for (const criteria of [
+      { address: '0x1234' },
+      { topics: ['nope'] },
+      { fromBlock: '0x1', blockHash: `0x${'11'.repeat(32)}` },
+      { fromBlock: '0x5', toBlock: '0x1' },
+      7,
+    ]) {
       const asFilter = await rpc(gateway.url, 'eth_newFilter', [criteria])
       const asLogs = await rpc(gateway.url, 'eth_getLogs', [criteria])
       expect(asFilter.error).toEqual(asLogs.error)
@@ -289,6 +295,45 @@ describe('stateful filters', () => {
     expect((await rpc(gateway.url, 'eth_getFilterChanges', ['0x'.padEnd(200, '1')])).error?.code).toBe(-32602)
     expect((await rpc(gateway.url, 'eth_getFilterChanges', [])).error?.code).toBe(-32602)
     expect((await rpc(gateway.url, 'eth_newPendingTransactionFilter', [true])).error?.code).toBe(-32602)
+  })
+})
+
+describe("one client's filters", () => {
+  test("cannot push out another client's: past its share its installs are refused (-32005), and what it uninstalls frees it", async () => {
+    // Another client (a dedicated key) has a log filter and a block filter.
+    const theirLogs = await result<Hex>(gateway.dedicatedUrl, 'eth_newFilter', [{ address: token }])
+    const theirBlocks = await result<Hex>(gateway.dedicatedUrl, 'eth_newBlockFilter')
+    // This one (an address on the public endpoint) installs the largest filters the parser takes (~320 KB each)
+    // and abandons them: the store's whole bound (64 MiB) would take ~210.
+    const largest = {
+      address: Array.from({ length: 1_000 }, (_, at) => `0x${(at + 1).toString(16).padStart(40, '0')}`),
+      topics: Array.from({ length: 4 }, (_, position) =>
+        Array.from({ length: 1_000 }, (_, at) => `0x${(position * 1_000 + at).toString(16).padStart(64, '0')}`),
+      ),
+    }
+    const installed: Hex[] = []
+    let refusal: { code: number; message: string } | undefined
+    for (let attempt = 0; attempt < 260 && refusal === undefined; attempt++) {
+      const answer = await rpc(gateway.url, 'eth_newFilter', [largest])
+      if (answer.error === undefined) installed.push(answer.result as Hex)
+      else if (answer.error.message.startsWith('too many filters')) refusal = answer.error
+      else throw new Error(`unexpected answer: ${JSON.stringify(answer.error)}`)
+    }
+    expect(refusal?.code).toBe(-32005)
+    expect(refusal?.message).toMatch(/at most 1000 filters and 4 MiB of filter criteria/)
+    expect(installed.length).toBeGreaterThan(5)
+    expect(installed.length).toBeLessThan(20)
+    // The other client's filters are all there.
+    expect(Array.isArray(await result(gateway.dedicatedUrl, 'eth_getFilterChanges', [theirLogs]))).toBe(true)
+    expect(Array.isArray(await result(gateway.dedicatedUrl, 'eth_getFilterChanges', [theirBlocks]))).toBe(true)
+    // Its own filters still answer; one uninstalled makes room for one more.
+    expect(Array.isArray(await result(gateway.url, 'eth_getFilterChanges', [installed[0]]))).toBe(true)
+    expect(await result(gateway.url, 'eth_uninstallFilter', [installed[0]])).toBe(true)
+    const again = await result<Hex>(gateway.url, 'eth_newFilter', [largest])
+    expect((await rpc(gateway.url, 'eth_newFilter', [largest])).error?.code).toBe(-32005)
+    for (const id of [...installed.slice(1), again]) await result(gateway.url, 'eth_uninstallFilter', [id])
+    // Small filters of its own are refused no longer.
+    expect(await result<Hex>(gateway.url, 'eth_newBlockFilter')).toMatch(/^0x/)
   })
 })
 

@@ -36,7 +36,7 @@ export type ClusterOperations = {
    */
   pendingCall: { args: [block: number, kind: CallKind, request: CallRequest]; result: RelayedCallAnswer | null }
   /** Stateful filters (`eth_newFilter`…), kept by the primary so that a client's polls may land on any worker. */
-  filterInstall: { args: [id: string, filter: StoredFilter]; result: null }
+  filterInstall: { args: [id: string, filter: StoredFilter, owner: string | null]; result: boolean }
   filterGet: { args: [id: string]; result: StoredFilter | null }
   filterAdvance: { args: [id: string, from: FilterCursor, to: FilterCursor]; result: boolean }
   filterRemove: { args: [id: string]; result: boolean }

@@ -61,6 +61,8 @@ export type HandleOptions = {
    * `0` to go ahead, or the seconds to wait before retrying.
    */
   admit?: (cost: number) => MaybePromise<number>
+  /** Who asks (an API key, or an address on the public endpoint), for what a client holds (stateful filters). */
+  client?: string
 }
 
 /** A valid request id: a string, a finite number or null (https://www.jsonrpc.org/specification#request_object). */
@@ -83,7 +85,7 @@ const NO_LOCAL_METHODS: LocalMethods = {}
  */
 export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   const { resolvers, logger } = config
-  const callContext: CallContext = { limits: config.limits }
+  const anonymous: CallContext = { limits: config.limits, client: null }
   const table = config.methods ?? indexMethods
   const maxBatchSize = config.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE
   const maxBatchResponseBytes = config.maxBatchResponseBytes ?? Number.POSITIVE_INFINITY
@@ -106,7 +108,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   }
 
   /** Handles one request object; `null` for a notification (no `id`), which gets no answer. */
-  function handleOne(request: unknown, local: LocalMethods, exactId?: NumericId): MaybePromise<Outcome> {
+  function handleOne(request: unknown, local: LocalMethods, context: CallContext, exactId?: NumericId): MaybePromise<Outcome> {
     if (typeof request !== 'object' || request === null || Array.isArray(request))
       return { response: failure(null, new InvalidRequestError('invalid request')), status: 200 }
     const message = request as Record<string, unknown>
@@ -121,7 +123,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     let result: MaybePromise<unknown>
     try {
       const localMethod = Object.hasOwn(local, message.method) ? local[message.method] : undefined
-      result = localMethod ? localMethod(message.params) : call(message.method, message.params)
+      result = localMethod ? localMethod(message.params) : call(message.method, message.params, context)
     } catch (error) {
       return failed(id, hasId, error)
     }
@@ -134,7 +136,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   }
 
   /** A call's result: at once when the memo has it, else a promise; invalid params throw at once. */
-  function call(method: string, rawParams: unknown): MaybePromise<unknown> {
+  function call(method: string, rawParams: unknown, context: CallContext = anonymous): MaybePromise<unknown> {
     if (refusedMethods.has(method)) throw new MethodNotAllowedError(method)
     if (rawParams !== undefined && rawParams !== null && !Array.isArray(rawParams)) throw new InvalidParamsError('invalid params: non-array args')
     const definition = Object.hasOwn(table, method) ? table[method] : undefined
@@ -147,7 +149,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     if (memoized?.hit !== undefined) return memoized.hit
     const parsed = definition.params.safeParse(rawParams ?? [])
     if (!parsed.success) throw new InvalidParamsError(describeParamsError(parsed.error, rawParams ?? []))
-    return definition.handler(resolvers, parsed.data, callContext).then((result) => {
+    return definition.handler(resolvers, parsed.data, context).then((result) => {
       if (memoized !== null) return memo!.keep(memoized.ticket, result) ?? null
       return result === undefined ? null : result
     })
@@ -183,7 +185,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     return { jsonrpc: '2.0', id: answerId(request, exactId), error: toJsonRpcError(new ResponseTooLargeError()) }
   }
 
-  async function handleBatch(requests: unknown[], local: LocalMethods, ids?: (NumericId | undefined)[]): Promise<JsonRpcReply> {
+  async function handleBatch(requests: unknown[], local: LocalMethods, context: CallContext, ids?: (NumericId | undefined)[]): Promise<JsonRpcReply> {
     if (requests.length === 0) return { status: 200, body: failure(null, new InvalidRequestError('empty batch')) }
     if (requests.length > maxBatchSize)
       return { status: 200, body: failure(null, new InvalidRequestError(`batch too large: at most ${maxBatchSize} requests`)) }
@@ -202,7 +204,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
           responses[index] = refusedAsTooLarge(requests[index], ids?.[index])
           continue
         }
-        const { response } = await handleOne(requests[index], local, ids?.[index])
+        const { response } = await handleOne(requests[index], local, context, ids?.[index])
         if (response === null || maxBatchResponseBytes === Number.POSITIVE_INFINITY) {
           responses[index] = response
           continue
@@ -224,7 +226,8 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
   }
 
   /** Handles a raw request body (text): at once when nothing has to wait (a memoised answer, no rate to take). */
-  function handle(body: string, { local = NO_LOCAL_METHODS, admit }: HandleOptions = {}): MaybePromise<JsonRpcReply> {
+  function handle(body: string, { local = NO_LOCAL_METHODS, admit, client }: HandleOptions = {}): MaybePromise<JsonRpcReply> {
+    const context = client === undefined ? anonymous : { limits: config.limits, client }
     let payload: unknown
     try {
       payload = JSON.parse(body)
@@ -241,8 +244,8 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
         const limited = new RateLimitedError(wait)
         return { status: limited.httpStatus, headers: limited.headers, body: failure(id, limited) }
       }
-      if (Array.isArray(payload)) return handleBatch(payload, local, ids)
-      return whenReady(handleOne(payload, local, ids?.[0]), ({ response, status }) => ({ status, body: response }))
+      if (Array.isArray(payload)) return handleBatch(payload, local, context, ids)
+      return whenReady(handleOne(payload, local, context, ids?.[0]), ({ response, status }) => ({ status, body: response }))
     })
   }
 

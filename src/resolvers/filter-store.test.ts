@@ -18,7 +18,7 @@ const logs = (addresses: number): StoredFilter => ({
 describe('filters in memory', () => {
   test('a poll moves the cursor only from where it read it: a second poll from the same place delivers nothing twice', () => {
     const store = createMemoryFilterStore()
-    store.install('0xa', blocks(5))
+    store.install('0xa', blocks(5), null)
     expect(store.advance('0xa', at(5), at(7))).toBe(true)
     expect(store.advance('0xa', at(5), at(6))).toBe(false)
     expect(store.get('0xa')?.cursor).toEqual(at(7))
@@ -30,8 +30,8 @@ describe('filters in memory', () => {
 
   test('a filter not polled within the timeout is gone; each poll restarts it', async () => {
     const store = createMemoryFilterStore({ timeoutMs: 150 })
-    store.install('0xpolled', blocks(1))
-    store.install('0xidle', blocks(1))
+    store.install('0xpolled', blocks(1), null)
+    store.install('0xidle', blocks(1), null)
     for (let poll = 0; poll < 4; poll++) {
       await sleep(60)
       expect(store.get('0xpolled')).not.toBeNull()
@@ -46,7 +46,7 @@ describe('filters in memory', () => {
     expect(store.size).toBe(4)
     expect(store.get('0x9')).not.toBeNull()
     expect(store.get('0x0')).toBeNull()
-    store.install('0xsmall', blocks(1))
+    store.install('0xsmall', blocks(1), null)
     expect(store.get('0xsmall')).not.toBeNull()
   })
 
@@ -73,6 +73,32 @@ describe('filters in memory', () => {
     expect(store.get('0x0')).toBeNull()
   })
 
+  test("a client's share: past it, its installs are refused and other clients' filters stay; uninstalling or expiry frees it", async () => {
+    const store = createMemoryFilterStore({ maxBytes: 1_000_000, maxPerClient: 3, maxBytesPerClient: 100_000, timeoutMs: 200 })
+    expect(store.install('0xtheirs', blocks(1), 'key:1')).toBe(true)
+    // ~43 KB each: two fit in 100 KB, a third does not.
+    expect(store.install('0xbig1', logs(1_000), 'ip:a')).toBe(true)
+    expect(store.install('0xbig2', logs(1_000), 'ip:a')).toBe(true)
+    expect(store.install('0xbig3', logs(1_000), 'ip:a')).toBe(false)
+    expect(store.get('0xbig3')).toBeNull()
+    // A small one still fits; then the count is the bound.
+    expect(store.install('0xsmall1', blocks(1), 'ip:a')).toBe(true)
+    expect(store.install('0xsmall2', blocks(1), 'ip:a')).toBe(false)
+    expect(store.heldBy('ip:a').count).toBe(3)
+    expect(store.get('0xtheirs')).not.toBeNull()
+    // A cursor moving keeps the filter counted once.
+    expect(store.advance('0xsmall1', at(1), at(2))).toBe(true)
+    expect(store.heldBy('ip:a').count).toBe(3)
+    expect(store.remove('0xbig1')).toBe(true)
+    expect(store.heldBy('ip:a').count).toBe(2)
+    expect(store.install('0xbig3', logs(1_000), 'ip:a')).toBe(true)
+    // Expired filters free the share though nothing polled them since.
+    await sleep(250)
+    expect(store.install('0xlater', logs(1_000), 'ip:a')).toBe(true)
+    expect(store.heldBy('ip:a').count).toBe(1)
+    expect(store.heldBy('key:1').count).toBe(0)
+  })
+
   test('at most `max` filters', () => {
     const store = createMemoryFilterStore({ max: 3 })
     for (let filter = 0; filter < 5; filter++) store.install(`0x${filter}`, blocks(filter))
@@ -90,7 +116,7 @@ describe('filters in Redis (--redis-url)', () => {
     const one = createFilterStore({ redis })
     const two = createFilterStore({ redis: other })
     const filter = logs(2)
-    await one.install('0xshared', filter)
+    await one.install('0xshared', filter, null)
     expect(await two.get('0xshared')).toEqual(filter)
     expect(await two.advance('0xshared', at(1), at(9, 3))).toBe(true)
     expect(await one.advance('0xshared', at(1), at(2))).toBe(false)
@@ -104,8 +130,8 @@ describe('filters in Redis (--redis-url)', () => {
     const { redis, other } = connections()
     const one = createFilterStore({ redis, timeoutMs: 300 })
     const two = createFilterStore({ redis: other, timeoutMs: 300 })
-    await one.install('0xpolled', blocks(1))
-    await one.install('0xidle', blocks(1))
+    await one.install('0xpolled', blocks(1), null)
+    await one.install('0xidle', blocks(1), null)
     for (let poll = 0; poll < 4; poll++) {
       await sleep(120)
       expect(await two.get('0xpolled')).not.toBeNull()
@@ -123,7 +149,7 @@ test('through a Redis outage (frozen, then back with its data): each poll of a f
   try {
     const store = createFilterStore({ redis })
     const elsewhere = createFilterStore({ redis: other })
-    await store.install('0xbefore', blocks(1))
+    await store.install('0xbefore', blocks(1), null)
     const polled = await store.get('0xbefore')
     expect(await store.advance('0xbefore', polled!.cursor, at(2))).toBe(true)
 
@@ -133,7 +159,7 @@ test('through a Redis outage (frozen, then back with its data): each poll of a f
       const during = await store.get('0xbefore')
       expect(during?.cursor).toEqual(at(2))
       expect(await store.advance('0xbefore', at(2), at(3))).toBe(true)
-      await store.install('0xduring', blocks(3))
+      await store.install('0xduring', blocks(3), null)
       expect(await store.advance('0xduring', at(3), at(4))).toBe(true)
       expect((await store.get('0xduring'))?.cursor).toEqual(at(4))
     } finally {

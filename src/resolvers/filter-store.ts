@@ -13,6 +13,13 @@ export const MAX_FILTERS = 10_000
  * the memory clients can fill by installing filters and abandoning them.
  */
 export const MAX_FILTER_BYTES = 64 * 1024 * 1024
+/**
+ * What one client (an API key, or an address on the public endpoint) may hold of a store: beyond it,
+ * `install` refuses (`TooManyFiltersError`) rather than let the store's least-recently-used rule push out
+ * other clients' filters. A client's filters expire as everyone's; an uninstall frees its share at once.
+ */
+export const MAX_FILTERS_PER_CLIENT = 1_000
+export const MAX_FILTER_BYTES_PER_CLIENT = 4 * 1024 * 1024
 /** A filter's own bytes besides its criteria and its cursor's hashes: id, cursor, the map's entry. */
 const FILTER_OVERHEAD_BYTES = 256
 /** What a hash in a cursor costs besides its characters: the string's header and its slot in the array. */
@@ -48,7 +55,11 @@ export type StoredFilter = { kind: FilterKind; criteria: unknown; cursor: Filter
  * meanwhile (`advance` compares): two polls of one filter never both deliver the same changes.
  */
 export type FilterStore = {
-  install(id: string, filter: StoredFilter): Promise<void>
+  /**
+   * Keeps the filter; `false` (and nothing kept) when `owner` already holds its share of the store. `owner`
+   * names the client; `null` for none (counted against the store's bounds alone).
+   */
+  install(id: string, filter: StoredFilter, owner: string | null): Promise<boolean>
   /** The filter, its timeout restarted; `null` when unknown or expired. */
   get(id: string): Promise<StoredFilter | null>
   /** Moves the cursor from `from` to `to`; `false` (and nothing changed) when it is no longer at `from`. */
@@ -65,11 +76,28 @@ export function createMemoryFilterStore({
   timeoutMs = FILTER_TIMEOUT_MS,
   max = MAX_FILTERS,
   maxBytes = MAX_FILTER_BYTES,
+  maxPerClient = MAX_FILTERS_PER_CLIENT,
+  maxBytesPerClient = MAX_FILTER_BYTES_PER_CLIENT,
 }: {
   timeoutMs?: number
   max?: number
   maxBytes?: number
+  maxPerClient?: number
+  maxBytesPerClient?: number
 } = {}) {
+  /** What each client holds: filters and their criteria's bytes (with a filter's overhead). */
+  const held = new Map<string, { count: number; bytes: number }>()
+  /** Each held filter's client and the bytes it is counted for there. */
+  const charges = new Map<string, { owner: string; bytes: number }>()
+  function release(id: string) {
+    const charge = charges.get(id)
+    if (charge === undefined) return
+    charges.delete(id)
+    const holding = held.get(charge.owner)!
+    holding.count--
+    holding.bytes -= charge.bytes
+    if (holding.count === 0) held.delete(charge.owner)
+  }
   // The criteria's bytes are counted once, at install; the cursor's at every set (filterBytes).
   const filters = new LRUCache<string, { filter: StoredFilter; criteriaBytes: number }>({
     max,
@@ -77,11 +105,34 @@ export function createMemoryFilterStore({
     sizeCalculation: (entry) => filterBytes(entry.criteriaBytes, entry.filter.cursor),
     ttl: timeoutMs,
     updateAgeOnGet: true,
+    // Gone (uninstalled, expired, or pushed out): its client's share is free again. A cursor moving (`set` over
+    // the same filter) keeps it.
+    dispose: (_entry, id, reason) => {
+      if (reason !== 'set') release(id)
+    },
   })
+  const withinShare = (owner: string, bytes: number) => {
+    const holding = held.get(owner)
+    return holding === undefined || (holding.count < maxPerClient && holding.bytes + bytes <= maxBytesPerClient)
+  }
   return {
-    install(id: string, filter: StoredFilter) {
+    install(id: string, filter: StoredFilter, owner: string | null = null): boolean {
       const criteriaBytes = filter.criteria === null ? 0 : JSON.stringify(filter.criteria).length
+      const bytes = FILTER_OVERHEAD_BYTES + criteriaBytes
+      if (owner !== null && !withinShare(owner, bytes)) {
+        // Expired filters still count until something purges them.
+        filters.purgeStale()
+        if (!withinShare(owner, bytes)) return false
+      }
+      if (owner !== null) {
+        const holding = held.get(owner) ?? { count: 0, bytes: 0 }
+        holding.count++
+        holding.bytes += bytes
+        held.set(owner, holding)
+        charges.set(id, { owner, bytes })
+      }
       filters.set(id, { filter, criteriaBytes })
+      return true
     },
     get: (id: string): StoredFilter | null => filters.get(id)?.filter ?? null,
     advance(id: string, from: FilterCursor, to: FilterCursor): boolean {
@@ -94,6 +145,10 @@ export function createMemoryFilterStore({
     get size() {
       return filters.size
     },
+    /** What `owner` holds now: filters and counted bytes. */
+    heldBy(owner: string): { count: number; bytes: number } {
+      return { ...(held.get(owner) ?? { count: 0, bytes: 0 }) }
+    },
   }
 }
 
@@ -101,7 +156,7 @@ export type MemoryFilterStore = ReturnType<typeof createMemoryFilterStore>
 
 function asyncStore(memory: MemoryFilterStore): FilterStore {
   return {
-    install: async (id, filter) => memory.install(id, filter),
+    install: async (id, filter, owner) => memory.install(id, filter, owner),
     get: async (id) => memory.get(id),
     advance: async (id, from, to) => memory.advance(id, from, to),
     remove: async (id) => memory.remove(id),
@@ -111,9 +166,7 @@ function asyncStore(memory: MemoryFilterStore): FilterStore {
 /** A worker's view of its primary's store. */
 function clusterStore(link: ClusterLink): FilterStore {
   return {
-    install: async (id, filter) => {
-      await link.request('filterInstall', id, filter)
-    },
+    install: (id, filter, owner) => link.request('filterInstall', id, filter, owner),
     get: (id) => link.request('filterGet', id),
     advance: (id, from, to) => link.request('filterAdvance', id, from, to),
     remove: (id) => link.request('filterRemove', id),
@@ -153,12 +206,16 @@ function redisStore(redis: SharedRedis, timeoutMs: number): FilterStore {
     return result
   }
   return {
-    install: (id, filter) => {
-      local.install(id, filter)
+    // A client's share is counted by each process for the filters installed through it (Redis keeps no count).
+    install: async (id, filter, owner) => {
+      if (!local.install(id, filter, owner)) return false
       return redis.attempt(
         'filters',
-        () => write(id, filter),
-        () => keepLocally(id, undefined),
+        async () => {
+          await write(id, filter)
+          return true
+        },
+        () => keepLocally(id, true),
       )
     },
     get: (id) => {

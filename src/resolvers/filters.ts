@@ -3,12 +3,12 @@ import { and, asc, between, gte, sql } from 'drizzle-orm'
 import type { Hash, Hex } from 'viem'
 import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.js'
 import { blockHashesBetween, byteaToHex, type Db, schema } from '../db/index.js'
-import { FilterNotFoundError, LimitExceededError } from '../errors.js'
+import { FilterNotFoundError, InvalidBlockRangeError, LimitExceededError, TooManyFiltersError } from '../errors.js'
 import { formatLog } from '../objects/log.js'
 import type { PendingBlock } from '../pending/index.js'
 import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
-import type { FilterCursor, FilterKind, FilterStore, StoredFilter } from './filter-store.js'
+import { type FilterCursor, type FilterKind, type FilterStore, MAX_FILTER_BYTES_PER_CLIENT, MAX_FILTERS_PER_CLIENT, type StoredFilter } from './filter-store.js'
 import type { GetLogsParameters, Log, LogLimits } from './logs.js'
 import { matchesFilter, type PendingView } from './pending.js'
 
@@ -98,9 +98,10 @@ export function createFilterResolvers({
     return view.head === null ? { number: -1, hash: null } : { number: view.head.number, hash: view.head.hash }
   }
 
-  async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor): Promise<Hex> {
+  /** Installs a filter for `client` (an API key's or an address's name; `null` for none), within its share. */
+  async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor, client: string | null): Promise<Hex> {
     const id = newFilterId()
-    await store.install(id, { kind, criteria, cursor })
+    if (!(await store.install(id, { kind, criteria, cursor }, client))) throw new TooManyFiltersError(MAX_FILTERS_PER_CLIENT, MAX_FILTER_BYTES_PER_CLIENT)
     return id
   }
 
@@ -308,14 +309,17 @@ export function createFilterResolvers({
 
   return {
     /** https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_newfilter */
-    async newFilter(filter: LogFilter): Promise<Hex> {
-      return install('logs', criteriaOnTheWire(filter), await atHead())
+    async newFilter(filter: LogFilter, client: string | null = null): Promise<Hex> {
+      // Refused as `eth_getLogs` refuses it (geth's NewFilter too), not installed to answer nothing.
+      const { fromBlock, toBlock } = filter
+      if (fromBlock?.kind === 'number' && toBlock?.kind === 'number' && fromBlock.number > toBlock.number) throw new InvalidBlockRangeError()
+      return install('logs', criteriaOnTheWire(filter), await atHead(), client)
     },
-    async newBlockFilter(): Promise<Hex> {
-      return install('blocks', null, await atHead())
+    async newBlockFilter(client: string | null = null): Promise<Hex> {
+      return install('blocks', null, await atHead(), client)
     },
-    async newPendingTransactionFilter(): Promise<Hex> {
-      return install('pendingTransactions', null, await pendingPosition())
+    async newPendingTransactionFilter(client: string | null = null): Promise<Hex> {
+      return install('pendingTransactions', null, await pendingPosition(), client)
     },
     /** Block hashes, transaction hashes or logs since the last poll, in chain order. */
     async getFilterChanges({ id, limits }: { id: string; limits: LogLimits }): Promise<unknown[]> {

@@ -198,8 +198,6 @@ function headWithoutUpgrade(request: IncomingMessage): Buffer {
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
 /** REST's paths (src/rest). */
 const REST_PATH_PREFIX = '/v1/'
-/** Options of a JSON-RPC call through an endpoint with no rate to take. */
-const NOTHING_TO_ADMIT = Object.freeze({})
 /** The headers of most JSON-RPC answers (no headers of their own, CORS open to any origin): made once. */
 const JSON_FOR_ANY_ORIGIN: Readonly<Record<string, string>> = Object.freeze({ 'content-type': 'application/json', 'access-control-allow-origin': '*' })
 
@@ -327,7 +325,7 @@ export function createServer(config: ServerConfig) {
   function handleJsonRpc(request: IncomingMessage, response: ServerResponse, endpoint: Endpoint): void {
     const corsHeaders = cors.headers(request)
     // An endpoint without a rate (a key made with `--rate 0`, or `--public-rate-limit 0`) has nothing to take.
-    const options = endpoint.rate > 0 ? { admit: admitter(endpoint) } : NOTHING_TO_ADMIT
+    const options = endpoint.rate > 0 ? { admit: admitter(endpoint), client: endpoint.client } : { client: endpoint.client }
     readBodyThen(
       request,
       endpoint.policy.maxBodyBytes,
@@ -545,7 +543,7 @@ export function createServer(config: ServerConfig) {
       const admit = admitter(endpoint)
       ws.on('message', (data) => {
         Promise.resolve(data.toString())
-          .then((text) => endpoint.jsonRpc.handle(text, { local, admit }))
+          .then((text) => endpoint.jsonRpc.handle(text, { local, admit, client: endpoint.client }))
           // The same serialiser as HTTP: raw JSON results (whole-block receipts) go out as they are.
           .then((reply) => reply.body !== null && send(serializeJsonRpc(reply.body)))
           .catch((error: unknown) => {

@@ -3,5 +3,5 @@ import { defineMethod } from '../define-method.js'
 
 export const eth_newBlockFilter = defineMethod({
   params: z.tuple([]),
-  handler: (resolvers) => resolvers.newBlockFilter(),
+  handler: (resolvers, _params, { client }) => resolvers.newBlockFilter(client),
 })

@@ -4,5 +4,5 @@ import { defineMethod } from '../define-method.js'
 
 export const eth_newFilter = defineMethod({
   params: z.tuple([logFilter]),
-  handler: (resolvers, [filter]) => resolvers.newFilter(filter),
+  handler: (resolvers, [filter], { client }) => resolvers.newFilter(filter, client),
 })
