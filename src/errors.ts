@@ -157,6 +157,16 @@ export class TooManyFiltersError extends FlashgateError {
   }
 }
 
+/** A client already holds as many WebSockets as one may: the upgrade is answered HTTP 429 with EIP-1474's "limit exceeded". */
+export class TooManyWebSocketsError extends FlashgateError {
+  override readonly name = 'TooManyWebSocketsError'
+  readonly code = -32005
+  override readonly httpStatus = 429
+  constructor(max: number) {
+    super(`too many open WebSockets from this client: at most ${max}; close one first`)
+  }
+}
+
 /** Over the endpoint's request rate: HTTP 429 with `Retry-After`; viem and ethers retry these. */
 export class RateLimitedError extends FlashgateError {
   override readonly name = 'RateLimitedError'

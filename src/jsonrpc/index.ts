@@ -76,7 +76,7 @@ const answerId = (request: unknown, exactId?: NumericId): Id => {
 }
 
 /** Methods that only make sense on one connection, e.g. subscriptions on a WebSocket. */
-export type LocalMethods = Record<string, (params: unknown) => Promise<unknown>>
+export type LocalMethods = Record<string, (params: unknown, request: { notification: boolean }) => Promise<unknown>>
 const NO_LOCAL_METHODS: LocalMethods = {}
 
 /**
@@ -123,7 +123,7 @@ export function createJsonRpcHandler(config: JsonRpcHandlerConfig) {
     let result: MaybePromise<unknown>
     try {
       const localMethod = Object.hasOwn(local, message.method) ? local[message.method] : undefined
-      result = localMethod ? localMethod(message.params) : call(message.method, message.params, context)
+      result = localMethod ? localMethod(message.params, { notification: !hasId }) : call(message.method, message.params, context)
     } catch (error) {
       return failed(id, hasId, error)
     }

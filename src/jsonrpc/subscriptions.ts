@@ -10,6 +10,15 @@ export type { ChainEvents } from '../resolvers/index.js'
 
 /** Subscriptions one connection may hold: each costs work on every block and flashblock. */
 export const MAX_SUBSCRIPTIONS_PER_CONNECTION = 100
+/**
+ * Bytes of subscription arguments (their JSON) one client may hold open across all its connections: a `logs`
+ * filter may name 1,000 addresses and 1,000 topics per position (~320 KB, and ~1 MB once parsed), so the count
+ * alone does not bound the memory (as filter-store.ts's share of stateful filters).
+ */
+export const MAX_SUBSCRIPTION_BYTES_PER_CLIENT = 4 * 1024 * 1024
+
+/** What a client's open subscriptions hold, shared by its connections: `take` says whether `bytes` more fit. */
+export type SubscriptionShare = { take(bytes: number): boolean; give(bytes: number): void }
 
 type Notify = (subscription: string, result: unknown) => void
 
@@ -83,9 +92,17 @@ function parseSubscription(params: unknown): Subscription {
  * stream (resolvers/events.ts), which every process feeds, whether it ingests or not.
  * https://geth.ethereum.org/docs/interacting-with-geth/rpc/pubsub
  */
-export function createSubscriptions(options: { chainEvents: ChainEvents | null; notify: Notify }) {
-  const { chainEvents, notify } = options
+export function createSubscriptions(options: { chainEvents: ChainEvents | null; notify: Notify; share?: SubscriptionShare }) {
+  const { chainEvents, notify, share } = options
   const active = new Map<string, Subscription>()
+  /** The bytes each subscription's arguments hold of the client's share. */
+  const held = new Map<string, number>()
+  const release = (id: string) => {
+    const bytes = held.get(id)
+    if (bytes === undefined) return
+    held.delete(id)
+    share?.give(bytes)
+  }
   /** The connection listens to an event only while it has a subscription fed by it. */
   const listening = new Map<Kind, () => void>()
   /** Closed with its connection: a subscribe that comes later (a batch's, after slower calls) adds nothing. */
@@ -163,8 +180,14 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
       if (closed) throw new InvalidRequestError('the connection is closed')
       if (active.size >= MAX_SUBSCRIPTIONS_PER_CONNECTION)
         throw new LimitExceededError(`too many subscriptions on this connection: at most ${MAX_SUBSCRIPTIONS_PER_CONNECTION}; unsubscribe first`)
+      const bytes = JSON.stringify(params)?.length ?? 0
+      if (share !== undefined && !share.take(bytes))
+        throw new LimitExceededError(
+          `too many subscription filters from this client: at most ${MAX_SUBSCRIPTION_BYTES_PER_CLIENT / 1024 / 1024} MiB of arguments open across its connections; unsubscribe first`,
+        )
       const id = `0x${randomBytes(16).toString('hex')}`
       active.set(id, subscription)
+      if (share !== undefined) held.set(id, bytes)
       settle(subscription.kind)
       return id
     },
@@ -176,12 +199,14 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
       const subscription = active.get(id)
       if (subscription === undefined) return false
       active.delete(id)
+      release(id)
       settle(subscription.kind)
       return true
     },
     close() {
       closed = true
       active.clear()
+      for (const id of [...held.keys()]) release(id)
       for (const unsubscribe of listening.values()) unsubscribe()
       listening.clear()
     },

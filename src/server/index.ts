@@ -15,6 +15,7 @@ import {
   NotFoundError,
   PayloadTooLargeError,
   RateLimitedError,
+  TooManyWebSocketsError,
   toHttpError,
   toJsonRpcError,
   UnauthorizedError,
@@ -26,7 +27,7 @@ import { contentDecoders, continueWhenRead, DECODED_CODINGS, readBody, readBodyT
 import { type MaybePromise, whenReady } from '../http/maybe-promise.js'
 import { createJsonRpcHandler, type JsonRpcHandler, type JsonRpcReply, type PassThrough } from '../jsonrpc/index.js'
 import { type CallMemo, createCallMemo } from '../jsonrpc/memo.js'
-import { type ChainEvents, createSubscriptions } from '../jsonrpc/subscriptions.js'
+import { type ChainEvents, createSubscriptions, MAX_SUBSCRIPTION_BYTES_PER_CLIENT, type SubscriptionShare } from '../jsonrpc/subscriptions.js'
 import { hasDeflatedResult, serializeJsonRpc, serializeJsonRpcParts, storedJsonRpc } from '../jsonrpc/serialize.js'
 import { clientAddress, createRateLimiter, type Policy, type PolicyName } from '../policy/index.js'
 import type { ClusterLink } from '../cluster/link.js'
@@ -45,6 +46,11 @@ const SHUTDOWN_GRACE_MS = 10_000
 const MAX_WS_MESSAGE_BYTES = 1024 * 1024
 /** A WebSocket client that lets this much of our output pile up unread is cut off (slow consumer). */
 const MAX_WS_BUFFERED_BYTES = 16 * 1024 * 1024
+/**
+ * WebSockets one client (an address on the public endpoint, an API key on a dedicated one) may hold open on a
+ * serving process, as its GraphQL streams (server/graphql.ts); the next upgrade is answered 429.
+ */
+export const MAX_WEBSOCKETS_PER_CLIENT = 100
 /** Node's limit on a request's head (request line and headers); a longer one gets a 431 with a JSON body. */
 const MAX_HEADER_BYTES = 16 * 1024
 /** Memory of each endpoint policy's call memo (jsonrpc/memo.ts), as a share of the answer cache's (`--answer-cache-mb`). */
@@ -516,12 +522,45 @@ export function createServer(config: ServerConfig) {
     return endWithJson(socket, refusal.status, refusal.body, { ...connectionHeaders, ...refusal.headers })
   }
 
+  /** What each client holds open over WebSockets: connections, and its subscriptions' arguments (a share of them all). */
+  const webSocketClients = new Map<string, { connections: number; bytes: number }>()
+
+  function openWebSocket(client: string): SubscriptionShare | null {
+    const holding = webSocketClients.get(client) ?? { connections: 0, bytes: 0 }
+    if (holding.connections >= MAX_WEBSOCKETS_PER_CLIENT) return null
+    holding.connections++
+    webSocketClients.set(client, holding)
+    return {
+      take(bytes) {
+        if (holding.bytes + bytes > MAX_SUBSCRIPTION_BYTES_PER_CLIENT) return false
+        holding.bytes += bytes
+        return true
+      },
+      give(bytes) {
+        holding.bytes -= bytes
+      },
+    }
+  }
+
+  function closeWebSocket(client: string) {
+    const holding = webSocketClients.get(client)
+    if (holding !== undefined && --holding.connections === 0) webSocketClients.delete(client)
+  }
+
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
     // Refused here in the JSON-RPC shape, where ws would answer plain text.
-    const refusal = handshakeRefusal(request)
+    const refusal =
+      handshakeRefusal(request) ??
+      ((webSocketClients.get(endpoint.client)?.connections ?? 0) >= MAX_WEBSOCKETS_PER_CLIENT ? new TooManyWebSocketsError(MAX_WEBSOCKETS_PER_CLIENT) : null)
     if (refusal !== null)
       return endWithJson(socket, refusal.httpStatus, { jsonrpc: '2.0', id: null, error: toJsonRpcError(refusal) }, { ...connectionHeaders, ...refusal.headers })
     sockets.handleUpgrade(request, socket, head, (ws) => {
+      // Upgrades racing past the check above: the one over the bound is closed at once ("try again later").
+      const share = openWebSocket(endpoint.client)
+      if (share === null) {
+        ws.close(1013, 'too many open WebSockets from this client')
+        return
+      }
       /** Sends JSON text (a text frame, also when it comes as UTF-8 bytes). */
       const send = (json: string | Buffer) => {
         if (ws.readyState !== ws.OPEN) return
@@ -535,9 +574,11 @@ export function createServer(config: ServerConfig) {
       const subscriptions = createSubscriptions({
         chainEvents: config.chainEvents ?? null,
         notify: (subscription, result) => send(JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription, result } })),
+        share,
       })
       const local = {
-        eth_subscribe: async (params: unknown) => subscriptions.subscribe(params),
+        // Sent as a notification, it would open a subscription whose id the client never learns: geth opens none.
+        eth_subscribe: async (params: unknown, { notification }: { notification: boolean }) => (notification ? null : subscriptions.subscribe(params)),
         eth_unsubscribe: async (params: unknown) => subscriptions.unsubscribe(params),
       }
       const admit = admitter(endpoint)
@@ -552,7 +593,10 @@ export function createServer(config: ServerConfig) {
             send(JSON.stringify({ jsonrpc: '2.0', id: null, error: toJsonRpcError(new InternalError()) }))
           })
       })
-      ws.on('close', () => subscriptions.close())
+      ws.on('close', () => {
+        subscriptions.close()
+        closeWebSocket(endpoint.client)
+      })
       ws.on('error', () => ws.terminate())
     })
   }
