@@ -204,6 +204,20 @@ describe('stats errors', () => {
     expect(await getJson(`/v1/builder-codes/${'x'.repeat(33)}/stats`)).toMatchObject({ status: 400, body: { error: { code: 'invalid_builder_code' } } })
     expect(await getJson(`/v1/builder-codes/${codes[0]}/stats?interval=week`)).toMatchObject({ status: 400, body: { error: { code: 'invalid_query' } } })
     expect(await getJson(`/v1/builder-codes/${codes[0]}/stats?points=0`)).toMatchObject({ status: 400, body: { error: { code: 'invalid_query' } } })
+    // Only decimal digits are a number; a parameter given twice is refused whichever comes first.
+    for (const query of [
+      'points=0x10',
+      'points=1e1',
+      'points=%2010',
+      'points=10.0',
+      'points=20&points=abc',
+      'points=abc&points=20',
+      'interval=minute&interval=year',
+      'interval=year&interval=minute',
+    ])
+      expect(await getJson(`/v1/builder-codes/${codes[0]}/stats?${query}`), query).toMatchObject({ status: 400, body: { error: { code: 'invalid_query' } } })
+    expect(await getJson('/v1/builder-codes?limit=0x5')).toMatchObject({ status: 400, body: { error: { code: 'invalid_query' } } })
+    expect(await getJson(`/v1/builder-codes/${codes[0]}/stats?points=010`)).toMatchObject({ status: 200 })
     expect(await getJson('/v1/builder-codes/%E0%A4%A/stats')).toMatchObject({ status: 400 })
     expect(await getJson('/v1/nothing-here')).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } })
     const post = await fetch(`${gateway.url}/v1/builder-codes/${codes[0]}/stats`, { method: 'POST' })

@@ -82,9 +82,17 @@ function requestUrl(request: IncomingMessage): URL | null {
   }
 }
 
+/** A query parameter given at most once: `null` when absent; given twice, which one was meant is not for the server to guess. */
+function single(query: URLSearchParams, name: string): string | null {
+  const values = query.getAll(name)
+  if (values.length > 1) throw new InvalidQueryError(`${name} is given ${values.length} times; give it once`)
+  return values[0] ?? null
+}
+
+/** A whole number written in decimal digits alone (not `0x10`, `1e1` or ` 10`, which `Number` would take). */
 function parsePositiveInt(name: string, value: string | null, max: number): number | undefined {
   if (value === null) return undefined
-  const number = Number(value)
+  const number = /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN
   if (!Number.isInteger(number) || number < 1 || number > max) throw new InvalidQueryError(`${name} must be a whole number from 1 to ${max}`)
   return number
 }
@@ -134,10 +142,10 @@ export function createRestHandler(config: RestConfig): RestHandler {
 
   async function stats(request: IncomingMessage, response: ServerResponse, code: string, query: URLSearchParams) {
     if (!attributionCode.safeParse(code).success) throw new InvalidBuilderCodeError(`${JSON.stringify(code)} is not a builder code`)
-    const intervalText = query.get('interval')
+    const intervalText = single(query, 'interval')
     const interval = intervalText === null ? undefined : seriesInterval.safeParse(intervalText)
     if (interval !== undefined && !interval.success) throw new InvalidQueryError(interval.error.issues[0]!.message)
-    const result = await resolvers.builderCodeStats(code, { interval: interval?.data, points: parsePositiveInt('points', query.get('points'), 1_000) })
+    const result = await resolvers.builderCodeStats(code, { interval: interval?.data, points: parsePositiveInt('points', single(query, 'points'), 1_000) })
     if (result === null) throw new NotFoundError(`builder code ${code} is neither registered nor seen on chain`)
     return send(request, response, 200, result)
   }
@@ -150,7 +158,7 @@ export function createRestHandler(config: RestConfig): RestHandler {
   }
 
   async function leaderboard(request: IncomingMessage, response: ServerResponse, query: URLSearchParams) {
-    const builderCodes = await resolvers.builderCodeLeaderboard({ limit: parsePositiveInt('limit', query.get('limit'), 100) })
+    const builderCodes = await resolvers.builderCodeLeaderboard({ limit: parsePositiveInt('limit', single(query, 'limit'), 100) })
     return send(request, response, 200, { builderCodes })
   }
 
