@@ -3,6 +3,7 @@ import { pino } from 'pino'
 import type { RpcBlock, RpcLog, RpcTransaction, RpcTransactionReceipt } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { createResolvers } from '../src/resolvers/index.js'
+import { MAX_COMPLEXITY_IN_FLIGHT } from '../src/schema/admission.js'
 import { createGraphqlServer, type GraphqlServer } from '../src/schema/index.js'
 import { type Anvil, startAnvil } from './fixtures/anvil.js'
 import { type GeneratedChain, generateChain } from './fixtures/chain.js'
@@ -275,6 +276,44 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     expect(logs).toEqual(reference.map(expectedLog))
   })
 
+  test('queries that take memory by their complexity run a few at a time; all are answered, cheap ones at once', async () => {
+    const aliases = Array.from(
+      { length: 15 },
+      (_, at) =>
+        `a${at}: logs(filter: { fromBlock: { number: ${at} }, toBlock: { tag: LATEST } }, first: 1000) { nodes { address block { number } transaction { from } } }`,
+    ).join(' ')
+    const heavy = `{ ${aliases} }`
+    // Resolvers over the same database, with room for 1,000 logs a page.
+    const resolvers = createResolvers({ db: gateway.db, upstream: null })
+    const roomy = createGraphqlServer({
+      resolvers,
+      limits: { ...resolvers.limits, maxLogs: 1_000 },
+      maxBodyBytes: 1_048_576,
+      logger: pino({ level: 'silent' }),
+    })
+    const post = async (query: string) => {
+      const response = await roomy.fetch('http://flashgate.test/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query }),
+      })
+      return (await response.json()) as { data?: Record<string, { nodes: unknown[] }>; errors?: unknown }
+    }
+    const answers = Promise.all(Array.from({ length: 6 }, () => post(heavy)))
+    // A cheap query is not held behind them.
+    expect((await post('{ blockNumber }')).data).toEqual({ blockNumber: String(head) })
+    for (const answer of await answers) {
+      expect(answer.errors).toBeUndefined()
+      expect(answer.data!.a0!.nodes.length).toBeGreaterThan(MAX_LOGS)
+    }
+    const figures = roomy.complexityGate.figures()
+    // Each weighs ~90,000: two ran at once at most, and the gate is empty again.
+    expect(figures.peak).toBeGreaterThan(MAX_COMPLEXITY_IN_FLIGHT / 2)
+    expect(figures.peak).toBeLessThanOrEqual(MAX_COMPLEXITY_IN_FLIGHT)
+    expect(figures.waited).toBeGreaterThan(0)
+    expect(figures).toMatchObject({ running: 0, waiting: 0 })
+  })
+
   test('100 logs with their blocks, transactions and receipts cost a constant number of SQL statements', async () => {
     const query = `query ($first: Int!) { logs(filter: { fromBlock: { tag: EARLIEST }, toBlock: { tag: LATEST } }, first: $first) {
       nodes { logIndex block { number timestamp transactionCount } transaction { hash from value } receipt { status gasUsed } }
@@ -409,6 +448,14 @@ describe('GraphQL errors', () => {
     await expectError(`{ ${aliases} }`, 'GRAPHQL_VALIDATION_FAILED', /Aliases limit of 15 exceeded/)
     const long = `{ ${Array.from({ length: 6_000 }, () => 'blockNumber').join(' ')} }`
     await expectError(long, 'GRAPHQL_PARSE_FAILED', /Token limit of 5000 exceeded/)
+    // Too wide: one field 301 or 1,500 times (past ~1,000, graphql-js's own merge check gives up), directly or
+    // spread through fragments, is the breadth limit, counted as the complexity plugin counts it.
+    for (const times of [301, 1_500]) {
+      const wide = `{ block { ${'number '.repeat(times)}} }`
+      expect((await expectError(wide, 'QUERY_TOO_COMPLEX', /breadth/)).message).toBe(`query breadth ${times + 1} exceeds the limit of 300`)
+    }
+    const spread = `{ block { ...A ...A } } fragment A on Block { ${'number '.repeat(800)}}`
+    expect((await expectError(spread, 'QUERY_TOO_COMPLEX', /breadth/)).message).toBe('query breadth 1601 exceeds the limit of 300')
   })
 
   test('an unexpected failure is masked: no SQL or stack in the answer', async () => {

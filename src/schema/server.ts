@@ -11,6 +11,8 @@ import type { ChainEvents } from '../jsonrpc/subscriptions.js'
 import type { LogLimits, Resolvers } from '../resolvers/index.js'
 import type { GraphqlContext } from './builder.js'
 import { createLoaders } from './loaders.js'
+import { complexityGatePlugin, createComplexityGate } from './admission.js'
+import { maxBreadthPlugin } from './breadth.js'
 import { maxNestingPlugin } from './nesting.js'
 import { schema } from './schema.js'
 import { urlParamsJsonPlugin } from './url-params.js'
@@ -84,7 +86,9 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
     (level: 'debug' | 'info' | 'warn' | 'error') =>
     (...args: unknown[]) =>
       logger[level](format(...args))
-  return createYoga<{ req: IncomingMessage; res: ServerResponse }, GraphqlContext>({
+  // Queries that take memory in proportion to their complexity run a few at a time (admission.ts).
+  const complexityGate = createComplexityGate()
+  const yoga = createYoga<{ req: IncomingMessage; res: ServerResponse }, GraphqlContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
     landingPage: false,
@@ -124,8 +128,17 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
       },
     },
     // The nesting limit wraps the parser that max-tokens sets, so it comes after it.
-    plugins: [urlParamsJsonPlugin(), maxAliasesPlugin({ n: MAX_ALIASES }), maxTokensPlugin({ n: MAX_TOKENS }), maxNestingPlugin()],
+    // The breadth is checked before graphql-js validates: its own check gives up on very wide documents.
+    plugins: [
+      urlParamsJsonPlugin(),
+      maxAliasesPlugin({ n: MAX_ALIASES }),
+      maxTokensPlugin({ n: MAX_TOKENS }),
+      maxNestingPlugin(),
+      maxBreadthPlugin(),
+      complexityGatePlugin(complexityGate, schema),
+    ],
   })
+  return Object.assign(yoga, { complexityGate })
 }
 
 export type GraphqlServer = ReturnType<typeof createGraphqlServer>
