@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { describe, expect, test } from 'vitest'
@@ -240,9 +241,30 @@ describe('parseConfig(devnetConfigSchema)', () => {
   })
 
   test('a fractional block time is accepted; zero is refused in one line', () => {
-    expect(parseConfig(devnetConfigSchema, { 'block-time': '0.5' }, {}).blockTime).toBe(0.5)
+    expect(parseConfig(devnetConfigSchema, { 'block-time': '0.4' }, {}).blockTime).toBe(0.4)
+    expect(parseConfig(devnetConfigSchema, { 'block-time': '0.5', 'flashblock-interval': '250' }, {}).blockTime).toBe(0.5)
     expect(configErrorOf(() => parseConfig(devnetConfigSchema, { 'block-time': '0' }, {})).message).toBe(
       'invalid configuration: --block-time (BLOCK_TIME) must be positive (got "0")',
+    )
+  })
+
+  test('a block that is not a whole number of flashblocks is a bad value, for the devnet and dev alike', () => {
+    for (const schema of [devnetConfigSchema, devConfigSchema]) {
+      expect(configErrorOf(() => parseConfig(schema, { 'block-time': '0.1' }, {})).message).toBe(
+        'invalid configuration: --flashblock-interval (FLASHBLOCK_INTERVAL) must divide --block-time (BLOCK_TIME) into whole flashblocks: 100 ms is not a positive multiple of 200 ms',
+      )
+      expect(configErrorOf(() => parseConfig(schema, { 'flashblock-interval': '3000' }, {})).message).toBe(
+        'invalid configuration: --flashblock-interval (FLASHBLOCK_INTERVAL) must divide --block-time (BLOCK_TIME) into whole flashblocks: 2000 ms is not a positive multiple of 3000 ms (got "3000")',
+      )
+      expect(() => parseConfig(schema, {}, { BLOCK_TIME: '0.5' })).toThrow(/500 ms is not a positive multiple of 200 ms/)
+    }
+  })
+
+  test('--plain is true or false in FLASHBLOCKS_PLAIN, and anything else is refused naming both', () => {
+    expect(parseConfig(devnetConfigSchema, {}, { FLASHBLOCKS_PLAIN: 'true' }).plain).toBe(true)
+    expect(parseConfig(devnetConfigSchema, { plain: 'true' }, { FLASHBLOCKS_PLAIN: 'false' }).plain).toBe(true)
+    expect(configErrorOf(() => parseConfig(devnetConfigSchema, {}, { FLASHBLOCKS_PLAIN: 'perhaps' })).message).toBe(
+      'invalid configuration: --plain (FLASHBLOCKS_PLAIN) must be true or false (got "perhaps")',
     )
   })
 
@@ -272,6 +294,38 @@ describe('OPTIONS', () => {
   test('every entry sets a key of the serve, devnet or dev schema', () => {
     const schemaKeys = new Set([...Object.keys(serveConfigSchema.shape), ...Object.keys(devnetConfigSchema.shape), ...Object.keys(devConfigSchema.shape)])
     expect(OPTIONS.filter((option) => !schemaKeys.has(option.key))).toEqual([])
+  })
+
+  test('the README has a row for every option, with its flag, variable and the default --help gives', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+    const rows = new Map(
+      readme
+        .split('\n')
+        .map((line) => /^\| `--([a-z-]+)` \| `([A-Z_]+)` \| ([^|]+) \|/.exec(line))
+        .filter((row) => row !== null)
+        .map(([, flag, env, fallback]) => [flag!, { env, fallback: fallback!.trim() }]),
+    )
+    for (const option of OPTIONS) {
+      const row = rows.get(option.flag)
+      expect(row, `README row for --${option.flag}`).toBeDefined()
+      expect(row!.env, `README variable of --${option.flag}`).toBe(option.env)
+      // `(default 8545)`, `(…, default false)`, `(default 8546; …)`: a plain default must be the README's too.
+      const fallback = /\bdefault ([^\s;,)]+)[;)]/.exec(option.help)?.[1]
+      if (fallback !== undefined) expect(row!.fallback, `README default of --${option.flag}`).toBe(`\`${fallback}\``)
+    }
+  })
+
+  test('the README lists every command that --help lists', async () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+    const { stdout } = await run(process.execPath, [BIN, '--help'], { cwd: REPO_ROOT, env: { PATH: process.env.PATH }, timeout: 30_000 })
+    const commands = stdout
+      .split('commands:\n')[1]!
+      .split('\n\n')[0]!
+      .split('\n')
+      .map((line) => /^ {2}([a-z]+)/.exec(line)?.[1])
+      .filter((command) => command !== undefined)
+    expect(new Set(commands)).toEqual(new Set(['dev', 'serve', 'devnet', 'migrate', 'keys', 'suffix', 'attribution']))
+    for (const command of new Set(commands)) expect(readme, `README command flashgate ${command}`).toMatch(new RegExp(`^\\| \`flashgate ${command}\\b`, 'm'))
   })
 
   test('flags are kebab-case and variables SCREAMING_SNAKE_CASE', () => {

@@ -79,6 +79,12 @@ export const DEFAULT_STOP_TIMEOUT_S = 30
 export const API_KEY_POLICIES = ['dedicated', 'public'] as const
 export type ApiKeyPolicy = (typeof API_KEY_POLICIES)[number]
 
+/** `flashgate attribution`: the gateway's port on this host, unless `--url` (FLASHGATE_URL) names the gateway. */
+export const attributionConfigSchema = z.object({ port: port.default(8545) })
+
+/** `flashgate attribution --url` (FLASHGATE_URL): where the gateway answers JSON-RPC. */
+export const gatewayUrl = url(['http:', 'https:'])
+
 /** `flashgate devnet --profile` (src/devnet/profile.ts): none, or Base's shape. */
 export const LOAD_PROFILES = ['none', 'base'] as const
 export type LoadProfileName = (typeof LOAD_PROFILES)[number]
@@ -169,24 +175,46 @@ export function checkDeployment(config: ServeConfig) {
     throw new ConfigError('invalid configuration: --database-read-url is for serving processes; --role ingest writes to --database-url')
 }
 
-/** `flashgate devnet`: the local chain alone (DESIGN.md §6). */
-export const devnetConfigSchema = z.object({
+/** The devnet's options, `dev`'s and `devnet`'s alike (their block and flashblock times checked together below). */
+const devnetOptionsSchema = z.object({
   port: port.default(8546),
   flashblocksPort: port.default(8547),
   blockTime: decimal('must be a number of seconds')
     .pipe(z.number().positive({ error: 'must be positive' }))
     .default(2),
   flashblockInterval: positiveInt.default(200),
-  plain: z.stringbool().default(false),
+  // A flag without a value on the command line (src/cli/flags.ts), true or false in FLASHBLOCKS_PLAIN.
+  plain: z.stringbool({ error: 'must be true or false' }).default(false),
   feedFormat: z.enum(FEED_FORMATS, { error: `must be one of ${FEED_FORMATS.join(', ')}` }).default('current'),
   profile: z.enum(LOAD_PROFILES, { error: `must be one of ${LOAD_PROFILES.join(', ')}` }).default('none'),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 
+/**
+ * A block is a whole number of flashblocks (src/devnet/sequencer.ts): checked with the other values, so that
+ * `--block-time 0.1` is refused as a bad value (exit 2) before the devnet starts.
+ */
+const wholeFlashblocks = (config: { blockTime: number; flashblockInterval: number }, context: z.RefinementCtx) => {
+  const blockTimeMs = Math.round(config.blockTime * 1_000)
+  const flashblocks = blockTimeMs / config.flashblockInterval
+  if (!Number.isInteger(flashblocks) || flashblocks < 1)
+    context.addIssue({
+      code: 'custom',
+      path: ['flashblockInterval'],
+      message: `must divide --block-time (BLOCK_TIME) into whole flashblocks: ${blockTimeMs} ms is not a positive multiple of ${config.flashblockInterval} ms`,
+    })
+}
+
+/** `flashgate devnet`: the local chain alone (DESIGN.md §6). */
+export const devnetConfigSchema = devnetOptionsSchema.superRefine(wholeFlashblocks)
+
 export type DevnetConfig = z.output<typeof devnetConfigSchema>
 
 /** `flashgate dev`: the devnet's options, its JSON-RPC on `--devnet-port` (`--port` is the gateway's). */
-export const devConfigSchema = devnetConfigSchema.omit({ port: true }).extend({ devnetPort: port.default(8546) })
+export const devConfigSchema = devnetOptionsSchema
+  .omit({ port: true })
+  .extend({ devnetPort: port.default(8546) })
+  .superRefine(wholeFlashblocks)
 
 export type DevConfig = z.output<typeof devConfigSchema>
 
@@ -350,7 +378,12 @@ export const OPTIONS = [
   { key: 'flashblocksPort', flag: 'flashblocks-port', env: 'FLASHBLOCKS_PORT', help: 'devnet: Flashblocks WebSocket port (default 8547)' },
   { key: 'blockTime', flag: 'block-time', env: 'BLOCK_TIME', help: 'devnet: seconds per block (default 2)' },
   { key: 'flashblockInterval', flag: 'flashblock-interval', env: 'FLASHBLOCK_INTERVAL', help: 'devnet: milliseconds per flashblock (default 200)' },
-  { key: 'plain', flag: 'plain', env: 'FLASHBLOCKS_PLAIN', help: 'devnet: send JSON text frames instead of Brotli (true/false)' },
+  {
+    key: 'plain',
+    flag: 'plain',
+    env: 'FLASHBLOCKS_PLAIN',
+    help: 'devnet: send JSON text frames instead of Brotli: a flag without a value, true or false in the variable (default false)',
+  },
   {
     key: 'feedFormat',
     flag: 'feed-format',

@@ -1,11 +1,13 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import type { TestDatabase } from './fixtures/db.js'
 import { rpc } from './fixtures/gateway.js'
 import { freePort } from './fixtures/ports.js'
+import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtures/shared-postgres.js'
 
 const BIN = new URL('../bin/flashgate.js', import.meta.url).pathname
 const TX_HASH = `0x${'ab'.repeat(32)}`
@@ -64,21 +66,37 @@ afterAll(() => {
 })
 
 describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr with a non-zero exit code', () => {
-  test('attribution with no gateway at the URL it was given, by --url, FLASHGATE_URL or PORT, in that order', async () => {
-    const [byPort, byEnv, byFlag] = [await freePort(), await freePort(), await freePort()]
+  test('attribution with no gateway at the URL it was given, by --url or --port, else FLASHGATE_URL or PORT, in that order', async () => {
+    const [byPort, byEnv, byFlag, byPortFlag] = [await freePort(), await freePort(), await freePort(), await freePort()]
+    const env = { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` }
     const runs = await Promise.all([
       flashgate(['attribution', TX_HASH], { cwd, env: { PORT: String(byPort) } }),
-      flashgate(['attribution', TX_HASH], { cwd, env: { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` } }),
-      flashgate(['attribution', TX_HASH, '--url', `http://127.0.0.1:${byFlag}`], {
-        cwd,
-        env: { PORT: String(byPort), FLASHGATE_URL: `http://127.0.0.1:${byEnv}` },
-      }),
-      flashgate(['attribution', TX_HASH, '--url', 'not a url'], { cwd }),
+      flashgate(['attribution', TX_HASH], { cwd, env }),
+      flashgate(['attribution', TX_HASH, '--url', `http://127.0.0.1:${byFlag}`], { cwd, env }),
+      // A flag wins over a variable: --port over FLASHGATE_URL and PORT.
+      flashgate(['attribution', TX_HASH, '--port', String(byPortFlag)], { cwd, env }),
     ])
     expectOneLineFailure(runs[0]!, 1, new RegExp(`cannot reach the gateway at http://127.0.0.1:${byPort} \\(ECONNREFUSED\\)`))
     expectOneLineFailure(runs[1]!, 1, new RegExp(`at http://127.0.0.1:${byEnv} `))
     expectOneLineFailure(runs[2]!, 1, new RegExp(`at http://127.0.0.1:${byFlag} `))
-    expectOneLineFailure(runs[3]!, 1, /cannot reach the gateway at not a url/)
+    expectOneLineFailure(runs[3]!, 1, new RegExp(`at http://127.0.0.1:${byPortFlag} `))
+  })
+
+  test('attribution with a gateway named wrongly: a bad --url, FLASHGATE_URL or --port, or both flags, is bad configuration (exit 2)', async () => {
+    const runs = await Promise.all([
+      flashgate(['attribution', TX_HASH, '--url', 'not a url'], { cwd }),
+      flashgate(['attribution', TX_HASH], { cwd, env: { FLASHGATE_URL: 'notaurl' } }),
+      flashgate(['attribution', TX_HASH, '--url', 'ftp://127.0.0.1/'], { cwd }),
+      flashgate(['attribution', TX_HASH, '--port', 'abc'], { cwd }),
+      flashgate(['attribution', TX_HASH], { cwd, env: { PORT: '70000' } }),
+      flashgate(['attribution', TX_HASH, '--url', 'http://127.0.0.1:1', '--port', '47011'], { cwd }),
+    ])
+    expectOneLineFailure(runs[0]!, 2, /invalid configuration: --url \(FLASHGATE_URL\) must be a http or https URL \(got "not a url"\)/)
+    expectOneLineFailure(runs[1]!, 2, /invalid configuration: --url \(FLASHGATE_URL\) must be a http or https URL \(got "notaurl"\)/)
+    expectOneLineFailure(runs[2]!, 2, /--url \(FLASHGATE_URL\) must be a http or https URL/)
+    expectOneLineFailure(runs[3]!, 2, /invalid configuration: --port \(PORT\) must be a port number \(got "abc"\)/)
+    expectOneLineFailure(runs[4]!, 2, /--port \(PORT\) must be between 0 and 65535 \(got "70000"\)/)
+    expectOneLineFailure(runs[5]!, 2, /--url and --port both name the gateway: give one/)
   })
 
   test('bad flags and values: a negative rate, an unknown option, a missing value, an unknown command, a bad port', async () => {
@@ -98,6 +116,9 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
       flashgate(['keys', 'frobnicate'], { cwd }),
       flashgate(['suffix'], { cwd }),
       flashgate(['attribution'], { cwd }),
+      flashgate(['devnet', '--block-time', '0.1'], { cwd }),
+      flashgate(['devnet', '--flashblock-interval', '3000'], { cwd }),
+      flashgate(['dev', '--block-time', '0.1'], { cwd }),
     ])
     expectOneLineFailure(runs[0]!, 2, /--rate must be a whole number/)
     expectOneLineFailure(runs[1]!, 2, /--rate must be a whole number/)
@@ -115,6 +136,10 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expectOneLineFailure(runs[12]!, 2, /usage: flashgate keys create\|list\|revoke/)
     expectOneLineFailure(runs[13]!, 2, /usage: flashgate suffix/)
     expectOneLineFailure(runs[14]!, 2, /usage: flashgate attribution/)
+    // A block that is not a whole number of flashblocks is a bad value, refused before the devnet starts.
+    expectOneLineFailure(runs[15]!, 2, /--flashblock-interval \(FLASHBLOCK_INTERVAL\) must divide --block-time \(BLOCK_TIME\) .*100 ms is not/)
+    expectOneLineFailure(runs[16]!, 2, /must divide --block-time \(BLOCK_TIME\) into whole flashblocks: 2000 ms .* \(got "3000"\)/)
+    expectOneLineFailure(runs[17]!, 2, /--flashblock-interval \(FLASHBLOCK_INTERVAL\) must divide --block-time/)
     expect(existsSync(join(cwd, 'mysql:'))).toBe(false)
     // Nothing was created: the refusals come before any database is opened.
     expect(existsSync(join(cwd, '.flashgate'))).toBe(false)
@@ -166,11 +191,12 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
       const run = await flashgate(args, { cwd, recordPackages: file })
       return { run, packages: new Set(existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []) }
     }
-    const [help, badPort, badRole, badDevnet, unknown, migrate] = await Promise.all([
+    const [help, badPort, badRole, badDevnet, badDev, unknown, migrate] = await Promise.all([
       loaded('help', ['--help']),
       loaded('bad-port', ['serve', '--port', 'abc']),
       loaded('bad-role', ['serve', '--role', 'serve', '--upstream-rpc', 'http://127.0.0.1:1']),
       loaded('bad-devnet', ['devnet', '--block-time', 'x']),
+      loaded('bad-dev', ['dev', '--max-batch', '0']),
       loaded('unknown', ['frobnicate']),
       loaded('migrate', ['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/none']),
     ])
@@ -178,8 +204,9 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expectOneLineFailure(badPort.run, 2, /--port \(PORT\) must be a port number/)
     expectOneLineFailure(badRole.run, 2, /--role serve needs a Postgres database shared by several processes/)
     expectOneLineFailure(badDevnet.run, 2, /--block-time \(BLOCK_TIME\) must be a number of seconds/)
+    expectOneLineFailure(badDev.run, 2, /--max-batch \(MAX_BATCH\) must be positive \(got "0"\)/)
     expectOneLineFailure(unknown.run, 2, /unknown command "frobnicate"/)
-    for (const { packages } of [help, badPort, badRole, badDevnet, unknown]) {
+    for (const { packages } of [help, badPort, badRole, badDevnet, badDev, unknown]) {
       expect(packages.has('zod'), [...packages].join(' ')).toBe(true)
       expect(GATEWAY_PACKAGES.filter((name) => packages.has(name))).toEqual([])
     }
@@ -187,6 +214,28 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expectOneLineFailure(migrate.run, 1, /ECONNREFUSED/)
     expect(['postgres', 'drizzle-orm'].filter((name) => migrate.packages.has(name))).toEqual(['postgres', 'drizzle-orm'])
   })
+
+  test('dev with a bad gateway value (--max-batch 0, --role ingest on PGlite) deletes nothing and starts nothing: exit 2', async () => {
+    const checkout = mkdtempSync(join(tmpdir(), 'flashgate-cli-dev-'))
+    try {
+      const devDirectory = join(checkout, '.flashgate/dev-pglite')
+      mkdirSync(devDirectory, { recursive: true })
+      writeFileSync(join(devDirectory, 'kept'), 'the last dev run')
+      // Without the check, the devnet would start (and run on) before the refusal: killed after 60 s, and fails.
+      const timeoutMs = 60_000
+      const [devnetPort, flashblocksPort] = [await freePort(), await freePort()]
+      const ports = ['--devnet-port', String(devnetPort), '--flashblocks-port', String(flashblocksPort)]
+      const runs = await Promise.all([
+        flashgate(['dev', '--max-batch', '0', ...ports], { cwd: checkout, timeoutMs }),
+        flashgate(['dev', '--role', 'ingest', ...ports], { cwd: checkout, timeoutMs }),
+      ])
+      expectOneLineFailure(runs[0]!, 2, /invalid configuration: --max-batch \(MAX_BATCH\) must be positive \(got "0"\)/)
+      expectOneLineFailure(runs[1]!, 2, /--role ingest needs a Postgres database/)
+      expect(readdirSync(devDirectory)).toEqual(['kept'])
+    } finally {
+      rmSync(checkout, { recursive: true, force: true })
+    }
+  }, 120_000)
 
   test('serve on a port in use: one line naming the port and the option that chooses it', async () => {
     const taken: Server = createServer()
@@ -202,6 +251,104 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
       await new Promise((resolve) => taken.close(resolve))
     }
   })
+})
+
+/** `flashgate serve` as a child process whose output the test reads as it comes, in an environment naming nothing. */
+function startServe(args: string[]) {
+  const base = { ...process.env }
+  for (const name of ['DATABASE_URL', 'FLASHGATE_URL', 'PORT', 'LOG_LEVEL']) delete base[name]
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], { cwd, env: base, stdio: ['ignore', 'pipe', 'pipe'] })
+  const output = { stdout: '', stderr: '' }
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output.stdout += chunk))
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output.stderr += chunk))
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  return { child, output, exited }
+}
+
+/**
+ * `serve` where a process runs several workers and `--role` splits the work: on a Postgres database of its
+ * own (DATABASE_URL's server, or a throwaway cluster). Like the rest of the file, the PGlite pass only.
+ */
+describe.skipIf(SAME_IN_EVERY_PASS || !SHARED_POSTGRES_AVAILABLE)('serve on Postgres', () => {
+  const UPSTREAM = 'http://127.0.0.1:1'
+  let database: TestDatabase
+
+  beforeAll(async () => {
+    database = await createSharedPostgresDatabase()
+  }, 120_000)
+
+  afterAll(async () => {
+    await database?.drop()
+  })
+
+  test('several workers on a port in use: the one line a single process prints, once, and its exit code', async () => {
+    const taken: Server = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    const { port } = taken.address() as { port: number }
+    try {
+      // At the default log level: nothing but the failure reaches stderr.
+      const serve = (workers: string) =>
+        flashgate(['serve', '--workers', workers, '--upstream-rpc', UPSTREAM, '--database-url', database.databaseUrl], {
+          cwd,
+          env: { PORT: String(port) },
+          timeoutMs: 60_000,
+        })
+      const single = await serve('1')
+      expectOneLineFailure(single, 1, new RegExp(`^flashgate: port ${port} is already in use \\(EADDRINUSE\\); choose another with --port \\(PORT\\)\n$`))
+      expect(await serve('2')).toEqual(single)
+    } finally {
+      await new Promise((resolve) => taken.close(resolve))
+    }
+  }, 120_000)
+
+  test('a port taken after the primary has started is reported once, by the primary, for all its workers', async () => {
+    const port = await freePort()
+    const taken: Server = createServer()
+    const serve = startServe(['--workers', '2', '--port', String(port), '--upstream-rpc', UPSTREAM, '--database-url', database.databaseUrl])
+    // The primary holds the ingest lock once its own gateway has started, and forks its workers then: they
+    // bind the port only once they have loaded and connected (seconds later), after the test has taken it.
+    let taking = false
+    serve.child.stderr!.on('data', () => {
+      if (taking || !serve.output.stderr.includes('holding the ingest lock')) return
+      taking = true
+      taken.once('error', () => {}).listen(port, '127.0.0.1')
+    })
+    const timer = setTimeout(() => serve.child.kill('SIGKILL'), 60_000)
+    try {
+      const code = await serve.exited
+      expect(taking, serve.output.stderr).toBe(true)
+      // The primary's own log lines (JSON) aside, one line: the one a single process prints.
+      const lines = serve.output.stderr.trimEnd().split('\n')
+      expect(
+        lines.filter((line) => !line.startsWith('{')),
+        serve.output.stderr,
+      ).toEqual([`flashgate: port ${port} is already in use (EADDRINUSE); choose another with --port (PORT)`])
+      expect(lines.filter((line) => /"level":(5|6)0/.test(line))).toEqual([])
+      expect(code).toBe(1)
+    } finally {
+      clearTimeout(timer)
+      serve.child.kill('SIGKILL')
+      await new Promise((resolve) => taken.close(resolve))
+    }
+  }, 120_000)
+
+  test('--role ingest names in its banner only what it answers: health, readiness and metrics', async () => {
+    const serve = startServe(['--role', 'ingest', '--port', '0', '--upstream-rpc', UPSTREAM, '--database-url', database.databaseUrl, '--log-level', 'silent'])
+    try {
+      await expect.poll(() => serve.output.stdout, { timeout: 60_000 }).toMatch(/^ {2}database /m)
+      const banner = serve.output.stdout
+      expect(banner).not.toMatch(/JSON-RPC|GraphQL|\/rpc\//)
+      const url = /^ {2}health +(\S+)\/healthz +\S+\/readyz +\S+\/metrics$/m.exec(banner)?.[1]
+      expect(url, banner).toBeDefined()
+      expect((await fetch(`${url}/healthz`)).status).toBe(200)
+      // What the banner leaves out, the process does not answer.
+      expect((await fetch(`${url}/graphql`)).status).toBe(404)
+    } finally {
+      serve.child.kill('SIGTERM')
+      await serve.exited
+    }
+    expect(serve.child.exitCode, serve.output.stderr).toBe(0)
+  }, 120_000)
 })
 
 /** `flashgate dev` started in `cwd`; resolves with its printed URLs once it has printed them. */

@@ -1,8 +1,6 @@
 import { CommandLineError } from './flags.js'
 import { attributionSuffix } from '../attribution/index.js'
 import { attributedActions, type ReceiptForAttribution, type TransactionForAttribution } from '../attribution/user-operations.js'
-import { nonEmpty } from '../config.js'
-import { DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT } from './flags.js'
 import { UsageError } from './usage-error.js'
 
 const ATTRIBUTION_TIMEOUT_MS = 30_000
@@ -20,12 +18,11 @@ export function suffix(codes: string[]) {
 /**
  * `flashgate attribution <txHash>`: the client-side check of the spec's §4.3, through the gateway: the codes
  * the transaction attributes, as the index counts them: its own calldata's, then those of the user operations
- * it bundles when it calls an EntryPoint (v0.6, v0.7 or v0.8 at their canonical addresses), each once.
+ * it bundles when it calls an EntryPoint (v0.6, v0.7 or v0.8 at their canonical addresses), each once. `url` is
+ * the gateway's, read and checked with the configuration (`readGatewayUrl`).
  */
-export async function attribution(hash: string | undefined, flags: Record<string, string | undefined>) {
-  if (hash === undefined || !/^0x[0-9a-fA-F]{64}$/.test(hash)) throw new CommandLineError('usage: flashgate attribution <txHash> [--url URL]')
-  const url =
-    nonEmpty(flags.url) ?? nonEmpty(process.env.FLASHGATE_URL) ?? `http://${DEFAULT_GATEWAY_HOST}:${nonEmpty(process.env.PORT) ?? DEFAULT_GATEWAY_PORT}`
+export async function attribution(hash: string | undefined, url: string) {
+  if (hash === undefined || !/^0x[0-9a-fA-F]{64}$/.test(hash)) throw new CommandLineError('usage: flashgate attribution <txHash> [--url URL | --port PORT]')
   let response: Response
   try {
     response = await fetch(url, {

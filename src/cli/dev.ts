@@ -1,13 +1,13 @@
 import type { Logger } from 'pino'
 import { type Gateway, startGateway } from '../app.js'
-import { type DevnetConfig, type LoadProfileName, nonEmpty, parseConfig, serveConfigSchema } from '../config.js'
+import { type DevnetConfig, type LoadProfileName, nonEmpty, serveConfigSchema } from '../config.js'
 import { BASE_TRANSACTIONS_PER_BLOCK, createTrafficGenerator, type Devnet, type FeedFormat, startDevnet } from '../devnet/index.js'
 import { DEVNET_REGISTRY_ADDRESS } from '../devnet/registry-contract.js'
 import { maskedDatabaseUrl } from '../db/urls.js'
 import { createLogger } from '../logger.js'
 import { VERSION } from '../version.js'
 import { DEV_DATABASE_DIR } from './databases.js'
-import { type DevCommandLine, optionName } from './flags.js'
+import { type DevCommandLine, devGatewayConfig, optionName } from './flags.js'
 import { startAdmin } from './serve.js'
 import type { Shutdown } from './shutdown.js'
 import { explainListenFailure } from './usage-error.js'
@@ -73,22 +73,15 @@ export async function dev(flags: Record<string, string | undefined>, { devConfig
   shutdown.stopWith(stop)
   try {
     chain = await startDevnet(devnetOptions(devConfig, devConfig.devnetPort, logger))
-    const config = parseConfig(
-      serveConfigSchema,
+    const config = devGatewayConfig(
+      flags,
+      { databaseUrl: databaseUrl ?? DEV_DATABASE_DIR, logLevel },
       {
-        ...flags,
-        'database-url': databaseUrl ?? DEV_DATABASE_DIR,
-        'upstream-rpc': chain.rpcUrl,
-        'flashblocks-ws': chain.flashblocksUrl,
-        'start-block': '0',
-        'log-level': logLevel,
+        rpcUrl: chain.rpcUrl,
+        flashblocksUrl: chain.flashblocksUrl,
         // The demo traffic deploys a registry there (src/devnet/registry-contract.ts); a load profile does not.
-        'builder-code-registry':
-          nonEmpty(flags['builder-code-registry']) ??
-          nonEmpty(process.env.BUILDER_CODE_REGISTRY) ??
-          (devConfig.profile === 'none' ? DEVNET_REGISTRY_ADDRESS : 'off'),
+        builderCodeRegistry: devConfig.profile === 'none' ? DEVNET_REGISTRY_ADDRESS : 'off',
       },
-      process.env,
     )
     gateway = await startGateway({ config, logger })
     admin = await startAdmin(gateway, config.databaseUrl, logger)

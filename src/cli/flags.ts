@@ -1,7 +1,19 @@
 import { parseArgs } from 'node:util'
-import { type DevConfig, devConfigSchema, nonEmpty, OPTIONS, parseConfig } from '../config.js'
+import {
+  attributionConfigSchema,
+  ConfigError,
+  checkDeployment,
+  type DevConfig,
+  devConfigSchema,
+  gatewayUrl,
+  nonEmpty,
+  OPTIONS,
+  parseConfig,
+  type ServeConfig,
+  serveConfigSchema,
+} from '../config.js'
 
-/** Where `flashgate attribution` asks for the transaction: --url, FLASHGATE_URL, else this host on PORT (8545). */
+/** Where `flashgate attribution` asks for the transaction: --url (FLASHGATE_URL), else this host on --port (PORT, 8545). */
 export const DEFAULT_GATEWAY_HOST = '127.0.0.1'
 export const DEFAULT_GATEWAY_PORT = '8545'
 
@@ -54,14 +66,73 @@ export function optionName(key: (typeof OPTIONS)[number]['key']): string {
   return `--${option.flag} (${option.env})`
 }
 
+/**
+ * The gateway `flashgate attribution` asks: `--url`, else this host on `--port`, else `FLASHGATE_URL`, else
+ * this host on `PORT` (a flag wins over a variable, as everywhere). Both flags at once name two gateways and
+ * are refused; so are a URL that is not http(s) and a bad port, as bad configuration, before anything is sent.
+ */
+export function readGatewayUrl(flags: Record<string, string | undefined>, env: Record<string, string | undefined>): string {
+  const [urlFlag, portFlag] = [nonEmpty(flags.url), nonEmpty(flags.port)]
+  if (urlFlag !== undefined && portFlag !== undefined) throw new CommandLineError('--url and --port both name the gateway: give one')
+  const url = urlFlag ?? (portFlag === undefined ? nonEmpty(env.FLASHGATE_URL) : undefined)
+  if (url === undefined) return `http://${DEFAULT_GATEWAY_HOST}:${parseConfig(attributionConfigSchema, flags, env).port}`
+  const checked = gatewayUrl.safeParse(url)
+  if (!checked.success) throw new ConfigError(`invalid configuration: --url (FLASHGATE_URL) ${checked.error.issues[0]!.message} (got ${JSON.stringify(url)})`)
+  return url
+}
+
 /** `flashgate dev` is quiet on the console unless asked: the URLs above all, then warnings and errors. */
 const DEV_LOG_LEVEL = 'warn'
 
 export type DevCommandLine = { devConfig: DevConfig; databaseUrl: string | undefined; logLevel: string }
 
-/** `flashgate dev`'s own options; the gateway's are read once its devnet runs (they name the devnet's URLs). */
+/** The devnet as `flashgate dev`'s gateway follows it, and the Builder Codes registry it uses unless told. */
+export type DevUpstream = { rpcUrl: string; flashblocksUrl: string; builderCodeRegistry: string }
+
+/**
+ * `flashgate dev`'s gateway configuration: the flags and variables given, over what `dev` sets itself (its
+ * database, the devnet as upstream and feed, from block 0), checked as `serve` checks its own.
+ */
+export function devGatewayConfig(
+  flags: Record<string, string | undefined>,
+  { databaseUrl, logLevel }: { databaseUrl: string | undefined; logLevel: string },
+  devnet: DevUpstream,
+): ServeConfig {
+  const config = parseConfig(
+    serveConfigSchema,
+    {
+      ...flags,
+      'database-url': databaseUrl,
+      'upstream-rpc': devnet.rpcUrl,
+      'flashblocks-ws': devnet.flashblocksUrl,
+      'start-block': '0',
+      'log-level': logLevel,
+      'builder-code-registry': nonEmpty(flags['builder-code-registry']) ?? nonEmpty(process.env.BUILDER_CODE_REGISTRY) ?? devnet.builderCodeRegistry,
+    },
+    process.env,
+  )
+  checkDeployment(config)
+  return config
+}
+
+/**
+ * `flashgate dev`'s own options. The gateway's are checked here too, before the dev database is wiped or
+ * anything starts, with the devnet's URLs as its ports name them; dev.ts reads them again once the devnet
+ * runs (a port 0 is chosen then), with its registry. An absent database is checked as the default PGlite
+ * directory, the kind the dev one is.
+ */
 export function readDevCommandLine(flags: Record<string, string | undefined>): DevCommandLine {
   const databaseUrl = nonEmpty(flags['database-url']) ?? nonEmpty(process.env.DATABASE_URL)
   const logLevel = nonEmpty(flags['log-level']) ?? nonEmpty(process.env.LOG_LEVEL) ?? DEV_LOG_LEVEL
-  return { devConfig: parseConfig(devConfigSchema, { ...flags, 'log-level': logLevel }, process.env), databaseUrl, logLevel }
+  const devConfig = parseConfig(devConfigSchema, { ...flags, 'log-level': logLevel }, process.env)
+  devGatewayConfig(
+    flags,
+    { databaseUrl, logLevel },
+    {
+      rpcUrl: `http://${DEFAULT_GATEWAY_HOST}:${devConfig.devnetPort}`,
+      flashblocksUrl: `ws://${DEFAULT_GATEWAY_HOST}:${devConfig.flashblocksPort}`,
+      builderCodeRegistry: 'off',
+    },
+  )
+  return { devConfig, databaseUrl, logLevel }
 }

@@ -2,7 +2,7 @@ import { checkDeployment, DEFAULT_DATABASE_URL, devnetConfigSchema, OPTIONS, par
 import { VERSION } from '../version.js'
 import { openable, refuseHeldDirectory, wipeDevDatabase } from './databases.js'
 import { fail } from './fail.js'
-import { CommandLineError, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, readDevCommandLine, readFlags } from './flags.js'
+import { CommandLineError, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, readDevCommandLine, readFlags, readGatewayUrl } from './flags.js'
 import { listenForShutdown } from './shutdown.js'
 
 // Each command loads its own modules when it runs: `--help`, a bad flag or `suffix` do not load the gateway.
@@ -21,9 +21,10 @@ commands:
   keys list               list the keys (name, prefix, policy, rate, status)
   keys revoke <name|id>   revoke a key; its endpoint answers 401 within seconds
   suffix <code…>          print the ERC-8021 data suffix (hex) that attributes a transaction to the codes
-  attribution <txHash>    fetch a transaction through the gateway (--url, else FLASHGATE_URL, else
-                          http://${DEFAULT_GATEWAY_HOST}:$PORT, default port ${DEFAULT_GATEWAY_PORT}) and print the builder codes
-                          in its calldata, one a line
+  attribution <txHash>    fetch a transaction through the gateway (--url, or http://${DEFAULT_GATEWAY_HOST} on --port;
+                          else FLASHGATE_URL, else that host on PORT, default ${DEFAULT_GATEWAY_PORT}) and print the builder
+                          codes it attributes, one a line: its calldata's, then those of the user operations
+                          it bundles when it calls an EntryPoint (v0.6-v0.8)
 
 options (flag, or environment variable):
 ${OPTIONS.map((option) => `  --${option.flag.padEnd(16)} ${option.env.padEnd(17)} ${option.help}`).join('\n')}
@@ -86,7 +87,7 @@ async function main() {
     case 'suffix':
       return (await import('./attribution.js')).suffix(positionals.slice(1))
     case 'attribution':
-      return (await import('./attribution.js')).attribution(positionals[1], flags)
+      return (await import('./attribution.js')).attribution(positionals[1], readGatewayUrl(flags, process.env))
     default:
       throw new CommandLineError(`unknown command ${JSON.stringify(command)} (flashgate --help lists them)`)
   }

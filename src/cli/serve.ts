@@ -30,7 +30,7 @@ export async function serve(config: ServeConfig, shutdown: Shutdown) {
       throw explainListenFailure(error, [{ port: config.port, option: optionName('port') }])
     })
     logger.info({ url: primary.url, workers }, 'flashgate serving')
-    printServing(primary.url, config.databaseUrl, `${workers} workers`)
+    printServing(primary.url, config, `${workers} workers`)
     shutdown.stopWith(primary.stop)
     return
   }
@@ -42,19 +42,21 @@ export async function serve(config: ServeConfig, shutdown: Shutdown) {
     throw error
   })
   logger.info({ url: gateway.url }, 'flashgate serving')
-  printServing(gateway.url, config.databaseUrl, 'one process')
+  printServing(gateway.url, config, 'one process')
   shutdown.stopWith(async () => {
     await admin?.close()
     await gateway.stop()
   })
 }
 
-function printServing(url: string, databaseUrl: string, processes: string) {
+/** What the process answers, and nothing it refuses: `--role ingest` answers health and metrics only (docs/DEPLOY.md). */
+function printServing(url: string, { role, databaseUrl }: Pick<ServeConfig, 'role' | 'databaseUrl'>, processes: string) {
+  const apis =
+    role === 'ingest' ? [] : [`  JSON-RPC   ${url}/   (dedicated: ${url}/rpc/<apiKey>, keys from flashgate keys create)`, `  GraphQL    ${url}/graphql`]
   console.log(
     [
       `flashgate ${VERSION} (${processes})`,
-      `  JSON-RPC   ${url}/   (dedicated: ${url}/rpc/<apiKey>, keys from flashgate keys create)`,
-      `  GraphQL    ${url}/graphql`,
+      ...apis,
       `  health     ${url}/healthz  ${url}/readyz  ${url}/metrics`,
       `  database   ${maskedDatabaseUrl(databaseUrl)}`,
     ].join('\n'),

@@ -60,10 +60,18 @@ export type PrimaryStatus = {
 /** A canonical block as a worker's pending state needs it: for `confirm` and the size convention. */
 export type SealedBlock = CanonicalBlock & { header: Record<string, unknown> }
 
+/**
+ * Why a worker could not start, as data (structured clone keeps an error's message and stack, not the `code`
+ * and `port` by which a taken port is told apart).
+ */
+export type StartFailure = { message: string; stack?: string; code?: string; port?: number }
+
 export type WorkerToPrimary =
   | { fg: 'request'; id: number; operation: ClusterOperation; args: unknown[] }
   | { fg: 'metrics-reply'; id: number; metrics: unknown[] }
   | { fg: 'listening'; port: number }
+  /** The worker could not start (its port taken, its database unreachable) and exits: the primary reports it. */
+  | { fg: 'start-failed'; failure: StartFailure }
 
 export type PrimaryToWorker =
   | { fg: 'reply'; id: number; result?: unknown; error?: string }
