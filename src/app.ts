@@ -255,6 +255,8 @@ export async function startGateway({
   // What `/readyz` and `/metrics` report of the ingester, the feed and the pending view: a worker reports its primary's.
   const primaryStatus = (): PrimaryStatus | null => link?.primaryStatus() ?? null
   const ingesterStatus = (): IngesterStatus => primaryStatus()?.ingester ?? ingester.status()
+  /** Silence from the upstream counts from here until its first answer. */
+  const startedAt = Date.now()
   const feedConnected = (): boolean | null => (link !== null ? (primaryStatus()?.feed?.connected ?? null) : feed === null ? null : feed.status().connected)
   const pendingStatus = () =>
     link !== null
@@ -305,14 +307,17 @@ export async function startGateway({
             // A standby serves from the index another process keeps: ready as long as the database answers.
             // The ingester is ready while the upstream answers and the index keeps up with it.
             // The ingester asks the upstream several times a second; this long without an answer, it is not keeping up.
-            const silentFor = status.lastUpstreamContactAt === null ? 0 : Date.now() - status.lastUpstreamContactAt
+            // Before its first answer the upstream is `connecting`, not `ok`, and silent since this process started.
+            const silentFor = Date.now() - (status.lastUpstreamContactAt ?? startedAt)
             const upstreamState = !status.leader
               ? null
               : status.lastErrorSource === 'upstream'
                 ? 'unreachable'
                 : silentFor > config.readyUpstreamSilence * 1_000
                   ? 'unresponsive'
-                  : 'ok'
+                  : status.lastUpstreamContactAt === null
+                    ? 'connecting'
+                    : 'ok'
             const keepingUp = status.lastError === null && upstreamState === 'ok' && lag !== null && lag <= READY_MAX_LAG_BLOCKS
             const ready = view !== null && head !== null && (!status.leader || keepingUp)
             return {

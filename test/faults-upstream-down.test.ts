@@ -10,6 +10,7 @@ import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { freePort } from './fixtures/ports.js'
 import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
@@ -144,6 +145,21 @@ async function startHangingProxy(targetUrl: string) {
     },
   }
 }
+
+test('an upstream that has not answered yet is connecting, never ok, until it is found unreachable', async () => {
+  const own = await createTestDatabase()
+  // Nothing listens there: every call is refused, after the ingester's first attempt and its retries.
+  const silent = await startTestGateway({ upstreamRpc: `http://127.0.0.1:${await freePort()}`, databaseUrl: own.databaseUrl })
+  try {
+    const first = await readyz(silent.url)
+    expect(first.status).toBe(503)
+    expect(first.body).toMatchObject({ ready: false, upstream: 'connecting' })
+    await expect.poll(async () => (await readyz(silent.url)).body, { timeout: 30_000, interval: 100 }).toMatchObject({ ready: false, upstream: 'unreachable' })
+  } finally {
+    await silent.stop()
+    await own.drop()
+  }
+}, 60_000)
 
 test('an upstream that stops answering without refusing: /readyz says unresponsive, reads go on from the index, and ingest resumes when it answers again', async () => {
   const own = await createTestDatabase()
