@@ -90,9 +90,12 @@ describe.skipIf(!SHARED_POSTGRES_AVAILABLE || SAME_IN_EVERY_PASS)('signals outsi
   // The freeze lands wherever the ingester is: often in the first block's write (its BEGIN, its COPY, a partition's
   // transaction), else in the next block's. Each must be given up: an unwatched BEGIN, or a body left waiting for a
   // close that a half-open socket never reports, held the stop until the 30 s cut.
-  test('SIGTERM with the database half-open: the unanswered statement is given up, and the process stops and exits 0', { timeout: 90_000 }, async () => {
+  test('SIGTERM with the database half-open: the unanswered statement is given up, and the process stops and exits 0', { timeout: 120_000 }, async () => {
     relay.open()
-    const run = serve(relay.url, 'info')
+    // A stop timeout well past the statement watch (10 s + 10 s), so that what decides the exit is whether every
+    // unanswered statement is given up (0), not the cut (1). A loaded CI machine once took the stop past 30 s
+    // after the watch had given up the first statement at 20 s: what is measured is that it ends on its own.
+    const run = serve(relay.url, 'info', anvil.rpcUrl, ['--stop-timeout', '75'])
     await expect.poll(run.output, { timeout: 30_000 }).toMatch(/flashgate .* \(one process\)/)
     await expect.poll(run.output, { timeout: 30_000 }).toMatch(/starting a new index/)
     // Then a new block, which the ingester writes into the half-open connection, and waits.
@@ -106,8 +109,9 @@ describe.skipIf(!SHARED_POSTGRES_AVAILABLE || SAME_IN_EVERY_PASS)('signals outsi
     // Without an answer past the statement timeout (10 s) and 10 s more, the connections are given up: the stop
     // completes instead of waiting on them (it would be cut at 30 s otherwise).
     expect(await run.exited, run.output()).toEqual({ code: 0, signal: null })
-    expect(Date.now() - signalledAt).toBeLessThan(29_000)
+    expect(Date.now() - signalledAt).toBeLessThan(74_000)
     expect(run.output()).toMatch(/the database left a statement unanswered/)
+    expect(run.output()).not.toMatch(/did not stop within/)
   })
 
   test('SIGTERM with the upstream holding its answers: gives up stopping after --stop-timeout and exits 1, saying why', { timeout: 90_000 }, async () => {
