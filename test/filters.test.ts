@@ -11,6 +11,7 @@ import { TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { DEV_ACCOUNTS, DEVNET_CHAIN } from './fixtures/flashblocks.js'
 import { deployDevnetToken, result, rpc, startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { largestLogFilter } from './fixtures/queries.js'
 
 const CHAIN_ID = 31337
 const BLOCK_TIME_MS = 1_000
@@ -305,12 +306,7 @@ describe("one client's filters", () => {
     const theirBlocks = await result<Hex>(gateway.dedicatedUrl, 'eth_newBlockFilter')
     // This one (an address on the public endpoint) installs the largest filters the parser takes (~320 KB each)
     // and abandons them: the store's whole bound (64 MiB) would take ~210.
-    const largest = {
-      address: Array.from({ length: 1_000 }, (_, at) => `0x${(at + 1).toString(16).padStart(40, '0')}`),
-      topics: Array.from({ length: 4 }, (_, position) =>
-        Array.from({ length: 1_000 }, (_, at) => `0x${(position * 1_000 + at).toString(16).padStart(64, '0')}`),
-      ),
-    }
+    const largest = largestLogFilter()
     const installed: Hex[] = []
     let refusal: { code: number; message: string } | undefined
     for (let attempt = 0; attempt < 260 && refusal === undefined; attempt++) {

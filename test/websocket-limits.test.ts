@@ -8,6 +8,7 @@ import { MAX_SUBSCRIPTION_BYTES_PER_CLIENT } from '../src/jsonrpc/subscriptions.
 import { MAX_WEBSOCKETS_PER_CLIENT } from '../src/server/index.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { startTestGateway, type TestGateway } from './fixtures/gateway.js'
+import { largestLogFilter } from './fixtures/queries.js'
 import { anvilCall, waitForSameHead } from './fixtures/sync.js'
 
 let anvil: Anvil
@@ -90,10 +91,7 @@ test(`a client holds at most ${MAX_WEBSOCKETS_PER_CLIENT} WebSockets: the next u
 })
 
 test(`the arguments of a client's open subscriptions are bounded (${MAX_SUBSCRIPTION_BYTES_PER_CLIENT / 1024 / 1024} MiB) across its connections; unsubscribing or closing frees them`, async () => {
-  const largest = {
-    address: Array.from({ length: 1_000 }, (_, at) => `0x${(at + 1).toString(16).padStart(40, '0')}`),
-    topics: Array.from({ length: 4 }, (_, position) => Array.from({ length: 1_000 }, (_, at) => `0x${(position * 1_000 + at).toString(16).padStart(64, '0')}`)),
-  }
+  const largest = largestLogFilter()
   const first = await openOrFail(wsUrl(gateway.url))
   const second = await openOrFail(wsUrl(gateway.url))
   const subscribed: [typeof first, string][] = []
