@@ -1,3 +1,4 @@
+import { GraphQLClient } from 'graphql-request'
 import type { Hex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
@@ -98,6 +99,11 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
         .poll(async () => (await call<{ transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])).transactions)
         .toEqual([first.hash, after.hash])
       expect(await call('eth_getBlockTransactionCountByNumber', ['pending'])).toBe('0x3')
+      // GraphQL counts as JSON-RPC does, and lists what JSON-RPC lists.
+      const graphql = new GraphQLClient(`${gateway.url}/graphql`)
+      expect(await graphql.request('{ block(tag: PENDING) { transactionCount transactionHashes } }')).toEqual({
+        block: { transactionCount: 3, transactionHashes: [first.hash, after.hash] },
+      })
       expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x0'])).toMatchObject({ hash: first.hash, transactionIndex: '0x0' })
       expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x1'])).toBeNull()
       expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x2'])).toMatchObject({

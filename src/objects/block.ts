@@ -148,6 +148,17 @@ export function transactionsRoot(block: PendingBlock): Promise<Hash> {
  * post-merge block has (`sha3Uncles`, `difficulty`, `nonce`, `uncles`), the transactions root and size
  * computed, and the optional fields the parent block has (withdrawals, blobs, beacon root, requests).
  */
+/**
+ * The positions taken in each formatted pending block, undecodable transactions included: its `transactions`
+ * list holds only those a decoder knows, and a node's count (`eth_getBlockTransactionCountByNumber`) holds all.
+ */
+const pendingTransactionCounts = new WeakMap<object, number>()
+
+/** How many transactions a formatted block holds: its list's length, or a pending block's count of positions. */
+export function transactionCountOf(block: { transactions: readonly unknown[] }): number {
+  return pendingTransactionCounts.get(block) ?? block.transactions.length
+}
+
 export async function formatPendingBlock(
   block: PendingBlock,
   options: {
@@ -193,5 +204,6 @@ export async function formatPendingBlock(
     ? block.transactions.map((_, position) => options.formatTransaction(block, position))
     : block.transactions.map((transaction) => transaction.hash)
   if (has('withdrawals')) answer.withdrawals = header.withdrawals
+  pendingTransactionCounts.set(answer, block.transactionCount)
   return answer
 }

@@ -1,3 +1,4 @@
+import { transactionCountOf } from '../objects/block.js'
 import type { BlockWithHashes } from '../resolvers/index.js'
 import { builder } from './builder.js'
 import { Log } from './log.js'
@@ -24,7 +25,10 @@ Block.implement({
     receiptsRoot: t.expose('receiptsRoot', { type: 'Hash', nullable: true }),
     logsBloom: t.expose('logsBloom', { type: 'HexData', nullable: true }),
     size: t.expose('size', { type: 'BigInt', nullable: true }),
-    transactionCount: t.int({ resolve: (block) => block.transactions.length }),
+    transactionCount: t.int({
+      description: 'As `eth_getBlockTransactionCountByNumber`: a pre-confirmed transaction no decoder knows is counted, though not listed.',
+      resolve: (block) => transactionCountOf(block),
+    }),
     transactionHashes: t.field({ type: ['Hash'], resolve: (block) => block.transactions }),
     transactions: t.field({
       type: [Transaction],
