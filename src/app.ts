@@ -278,6 +278,7 @@ export async function startGateway({
           registrationRateLimit: config.registrationRateLimit,
           corsOrigins: config.corsOrigins,
           servesApis: config.role !== 'ingest',
+          requestTimeoutSeconds: config.requestTimeout,
           redis,
           metrics: {
             async chain() {

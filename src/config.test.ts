@@ -59,6 +59,7 @@ describe('parseConfig(serveConfigSchema)', () => {
       entryPoints: 'canonical',
       ingestBatchSize: 100,
       readyUpstreamSilence: 30,
+      requestTimeout: 30,
       stopTimeout: 30,
       registrationRateLimit: 20,
       logLevel: 'info',
@@ -80,6 +81,13 @@ describe('parseConfig(serveConfigSchema)', () => {
     expect(serveConfig({}, { READY_UPSTREAM_SILENCE: '45' }).readyUpstreamSilence).toBe(45)
     expect(() => serveConfig({ 'ready-upstream-silence': '0' })).toThrow(/--ready-upstream-silence \(READY_UPSTREAM_SILENCE\) must be positive/)
     expect(() => serveConfig({ 'ready-upstream-silence': '1.5' })).toThrow(/must be a whole number/)
+  })
+
+  test('--request-timeout (REQUEST_TIMEOUT) is whole seconds, from 1 to 3600', () => {
+    expect(serveConfig({ 'request-timeout': '5' }).requestTimeout).toBe(5)
+    expect(serveConfig({}, { REQUEST_TIMEOUT: '3600' }).requestTimeout).toBe(3600)
+    expect(() => serveConfig({ 'request-timeout': '0' })).toThrow(/--request-timeout \(REQUEST_TIMEOUT\) must be positive/)
+    expect(() => serveConfig({ 'request-timeout': '3601' })).toThrow(/must be at most 3600/)
   })
 
   test('--stop-timeout (STOP_TIMEOUT) is whole seconds, at least 1', () => {

@@ -75,6 +75,11 @@ export const DEFAULT_REDIS_PREFIX = 'flashgate:'
 /** Seconds a stop (SIGTERM, SIGINT, SIGHUP) may take before the process exits 1 (src/cli/shutdown.ts). */
 export const DEFAULT_STOP_TIMEOUT_S = 30
 
+/** Seconds a client has to send a whole request, head and body, by default: geth's `ReadTimeout`. */
+export const DEFAULT_REQUEST_TIMEOUT_S = 30
+/** The longest `--request-timeout`: an hour. */
+const MAX_REQUEST_TIMEOUT_S = 3_600
+
 /** `flashgate keys create --policy`: a key opens an endpoint with the dedicated or the public limits (src/policy). */
 export const API_KEY_POLICIES = ['dedicated', 'public'] as const
 export type ApiKeyPolicy = (typeof API_KEY_POLICIES)[number]
@@ -155,6 +160,15 @@ export const serveConfigSchema = z.object({
   ingestBatchSize: positiveInt.default(100),
   // Seconds without an answer from the upstream after which /readyz calls it unresponsive (src/app.ts).
   readyUpstreamSilence: positiveInt.default(30),
+  requestTimeout: decimal('must be a number')
+    .pipe(
+      z
+        .number()
+        .int({ error: 'must be a whole number' })
+        .positive({ error: 'must be positive' })
+        .max(MAX_REQUEST_TIMEOUT_S, { error: `must be at most ${MAX_REQUEST_TIMEOUT_S}` }),
+    )
+    .default(DEFAULT_REQUEST_TIMEOUT_S),
   stopTimeout: positiveInt.default(DEFAULT_STOP_TIMEOUT_S),
   registrationRateLimit: nonNegative.default(20),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -361,6 +375,12 @@ export const OPTIONS = [
     flag: 'ready-upstream-silence',
     env: 'READY_UPSTREAM_SILENCE',
     help: 'seconds without an answer from the upstream after which /readyz calls it unresponsive (default 30)',
+  },
+  {
+    key: 'requestTimeout',
+    flag: 'request-timeout',
+    env: 'REQUEST_TIMEOUT',
+    help: `seconds a client has to send a whole request, head and body, before a 408 closes the connection (default ${DEFAULT_REQUEST_TIMEOUT_S})`,
   },
   {
     key: 'stopTimeout',

@@ -17,6 +17,8 @@ import { createSharedPostgresDatabase, SHARED_POSTGRES_AVAILABLE } from './fixtu
 const PUBLIC_MAX_BODY = 64 * 1024
 /** The dedicated endpoints' body cap (`--max-body`'s default). */
 const DEDICATED_MAX_BODY = 5 * 1024 * 1024
+/** `--request-timeout` in this suite, in seconds: short, so that a trickled request runs out of it quickly. */
+const REQUEST_TIMEOUT_S = 3
 /** What the registration route reads of a body (src/rest). */
 const REGISTRATION_MAX_BODY = 4 * 1024
 
@@ -122,7 +124,12 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
   beforeAll(async () => {
     anvil = await startAnvil()
     database = await createTestDatabase()
-    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, publicMaxBody: PUBLIC_MAX_BODY })
+    gateway = await startTestGateway({
+      upstreamRpc: anvil.rpcUrl,
+      databaseUrl: database.databaseUrl,
+      publicMaxBody: PUBLIC_MAX_BODY,
+      requestTimeout: REQUEST_TIMEOUT_S,
+    })
     await gateway.ingester.waitForBlock(0)
     path = new URL(gateway.dedicatedUrl).pathname
   }, 120_000)
@@ -338,6 +345,48 @@ describe('HTTP edges: expectations, upgrades, compressed bodies', () => {
     expect(graphql.status).toBe(415)
     expect(await graphql.json()).toEqual({ error: { code: 'unsupported_media_type', message: expect.stringContaining('uncompressed') } })
   })
+
+  test('a request trickled a byte at a time, head or body, is a 408 once --request-timeout has passed, and its connection closed', async () => {
+    const body = CHAIN_ID
+    const requestHead = head('POST', path, { 'content-type': 'application/json', 'content-length': body.length })
+    const trickled = [
+      // The whole head, then the body a byte every 200 ms (it would take longer than the timeout).
+      { sent: requestHead, rest: body },
+      // The head itself, a byte every 200 ms.
+      { sent: '', rest: requestHead + body },
+    ]
+    const outcomes = await Promise.all(
+      trickled.map(async ({ sent, rest }) => {
+        const connection = await openConnection(gateway.url)
+        const started = performance.now()
+        connection.socket.write(sent)
+        let position = 0
+        const ticking = setInterval(() => {
+          if (position < rest.length && !connection.socket.destroyed) connection.socket.write(rest[position++]!)
+        }, 200)
+        await Promise.race([connection.closed, new Promise((resolve) => setTimeout(resolve, 20_000))])
+        clearInterval(ticking)
+        return { answers: parseAnswers(connection.received), seconds: (performance.now() - started) / 1_000, closed: connection.socket.destroyed }
+      }),
+    )
+    for (const { answers, seconds, closed } of outcomes) {
+      expect(closed).toBe(true)
+      expect(answers.map(({ status }) => status)).toEqual([408])
+      expect(JSON.parse(answers[0]!.body)).toEqual({ error: { code: 'request_timeout', message: expect.stringContaining('in time') } })
+      expect(seconds).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_S - 0.5)
+      expect(seconds).toBeLessThan(REQUEST_TIMEOUT_S + 5)
+    }
+    // Nothing else is affected: a WebSocket outlives the timeout, and a request sent at once is answered.
+    const socket = new WebSocket(gateway.url.replace('http', 'ws'))
+    await once(socket, 'open')
+    await new Promise((resolve) => setTimeout(resolve, (REQUEST_TIMEOUT_S + 2) * 1_000))
+    socket.send(CHAIN_ID)
+    const [message] = await once(socket, 'message')
+    expect(JSON.parse(String(message))).toMatchObject({ id: 1, result: expect.stringMatching(/^0x/) })
+    socket.close()
+    const answer = await fetch(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+    expect(await answer.json()).toMatchObject({ id: 1, result: expect.stringMatching(/^0x/) })
+  }, 40_000)
 })
 
 describe('HTTP edges: a worker of serve --workers N', () => {

@@ -21,6 +21,7 @@ import {
   UnauthorizedError,
   UnsupportedContentEncodingError,
 } from '../errors.js'
+import { DEFAULT_REQUEST_TIMEOUT_S } from '../config.js'
 import { createUnexpectedErrorLog } from '../logger.js'
 import { COMPRESS_MIN_BYTES, negotiateEncoding, STORED_DEFLATE_OFFERS, sendCompressible, sendEncoded } from '../http/compress.js'
 import { contentDecoders, continueWhenRead, DECODED_CODINGS, readBody, readBodyThen } from '../http/read-body.js'
@@ -53,6 +54,7 @@ const MAX_WS_BUFFERED_BYTES = 16 * 1024 * 1024
 export const MAX_WEBSOCKETS_PER_CLIENT = 100
 /** Node's limit on a request's head (request line and headers); a longer one gets a 431 with a JSON body. */
 const MAX_HEADER_BYTES = 16 * 1024
+
 /** Memory of each endpoint policy's call memo (jsonrpc/memo.ts), as a share of the answer cache's (`--answer-cache-mb`). */
 const MEMO_SHARE_OF_ANSWER_CACHE = 0.25
 /** Of a refused JSON-RPC body, the bytes read to find its id (a 401 echoes it). */
@@ -89,6 +91,8 @@ export type ServerConfig = {
   cluster?: ClusterLink | null
   /** `false` on an ingest-only process (`--role ingest`): health, readiness and metrics only. Default `true`. */
   servesApis?: boolean
+  /** Seconds to receive a whole request (head and body) before a 408 closes the connection. */
+  requestTimeoutSeconds?: number
 }
 
 /** What every process answers, an ingest-only one too. */
@@ -162,7 +166,9 @@ function refuseClientError(error: NodeJS.ErrnoException, socket: Duplex, headers
   const [status, code, message] =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? [431, 'request_header_fields_too_large', `the request line and headers exceed ${MAX_HEADER_BYTES} bytes; send a long query in a POST body`]
-      : [400, 'bad_request', 'the request is not valid HTTP/1.1']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'the request did not arrive in time; send its head and body at once']
+        : [400, 'bad_request', 'the request is not valid HTTP/1.1']
   endWithJson(socket, status, { error: { code, message } }, headers)
 }
 
@@ -451,7 +457,17 @@ export function createServer(config: ServerConfig) {
   /** Headers of an answer written on the connection itself (`endWithJson`). */
   const connectionHeaders: Record<string, string> = workerHeader === null ? {} : { 'x-flashgate-worker': workerHeader }
 
-  const server: Server = createHttpServer({ maxHeaderSize: MAX_HEADER_BYTES, ServerResponse: metrics.Response }, (request, response) => {
+  // Node's own 300 s let a client holding connections open with a trickle of bytes keep each for five minutes.
+  const requestTimeout = (config.requestTimeoutSeconds ?? DEFAULT_REQUEST_TIMEOUT_S) * 1_000
+  const serverOptions = {
+    maxHeaderSize: MAX_HEADER_BYTES,
+    ServerResponse: metrics.Response,
+    requestTimeout,
+    headersTimeout: requestTimeout,
+    // How often Node looks for requests past their time (its default, 30 s, would let one run up to twice it).
+    connectionsCheckingInterval: Math.min(5_000, requestTimeout / 4),
+  }
+  const server: Server = createHttpServer(serverOptions, (request, response) => {
     const path = pathOf(request.url)
     if (workerHeader !== null) response.setHeader('x-flashgate-worker', workerHeader)
     const coding = request.headers['content-encoding']
