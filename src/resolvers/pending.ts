@@ -123,10 +123,10 @@ export function createPendingView({ chain, pending }: { chain: ChainState; pendi
     async split({ fromBlock, toBlock }: { fromBlock: BlockSelector; toBlock: BlockSelector }): Promise<SplitRange> {
       if (isPendingTag(fromBlock) && !isPendingTag(toBlock)) {
         // From `pending` on, as reth and Base's node take it: up to another tag (`latest`…) is always empty;
-        // up to a number, the pre-confirmed blocks up to it (none below them), or `latest` without any.
+        // up to a number, the pending block if it is not past it, or `latest` without one.
         if (toBlock.kind !== 'number') return { confirmed: null, pending: [] }
-        const pendingBlocks = await blocks()
-        if (pendingBlocks.length > 0) return { confirmed: null, pending: pendingBlocks.filter((block) => BigInt(block.number) <= toBlock.number) }
+        const pendingBlock = await newest()
+        if (pendingBlock !== null) return { confirmed: null, pending: BigInt(pendingBlock.number) <= toBlock.number ? [pendingBlock] : [] }
         return { confirmed: { fromBlock, toBlock }, pending: [] }
       }
       const pendingBlocks = isPendingTag(toBlock) ? await blocks() : []
@@ -135,7 +135,9 @@ export function createPendingView({ chain, pending }: { chain: ChainState; pendi
       if (isPendingTag(fromBlock) && isPendingTag(toBlock) && pendingBlocks.length === 0 && pending?.following() === true)
         return { confirmed: null, pending: [] }
       if (pendingBlocks.length === 0) return { confirmed: { fromBlock, toBlock }, pending: [] }
-      if (isPendingTag(fromBlock)) return { confirmed: null, pending: pendingBlocks }
+      // `pending` as a start is the pending block alone, as everywhere else (`eth_getBlockByNumber`): not the sealed
+      // blocks before it that the index has yet to take, which a node answers as sealed (by number, or `latest`).
+      if (isPendingTag(fromBlock)) return { confirmed: null, pending: pendingBlocks.slice(-1) }
       if (fromBlock.kind === 'number' && fromBlock.number >= BigInt(pendingBlocks[0]!.number)) {
         const from = fromBlock.number
         const among = pendingBlocks.filter((block) => BigInt(block.number) >= from)
