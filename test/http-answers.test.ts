@@ -215,6 +215,27 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
     expect(leaderboard.headers['access-control-allow-origin']).toBe('*')
   })
 
+  test('CORS for GraphQL and the dashboard, as for JSON-RPC: a preflight is a 204, answers allow any origin, never with credentials', async () => {
+    const origin = { origin: 'https://dapp.example' }
+    for (const path of ['/graphql', '/dashboard']) {
+      const preflight = await raw(`${gateway.url}${path}`, {
+        method: 'OPTIONS',
+        headers: { ...origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+      })
+      expect(preflight.status, path).toBe(204)
+      expect(preflight.headers['access-control-allow-origin'], path).toBe('*')
+      expect(preflight.headers['access-control-allow-credentials'], path).toBeUndefined()
+    }
+    const answer = await raw(`${gateway.url}/graphql`, { method: 'POST', headers: { ...json, ...origin }, body: JSON.stringify({ query: '{ blockNumber }' }) })
+    expect(answer.status).toBe(200)
+    expect(answer.headers['access-control-allow-origin']).toBe('*')
+    expect(answer.headers['access-control-allow-credentials']).toBeUndefined()
+    // The page takes GET and HEAD, and says so.
+    const refused = await raw(`${gateway.url}/dashboard`, { method: 'POST', headers: json, body: '{}' })
+    expect(refused.status).toBe(405)
+    expect(refused.headers.allow).toBe('GET, HEAD')
+  })
+
   test('HEAD is GET without a body wherever GET is served; health, readiness and metrics take no other method', async () => {
     for (const path of ['/healthz', '/readyz', '/metrics', '/v1/builder-codes', '/graphql?query=%7BblockNumber%7D']) {
       const [get, head] = await Promise.all([raw(`${gateway.url}${path}`), raw(`${gateway.url}${path}`, { method: 'HEAD' })])
@@ -273,5 +294,51 @@ describe('HTTP answers: compression, CORS and refusals with bodies', () => {
       expect(answer.status).toBe(401)
       expect(JSON.parse(answer.body.toString())).toMatchObject({ jsonrpc: '2.0', id, error: { code: -32000 } })
     }
+  })
+})
+
+describe('CORS with --cors-origins: every endpoint lets in the origins listed and no other', () => {
+  const ALLOWED = 'https://a.example'
+  let anvil: Anvil
+  let database: TestDatabase
+  let gateway: TestGateway
+
+  beforeAll(async () => {
+    anvil = await startAnvil()
+    database = await createTestDatabase()
+    gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, corsOrigins: `${ALLOWED}, https://b.example` })
+    await gateway.ingester.waitForBlock(0)
+  }, 120_000)
+
+  afterAll(async () => {
+    await gateway?.stop()
+    await anvil?.stop()
+    await database?.drop()
+  })
+
+  test('preflights and answers on JSON-RPC, GraphQL, REST and the dashboard', async () => {
+    const requests = [
+      { path: '/', method: 'POST', body: call('eth_chainId') },
+      { path: new URL(gateway.dedicatedUrl).pathname, method: 'POST', body: call('eth_chainId') },
+      { path: '/graphql', method: 'POST', body: JSON.stringify({ query: '{ blockNumber }' }) },
+      { path: '/v1/builder-codes', method: 'GET' },
+      { path: '/dashboard', method: 'GET' },
+    ]
+    for (const { path, method, body } of requests)
+      for (const origin of [ALLOWED, 'https://evil.example']) {
+        const allowed = origin === ALLOWED
+        const preflight = await raw(`${gateway.url}${path}`, {
+          method: 'OPTIONS',
+          headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': 'content-type' },
+        })
+        expect(preflight.status, `${path} ${origin}`).toBe(204)
+        expect(preflight.headers['access-control-allow-origin'], `${path} ${origin}`).toBe(allowed ? origin : undefined)
+        expect(preflight.headers['access-control-allow-credentials'], `${path} ${origin}`).toBeUndefined()
+        const answer = await raw(`${gateway.url}${path}`, { method, headers: { ...json, origin }, body })
+        expect(answer.status, `${path} ${origin}`).toBe(200)
+        expect(answer.headers['access-control-allow-origin'], `${path} ${origin}`).toBe(allowed ? origin : undefined)
+        expect(answer.headers['access-control-allow-credentials'], `${path} ${origin}`).toBeUndefined()
+        expect(answer.headers.vary, `${path} ${origin}`).toContain('Origin')
+      }
   })
 })

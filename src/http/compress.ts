@@ -92,9 +92,9 @@ export function compressStatic(body: Buffer, coding: ContentCoding): Promise<Buf
     : gzipAsync(body, { level: STATIC_GZIP_LEVEL })
 }
 
-/** Adds `Accept-Encoding` to the `Vary` header already set or given. */
-function varyOnEncoding(headers: OutgoingHttpHeaders): string {
-  const vary = headers.vary
+/** Adds `Accept-Encoding` to the `Vary` header given, or else already set on the response (CORS's `Origin`). */
+function varyOnEncoding(response: ServerResponse, headers: OutgoingHttpHeaders): string {
+  const vary = headers.vary ?? response.getHeader('vary')
   if (vary === undefined) return 'Accept-Encoding'
   return `${Array.isArray(vary) ? vary.join(', ') : String(vary)}, Accept-Encoding`
 }
@@ -113,7 +113,7 @@ export function sendCompressible(
   const size = byteLength(body)
   if (size < COMPRESS_MIN_BYTES) return sendEncoded(request, response, status, body, null, headers, size)
   const coding = negotiateEncoding(request.headers['accept-encoding'])
-  if (coding === null) return sendEncoded(request, response, status, body, null, { ...headers, vary: varyOnEncoding(headers) }, size)
+  if (coding === null) return sendEncoded(request, response, status, body, null, { ...headers, vary: varyOnEncoding(response, headers) }, size)
   const whole = typeof body === 'string' ? Buffer.from(body) : Array.isArray(body) ? Buffer.concat(body) : (body as Buffer)
   return whenReady(compressDynamic(whole, coding), (compressed) => sendEncoded(request, response, status, compressed, coding, headers))
 }
@@ -142,7 +142,9 @@ export function sendEncoded(
   size = byteLength(body),
 ): void {
   const head =
-    coding === null ? { ...headers, 'content-length': size } : { ...headers, 'content-encoding': coding, vary: varyOnEncoding(headers), 'content-length': size }
+    coding === null
+      ? { ...headers, 'content-length': size }
+      : { ...headers, 'content-encoding': coding, vary: varyOnEncoding(response, headers), 'content-length': size }
   response.writeHead(status, head)
   if (request.method === 'HEAD') return void response.end()
   if (!Array.isArray(body)) return void response.end(body)

@@ -30,6 +30,8 @@ export const DEFAULT_REGISTRATION_RATE_LIMIT = 20
 const REGISTRATION_BURST_SECONDS = 5
 const REGISTRATION_PATH = '/v1/agents/builder-codes'
 const DASHBOARD_HTML = readFileSync(new URL('./dashboard.html', import.meta.url))
+/** Where the dashboard's page is served. */
+export const DASHBOARD_PATHS: ReadonlySet<string> = new Set(['/dashboard', '/dashboard/'])
 
 export type RestHandler = (request: IncomingMessage, response: ServerResponse) => Promise<boolean>
 
@@ -196,9 +198,10 @@ export function createRestHandler(config: RestConfig): RestHandler {
     const url = requestUrl(request)
     // A target that is no URL at all (`//`, `//0x…`, `/\`) is no REST path; the server answers 404.
     if (url === null) return false
-    if (url.pathname === '/dashboard' || url.pathname === '/dashboard/') {
+    if (DASHBOARD_PATHS.has(url.pathname)) {
       if (request.method !== 'GET' && request.method !== 'HEAD') {
-        await send(request, response, 405, toHttpError(new HttpMethodNotAllowedError(request.method ?? '', ['GET'])).body, { allow: 'GET' })
+        const refusal = toHttpError(new HttpMethodNotAllowedError(request.method ?? '', ['GET', 'HEAD']))
+        await send(request, response, refusal.status, refusal.body, refusal.headers)
         return true
       }
       await sendCompressible(request, response, 200, DASHBOARD_HTML, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache' })

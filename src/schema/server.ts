@@ -92,6 +92,9 @@ export function createGraphqlServer(config: GraphqlServerConfig) {
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
     landingPage: false,
+    // The server answers CORS for /graphql as for JSON-RPC (`--cors-origins`, no credentials); yoga's own would
+    // let any origin in, with credentials.
+    cors: false,
     maxRequestBodySize: config.maxBodyBytes,
     context: () => ({
       resolvers,

@@ -35,7 +35,7 @@ import type { ClusterLink } from '../cluster/link.js'
 import type { SharedRedis } from '../redis/index.js'
 import type { Resolvers } from '../resolvers/index.js'
 import { createGraphqlServer, GRAPHQL_PATH } from '../schema/index.js'
-import { createRestHandler } from '../rest/index.js'
+import { createRestHandler, DASHBOARD_PATHS } from '../rest/index.js'
 import { createCors } from './cors.js'
 import { GRAPHIQL_ASSETS_PATH, renderGraphiqlPage, serveGraphiqlAsset } from './graphiql.js'
 import { createGraphqlRoute } from './graphql.js'
@@ -210,6 +210,11 @@ function headWithoutUpgrade(request: IncomingMessage): Buffer {
 const JSON_RPC_PATHS = new Set(['/', '/rpc'])
 /** REST's paths (src/rest). */
 const REST_PATH_PREFIX = '/v1/'
+
+/** Paths besides JSON-RPC's that answer pages on other origins as `--cors-origins` says (JSON-RPC's own are routed apart). */
+function answersAcrossOrigins(path: string): boolean {
+  return path.startsWith(REST_PATH_PREFIX) || path === GRAPHQL_PATH || DASHBOARD_PATHS.has(path)
+}
 /** The headers of most JSON-RPC answers (no headers of their own, CORS open to any origin): made once. */
 const JSON_FOR_ANY_ORIGIN: Readonly<Record<string, string>> = Object.freeze({ 'content-type': 'application/json', 'access-control-allow-origin': '*' })
 
@@ -379,7 +384,7 @@ export function createServer(config: ServerConfig) {
     if (!servesApis && !OPERATIONS_PATHS.has(path))
       return sendHttpError(request, response, new NotFoundError(`this process only ingests (--role ingest): ${path} is served by the serving processes`))
     // A preflight names no API key to check: answer it before the lookup (https://fetch.spec.whatwg.org/#cors-preflight-fetch).
-    if (request.method === 'OPTIONS' && (JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX) || path.startsWith(REST_PATH_PREFIX))) {
+    if (request.method === 'OPTIONS' && (JSON_RPC_PATHS.has(path) || path.startsWith(DEDICATED_PATH_PREFIX) || answersAcrossOrigins(path))) {
       response.writeHead(204, cors.preflight(request)).end()
       return
     }
@@ -405,8 +410,8 @@ export function createServer(config: ServerConfig) {
 
   /** Everything but JSON-RPC: REST, GraphQL, GraphiQL's assets, health, readiness and metrics. */
   async function routeOther(request: IncomingMessage, response: ServerResponse, path: string) {
-    // REST answers a page on another origin may read, as JSON-RPC's (`--cors-origins`).
-    if (path.startsWith(REST_PATH_PREFIX)) for (const [name, value] of Object.entries(cors.headers(request))) response.setHeader(name, value)
+    // REST, GraphQL and the dashboard answer a page on another origin as JSON-RPC does (`--cors-origins`).
+    if (answersAcrossOrigins(path)) for (const [name, value] of Object.entries(cors.headers(request))) response.setHeader(name, value)
     if (await rest(request, response)) return
     if (path === GRAPHQL_PATH) {
       const wait = await admitter(publicEndpoint(request))(1)
