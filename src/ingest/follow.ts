@@ -13,6 +13,16 @@ const SAFE_HEAD_REFRESH_MS = 1_000
 const RESUBSCRIBE_FIRST_MS = 1_000
 const RESUBSCRIBE_MAX_MS = 30_000
 
+/** The upstream's safe and finalized heads as read: a number, `null` for none, `undefined` for unknown. */
+export type SafeHeads = { safe: number | null | undefined; finalized: number | null | undefined }
+
+type SafeHeadKey = typeof SYNC_KEYS.safe | typeof SYNC_KEYS.finalized
+
+/** The sync-state entries that store what was read (nothing for what is unknown). */
+export function safeHeadsState({ safe, finalized }: SafeHeads): Partial<Record<SafeHeadKey, number | null>> {
+  return { ...(safe !== undefined && { [SYNC_KEYS.safe]: safe }), ...(finalized !== undefined && { [SYNC_KEYS.finalized]: finalized }) }
+}
+
 export type HeadFollowerConfig = {
   upstream: Upstream
   logger: Logger
@@ -100,6 +110,24 @@ export function createHeadFollower({ upstream, logger, status, pollIntervalMs = 
     }
   }
 
+  /**
+   * The upstream's safe and finalized block numbers: `null` where the node has no such block (a node without the
+   * tag answers null, or an error), `undefined` where the call failed (the upstream is away), so that the stored
+   * value stays and `safe` does not vanish for the length of an outage.
+   */
+  async function readSafeHeads(): Promise<SafeHeads> {
+    const read = async (tag: 'safe' | 'finalized'): Promise<number | null | undefined> => {
+      try {
+        const block = await upstream.request<{ number: Hex } | null>('eth_getBlockByNumber', [tag, false])
+        return block === null ? null : Number.parseInt(block.number, 16)
+      } catch (error) {
+        return error instanceof RpcError || error instanceof RpcRequestError ? null : undefined
+      }
+    }
+    const [safe, finalized] = await Promise.all([read('safe'), read('finalized')])
+    return { safe, finalized }
+  }
+
   return {
     start() {
       stopping = false
@@ -134,23 +162,15 @@ export function createHeadFollower({ upstream, logger, status, pollIntervalMs = 
       if (polling && wake !== null) wake()
       else pollAsked = true
     },
-    /** Stores the upstream's safe and finalized block numbers, at most once per `SAFE_HEAD_REFRESH_MS`. */
+    readSafeHeads,
+    /**
+     * Stores the upstream's safe and finalized block numbers, at most once per `SAFE_HEAD_REFRESH_MS`: while no
+     * block comes (a new block's commit carries them itself).
+     */
     async refreshSafeHeads(store: Store) {
       if (Date.now() - safeHeadsCheckedAt < SAFE_HEAD_REFRESH_MS) return
       safeHeadsCheckedAt = Date.now()
-      // A node without the tag answers null (or an error): no such block. A failed call (the upstream is
-      // away) leaves the stored value as it was, so that `safe` does not vanish for the length of an outage.
-      const read = async (tag: 'safe' | 'finalized'): Promise<number | null | undefined> => {
-        try {
-          const block = await upstream.request<{ number: Hex } | null>('eth_getBlockByNumber', [tag, false])
-          return block === null ? null : Number.parseInt(block.number, 16)
-        } catch (error) {
-          return error instanceof RpcError || error instanceof RpcRequestError ? null : undefined
-        }
-      }
-      const [safe, finalized] = await Promise.all([read('safe'), read('finalized')])
-      if (safe !== undefined) await store.putSyncState(SYNC_KEYS.safe, safe)
-      if (finalized !== undefined) await store.putSyncState(SYNC_KEYS.finalized, finalized)
+      for (const [key, value] of Object.entries(safeHeadsState(await readSafeHeads()))) await store.putSyncState(key as SafeHeadKey, value)
     },
   }
 }

@@ -120,7 +120,7 @@ export function createIngester(config: IngesterConfig) {
         })),
       )
     },
-    refreshSafeHeads: follower.refreshSafeHeads,
+    readSafeHeads: follower.readSafeHeads,
   })
 
   /** Checks the chain id, records where the index starts, and returns the block to fetch next. */

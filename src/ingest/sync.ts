@@ -4,6 +4,7 @@ import { SYNC_KEYS } from '../db/index.js'
 import { type BlockData, type RowOptions, toRows } from './block-data.js'
 import type { BlockFetcher } from './fetch-block.js'
 import type { DeferredRewind } from './reorg.js'
+import { type SafeHeads, safeHeadsState } from './follow.js'
 import { createProgress } from './progress.js'
 import type { IngesterStatus } from './status.js'
 import type { Store, StoredHead } from './store.js'
@@ -43,8 +44,11 @@ export type BlockSyncConfig = {
   rewound?: (rewind: DeferredRewind, removedLogs: number) => void
   /** Announces a commit: its new head, and its blocks in order. */
   committed: (head: StoredHead, blocks: BlockData[]) => void
-  /** Runs after each commit. */
-  refreshSafeHeads: (store: Store) => Promise<void>
+  /**
+   * The upstream's safe and finalized heads, read as each batch is fetched and written in its commit: a reader
+   * never sees a new head with the safe heads of the one before.
+   */
+  readSafeHeads: () => Promise<SafeHeads>
   /** Logs written between two refreshes of the planner's statistics (`ANALYZE_AFTER_LOGS` when absent). */
   analyzeAfterLogs?: number
 }
@@ -75,10 +79,10 @@ export function createBlockSync(config: BlockSyncConfig) {
     return results
   }
 
-  /** Fetches `[from, min(from + batchSize - 1, target)]`, or nothing past the target. */
-  function fetchBatch(from: number, target: number): Promise<BlockData[]> | null {
+  /** Fetches `[from, min(from + batchSize - 1, target)]`, and the safe heads meanwhile; or nothing past the target. */
+  function fetchBatch(from: number, target: number): Promise<[BlockData[], SafeHeads]> | null {
     if (from > target) return null
-    const batch = fetchRange(from, Math.min(from + batchSize - 1, target))
+    const batch = Promise.all([fetchRange(from, Math.min(from + batchSize - 1, target)), config.readSafeHeads()])
     // It may be dropped unawaited (reorg, stop); its failure is then of no interest.
     batch.catch(() => {})
     return batch
@@ -94,7 +98,7 @@ export function createBlockSync(config: BlockSyncConfig) {
     let prefetched = fetchBatch(next, target)
     try {
       while (next <= target && !config.stopping() && prefetched !== null) {
-        const batch = await prefetched
+        const [batch, safeHeads] = await prefetched
         prefetched = null
         status.lastUpstreamContactAt = Date.now()
         const head = await store.head()
@@ -117,7 +121,8 @@ export function createBlockSync(config: BlockSyncConfig) {
         const rows = accepted.map((data) => toRows(data, config.rowOptions()))
         const tracing = accepted.every((block) => block.accountChanges !== null)
         prefetched = fetchBatch(next + accepted.length, target)
-        const removedLogs = await store.writeBlocks(rows, tracing ? {} : { [SYNC_KEYS.accountSource]: 'read-through' }, {
+        const state = { ...safeHeadsState(safeHeads), ...(!tracing && { [SYNC_KEYS.accountSource]: 'read-through' }) }
+        const removedLogs = await store.writeBlocks(rows, state, {
           target,
           rewindTo: rewind?.ancestor,
         })
@@ -132,7 +137,6 @@ export function createBlockSync(config: BlockSyncConfig) {
         logsSinceAnalyze += logs
         analyzeFrom = Math.min(analyzeFrom ?? rows[0]!.block.number, rows[0]!.block.number)
         progress.record(accepted.length, logs, committed.number, target)
-        await config.refreshSafeHeads(store)
       }
     } finally {
       progress.done()
