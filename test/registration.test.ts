@@ -80,6 +80,23 @@ describe('POST /v1/agents/builder-codes', () => {
     expect((await register({ walletAddress: first, wallet_address: first.toLowerCase() })).status).toBe(201)
   })
 
+  test('null is a field left out, in either spelling; a bad wallet is refused naming the field it came in', async () => {
+    for (const spelling of [
+      (wallet: string) => ({ walletAddress: null, wallet_address: wallet }),
+      (wallet: string) => ({ walletAddress: wallet, wallet_address: null }),
+    ]) {
+      const wallet = randomWallet()
+      expect((await register(spelling(wallet))).status).toBe(201)
+    }
+    const neither = await register({ walletAddress: null, wallet_address: null })
+    expect(neither.status).toBe(400)
+    expect(neither.body).toEqual({ error: { code: 'invalid_request', message: 'walletAddress is required' } })
+    expect((await register({ wallet_address: 42 })).body).toEqual({ error: { code: 'invalid_address', message: 'wallet_address must be a string' } })
+    expect((await register({ walletAddress: randomWallet(), wallet_address: '0x12' })).body).toEqual({
+      error: { code: 'invalid_address', message: 'wallet_address must be a 0x-prefixed 20-byte hex address' },
+    })
+  })
+
   test('100 concurrent first calls for one wallet: exactly one code, one 201', async () => {
     const wallet = randomWallet()
     const answers = await Promise.all(Array.from({ length: 100 }, () => register({ walletAddress: wallet })))

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
+import type { Address } from 'viem'
 import { attributionCode, seriesInterval, walletAddress } from '../codecs/index.js'
 import {
   HttpMethodNotAllowedError,
@@ -58,11 +59,15 @@ function isJsonContentType(header: string | undefined): boolean {
   return mediaType === 'application/json' || (mediaType.startsWith('application/') && mediaType.endsWith('+json'))
 }
 
-function parseWallet(value: unknown) {
+/** A wallet address, its refusal naming the field it came in (the codec's messages say `walletAddress`). */
+function parseWallet(value: unknown, field = 'walletAddress') {
   const parsed = walletAddress.safeParse(value)
-  if (!parsed.success) throw new InvalidAddressError(parsed.error.issues[0]!.message)
+  if (!parsed.success) throw new InvalidAddressError(parsed.error.issues[0]!.message.replace(/^walletAddress/, field))
   return parsed.data
 }
+
+/** The registration body's two spellings of the wallet; `null` is the same as leaving a field out. */
+const WALLET_FIELDS = ['walletAddress', 'wallet_address'] as const
 
 function decodeSegment(segment: string): string {
   try {
@@ -126,12 +131,11 @@ export function createRestHandler(config: RestConfig): RestHandler {
     }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidRequestBodyError('the body must be a JSON object with walletAddress')
     const fields = body as Record<string, unknown>
-    const given = fields.walletAddress ?? fields.wallet_address
-    if (given === undefined) throw new InvalidRequestBodyError('walletAddress is required')
-    const wallet = parseWallet(given)
+    const given = WALLET_FIELDS.filter((field) => fields[field] !== undefined && fields[field] !== null)
+    if (given.length === 0) throw new InvalidRequestBodyError('walletAddress is required')
+    const [wallet, other] = given.map((field) => parseWallet(fields[field], field)) as [Address, Address?]
     // Both spellings naming different wallets: which one was meant is not for the server to guess.
-    if (fields.walletAddress !== undefined && fields.wallet_address !== undefined && parseWallet(fields.wallet_address) !== wallet)
-      throw new InvalidRequestBodyError('walletAddress and wallet_address name different wallets; send one')
+    if (other !== undefined && other !== wallet) throw new InvalidRequestBodyError('walletAddress and wallet_address name different wallets; send one')
     const registered = await resolvers.registerBuilderCode(wallet)
     return send(request, response, registered.created ? 201 : 200, { builderCode: registered.builderCode, walletAddress: registered.walletAddress })
   }
