@@ -185,7 +185,9 @@ function checkJsonRpcResponse(response: unknown, expected: ExpectedEntry, echoed
   check(code !== -32603 || expected.codes === null, 'internal error (-32603)', request, answer)
   check(expected.codes === null || expected.codes.has(code), `error code ${code} is not one of ${[...(expected.codes ?? [])].join(', ')}`, request, answer)
   check(JSON_RPC_CODES.has(code) || expected.codes === null, `error code ${code} is not one the gateway uses`, request, answer)
-  if (code === -32601) check(error.message === `the method ${expected.method} does not exist/is not available`, 'unexpected -32601 message', request, answer)
+  // A forwarded method's -32601 is the node's, in its own words (anvil refuses `eth_mining` with a parameter so).
+  if (code === -32601 && expected.codes !== null)
+    check(error.message === `the method ${expected.method} does not exist/is not available`, 'unexpected -32601 message', request, answer)
   const leak = leakIn(error.message as string, echoed)
   check(leak === null, `error message leaks internals (${leak})`, request, answer)
 }

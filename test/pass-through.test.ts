@@ -156,6 +156,30 @@ describe('forwarding', () => {
     }
   })
 
+  test('what real clients ask of a node besides is answered as the node answers it: raw transactions, sender and nonce, protocol, coinbase, mining, peers, pool status', async () => {
+    const account = privateKeyToAccount(PRIVATE_KEY)
+    const wallet = createWalletClient({ account, chain: foundry, transport: http(gateway.url) })
+    const hash = await wallet.sendTransaction({ to: RECIPIENT, value: 1n })
+    await anvilReceipt(anvil.rpcUrl, hash)
+    const { nonce } = await client.getTransaction({ hash })
+    const calls: [string, unknown[]][] = [
+      ['eth_getRawTransactionByHash', [hash]],
+      ['eth_getRawTransactionByHash', [`0x${'ab'.repeat(32)}`]],
+      ['eth_getTransactionBySenderAndNonce', [account.address, numberToHex(nonce)]],
+      ['eth_protocolVersion', []],
+      ['eth_coinbase', []],
+      ['eth_mining', []],
+      ['eth_hashrate', []],
+      ['net_peerCount', []],
+      ['txpool_status', []],
+    ]
+    for (const [method, params] of calls) {
+      const [ours, theirs] = await Promise.all([rpc(gateway.url, method, params), rpc(anvil.rpcUrl, method, params)])
+      expect(ours, method).toEqual(theirs)
+    }
+    expect((await rpc(gateway.url, 'eth_getRawTransactionByHash', [hash])).result).toMatch(/^0x02/)
+  })
+
   test('the allowlist answers on the dedicated endpoint too, and inside batches', async () => {
     const response = await fetch(gateway.dedicatedUrl, {
       method: 'POST',

@@ -99,6 +99,9 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
         .poll(async () => (await call<{ transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])).transactions)
         .toEqual([first.hash, after.hash])
       expect(await call('eth_getBlockTransactionCountByNumber', ['pending'])).toBe('0x3')
+      // Its signed bytes, as the frame carried them: the node has yet to see it.
+      expect(await call('eth_getRawTransactionByHash', [after.hash])).toBe(after.raw)
+      expect(await anvilCall(anvil.rpcUrl, 'eth_getRawTransactionByHash', [after.hash])).toBeNull()
       // GraphQL counts as JSON-RPC does, and lists what JSON-RPC lists.
       const graphql = new GraphQLClient(`${gateway.url}/graphql`)
       expect(await graphql.request('{ block(tag: PENDING) { transactionCount transactionHashes } }')).toEqual({

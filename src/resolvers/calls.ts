@@ -1,4 +1,4 @@
-import type { Hex } from 'viem'
+import type { Hash, Hex } from 'viem'
 import type { CallParams, CallRequest } from '../codecs/index.js'
 import { UpstreamError } from '../errors.js'
 import type { PendingBlock } from '../pending/index.js'
@@ -31,10 +31,24 @@ export function createCallResolvers({
       const answer = resolved.kind === 'pending' ? await pendingCalls.call(resolved.block, kind, local.request) : null
       if (answer !== null) return answer
     }
-    const forwarding = forward?.(kind, params) ?? null
+    return forwarded(kind, params)
+  }
+
+  function forwarded(method: string, params: unknown[]): Promise<unknown> {
+    const forwarding = forward?.(method, params) ?? null
     if (forwarding === null) throw new UpstreamError('no upstream to forward calls to')
     return forwarding
   }
 
-  return { call }
+  /**
+   * `eth_getRawTransactionByHash`: a pre-confirmed transaction's signed bytes as its flashblock carried them (a
+   * node that does not follow the flashblocks has yet to see it); any other, the node's own answer.
+   */
+  async function rawTransaction(hash: Hash): Promise<unknown> {
+    const found = await pendingView.transaction(hash)
+    if (found !== null) return found.block.transactions[found.position]!.raw
+    return forwarded('eth_getRawTransactionByHash', [hash])
+  }
+
+  return { call, rawTransaction }
 }

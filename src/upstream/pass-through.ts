@@ -29,6 +29,16 @@ export const PASS_THROUGH_METHODS: ReadonlySet<string> = new Set([
   'eth_syncing',
   'net_listening',
   'web3_sha3',
+  // What real clients ask of a node besides (web3.js's getProtocolVersion, getCoinbase, isMining, getHashRate,
+  // getPeerCount; reth's and geth's raw transaction and sender-and-nonce look-ups; a wallet's pool status).
+  'eth_getRawTransactionByHash',
+  'eth_getTransactionBySenderAndNonce',
+  'eth_protocolVersion',
+  'eth_coinbase',
+  'eth_mining',
+  'eth_hashrate',
+  'net_peerCount',
+  'txpool_status',
 ])
 
 const upstreamFailure = z.object({ error: z.object({ code: z.number().int(), message: z.string(), data: z.unknown().optional() }) })

@@ -29,6 +29,7 @@ import { eth_getTransactionCount } from './eth_getTransactionCount.js'
 import { eth_getTransactionReceipt } from './eth_getTransactionReceipt.js'
 import { eth_sendRawTransaction } from './eth_sendRawTransaction.js'
 import { eth_sendRawTransactionSync } from './eth_sendRawTransactionSync.js'
+import { eth_getRawTransactionByHash } from './eth_getRawTransactionByHash.js'
 import { net_version } from './net_version.js'
 import { web3_clientVersion } from './web3_clientVersion.js'
 
@@ -59,6 +60,7 @@ export const methods: Record<string, MethodDefinition> = {
   eth_newBlockFilter,
   eth_getFilterLogs,
   eth_getFilterChanges,
+  eth_getRawTransactionByHash,
   eth_getTransactionByHash,
   eth_getTransactionCount,
   eth_getTransactionReceipt,
