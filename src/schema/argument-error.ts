@@ -14,5 +14,6 @@ export function invalidArgument(error: z.ZodError, at: readonly PropertyKey[] = 
   if (first === undefined) return new InvalidParamsError(`invalid argument ${at.join('.')}: invalid value`)
   const issue = unionIssue(first)
   const path = [...at, ...issue.path].map((part) => (typeof part === 'string' ? (GRAPHQL_NAMES[part] ?? part) : String(part)))
-  return new InvalidParamsError(`invalid argument ${path.length > 0 ? `${path.join('.')}: ` : ''}${issue.message}`)
+  // A check across several arguments (at most one of them, say) names none.
+  return new InvalidParamsError(path.length > 0 ? `invalid argument ${path.join('.')}: ${issue.message}` : `invalid arguments: ${issue.message}`)
 }
