@@ -31,7 +31,9 @@ for (const { feedFormat, pendingSource, source } of VARIANTS)
     let token: Address
 
     beforeAll(async () => {
-      devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 1_000, flashblockIntervalMs: 100, feedFormat })
+      // Base's block time: a burst sent at a block's opening has ~1.8 s to be pre-confirmed, executed and read
+      // before the block seals (1 s was too short for a loaded CI machine in execute mode, once).
+      devnet = await startDevnet({ port: 0, flashblocksPort: 0, blockTimeMs: 2_000, flashblockIntervalMs: 200, feedFormat })
       database = await createTestDatabase()
       gateway = await startTestGateway({ upstreamRpc: devnet.rpcUrl, flashblocksWs: devnet.flashblocksUrl, databaseUrl: database.databaseUrl, pendingSource })
       const deployed = await deployDevnetToken(devnet.rpcUrl, DEV_ACCOUNTS[0]!.address)
