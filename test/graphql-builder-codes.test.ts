@@ -172,7 +172,11 @@ describe('GraphQL builderCode errors', () => {
 
   test('both or neither argument, a bad address, a malformed code, an out-of-range points or limit: BAD_USER_INPUT', async () => {
     const wallet = DEV_ACCOUNTS[1]!.address
-    await expectError(`{ builderCode(wallet: "${wallet}", code: "${codes[0]}") { code } }`, 'BAD_USER_INPUT', /^invalid arguments: give exactly one of wallet and code$/)
+    await expectError(
+      `{ builderCode(wallet: "${wallet}", code: "${codes[0]}") { code } }`,
+      'BAD_USER_INPUT',
+      /^invalid arguments: give exactly one of wallet and code$/,
+    )
     await expectError(`{ builderCode { code } }`, 'BAD_USER_INPUT', /exactly one of wallet and code/)
     await expectError(`{ builderCode(wallet: null, code: null) { code } }`, 'BAD_USER_INPUT', /exactly one of wallet and code/)
     await expectError(`{ builderCode(wallet: "0x1234") { code } }`, 'BAD_USER_INPUT', /Address.*20-byte/)
