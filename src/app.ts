@@ -4,8 +4,9 @@ import type { ClusterHub } from './cluster/hub.js'
 import type { ClusterLink } from './cluster/link.js'
 import type { PrimaryStatus, RelayedCallAnswer, SealedBlock } from './cluster/protocol.js'
 import { checkDeployment, MIB, type ServeConfig } from './config.js'
-import { ExecutionFailedError, ExecutionRevertedError } from './errors.js'
-import { createDb, type Db, isPostgresUrl } from './db/index.js'
+import { desc } from 'drizzle-orm'
+import { ExecutionFailedError, ExecutionRevertedError, loggableError } from './errors.js'
+import { byteaToHex, createDb, type Db, isPostgresUrl, schema } from './db/index.js'
 import { listenForChainChanges } from './db/notifications.js'
 import { createIngester, type Ingester, type IngesterEvents, type IngesterStatus } from './ingest/index.js'
 import { startRetention } from './ingest/retention.js'
@@ -190,6 +191,21 @@ export async function startGateway({
     redis,
     cluster: redis === null ? link : null,
   })
+  // How the node writes a receipt's `blockTimestamp`, from the newest receipt the index holds, until a block says.
+  if (pending !== null) void learnReceiptForm(pending)
+  async function learnReceiptForm(state: PendingState) {
+    try {
+      const [newest] = await readDb.drizzle
+        .select({ hash: schema.transactions.hash })
+        .from(schema.transactions)
+        .orderBy(desc(schema.transactions.blockNumber))
+        .limit(1)
+      const receipt = newest === undefined ? null : await resolvers.getTransactionReceipt({ hash: byteaToHex(newest.hash) })
+      if (receipt !== null) state.learnReceiptForm(receipt.parse<Record<string, unknown>>())
+    } catch (error) {
+      logger.warn({ err: loggableError(error) }, 'could not read a stored receipt; pre-confirmed receipts follow the node’s form from its next block')
+    }
+  }
   // Where it ingests, the leader seals the partitions of `logs` (below), on Postgres only: on PGlite a
   // partition's rewrite would hold the one connection every reader waits for. The ingester knows it too.
   const sealsLogs = isPostgresUrl(config.databaseUrl)

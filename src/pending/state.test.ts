@@ -149,6 +149,21 @@ describe('pending state: sequence rules', () => {
     }
   })
 
+  test('a receipt the index already holds gives the form before any sealed block does; a sealed block still has the last word', async () => {
+    const { state } = createState()
+    state.learnReceiptForm({ status: '0x1', blockTimestamp: 1_700_000_000 })
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), format: 'legacy' })))
+    expect(state.blocks(9)[0]!.receipts[0]!.blockTimestamp).toBe(0x6b49d200)
+    // Learnt once: a later stored receipt does not override what a sealed block said.
+    const sealed = { ...state.blocks(9)[0]!.receipts[0]!, blockHash: `0x${'0a'.repeat(32)}`, blockTimestamp: '0x6b49d200' }
+    state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: [transactions[0]!.hash], receipts: [sealed] as never })
+    state.learnReceiptForm({ status: '0x1', blockTimestamp: 1_700_000_000 })
+    await state.apply(
+      parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(1, 2), format: 'legacy' })),
+    )
+    expect(state.blocks(10)[0]!.receipts[0]!.blockTimestamp).toBe('0x6b49d200')
+  })
+
   test('a canonical parent other than the one a pending block was built on drops it', async () => {
     const { state } = createState()
     await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}` })))

@@ -558,6 +558,13 @@ export function createPendingState(config: PendingStateConfig) {
      * another parent, what was built on them is wrong too, and all of it goes. A block kept aside for this
      * parent is shown now (after the messages already applied), one for another parent at this height forgotten.
      */
+    /**
+     * A receipt the index already holds (the newest, at start): how the node writes `blockTimestamp`, until a
+     * sealed block says (after a restart on an idle chain, the first pre-confirmed receipts followed no form).
+     */
+    learnReceiptForm(sealed: Record<string, unknown>) {
+      timestampForm ??= receiptTimestampForm(sealed)
+    },
     confirm(canonical: CanonicalBlock) {
       const { number, hash } = canonical
       const sealedReceipt = canonical.receipts?.[0]
