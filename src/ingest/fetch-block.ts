@@ -1,5 +1,7 @@
-import type { Address, Hash, Hex } from 'viem'
+import type { Logger } from 'pino'
+import { type Address, type Hash, type Hex, RpcError, RpcRequestError, zeroAddress } from 'viem'
 import { toQuantity } from '../codecs/index.js'
+import { loggableError } from '../errors.js'
 import type { Upstream } from '../upstream/index.js'
 import { type AccountState, type PrestateDiff, type RawWithdrawal, untracedRecipients, type WithdrawalCredits, withdrawalCredits } from './account-diffs.js'
 import { type BlockData, InconsistentBlockError, type RawBlock, type RawReceipt, toBlockData } from './block-data.js'
@@ -35,16 +37,42 @@ export function isUnsupported(error: unknown, method: string): boolean {
   return aboutMethod && NOT_OFFERED.test(text)
 }
 
+/**
+ * What a node answers for state it does not keep, as opposed to being busy or limited: geth's "historical state
+ * unavailable" and "missing trie node", reth's "pruned", anvil's "BlockOutOfRangeError" (past `--prune-history`).
+ */
+const STATE_NOT_KEPT = /historical state|state.*(?:not available|unavailable|pruned|not found)|missing trie node|pruned|BlockOutOfRange/i
+/** Codes of a limit or an overload, whatever the words: never taken for missing state. */
+const LIMITED_CODES = new Set([-32005, -32029, 429])
+
 export function createBlockFetcher({
   upstream,
   capabilities,
   keepStateDiffs,
+  logger,
 }: {
   upstream: Upstream
   capabilities: UpstreamCapabilities
   /** Which blocks keep their raw state diffs on their `BlockData` (none unless asked). */
   keepStateDiffs?: (block: RawBlock) => boolean
+  logger?: Logger
 }) {
+  /**
+   * Whether the node keeps the state a block runs on, asked when tracing it failed: a balance at its parent.
+   * A node that answers "no such state" (a full node below its window, anvil past its kept states) cannot
+   * trace the block however often asked. An error it did not answer (the network) is thrown, to retry.
+   */
+  async function keepsStateFor(block: RawBlock): Promise<boolean> {
+    try {
+      await upstream.request('eth_getBalance', [zeroAddress, { blockHash: block.parentHash }])
+      return true
+    } catch (error) {
+      if (!(error instanceof RpcError || error instanceof RpcRequestError)) throw error
+      const details = error as { code?: number; details?: string; message: string }
+      return LIMITED_CODES.has(details.code ?? 0) || !STATE_NOT_KEPT.test(details.details ?? details.message)
+    }
+  }
+
   async function fetchReceipts(block: RawBlock): Promise<RawReceipt[]> {
     if (block.transactions.length === 0) return []
     if (capabilities.blockReceipts) {
@@ -78,8 +106,16 @@ export function createBlockFetcher({
         return trace.result
       })
     } catch (error) {
-      if (!isUnsupported(error, 'debug_traceBlockByHash')) throw error
-      capabilities.tracing = false
+      if (isUnsupported(error, 'debug_traceBlockByHash')) {
+        capabilities.tracing = false
+        return null
+      }
+      if (await keepsStateFor(block)) throw error
+      // Written without its diffs: the index reads accounts from the node from now on (sync.ts), as without tracing.
+      logger?.warn(
+        { block: Number.parseInt(block.number, 16), err: loggableError(error) },
+        'the node keeps no state to trace this block: account reads go to the node from now on',
+      )
       return null
     }
   }

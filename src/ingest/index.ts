@@ -80,6 +80,7 @@ export function createIngester(config: IngesterConfig) {
   const fetcher = createBlockFetcher({
     upstream,
     capabilities,
+    logger,
     keepStateDiffs: config.keepRecentStateDiffs ? (block) => Date.now() / 1000 - Number.parseInt(block.timestamp, 16) < RECENT_STATE_DIFFS_S : undefined,
   })
   const events = new EventEmitter<IngesterEvents>()
