@@ -31,6 +31,11 @@ describe('history older than the index', () => {
       // A log range across the index's start: the older part from the node, the rest from the index.
       ['eth_getLogs', [{ fromBlock: '0x2', toBlock: `0x${(FIRST_INDEXED + 5).toString(16)}` }]],
       ['eth_getLogs', [{ fromBlock: '0x2', toBlock: '0x9', address: facts.contracts[0] }]],
+      // By the hash of a block below the index: its logs, and state at it, as the node answers them.
+      ['eth_getLogs', [{ blockHash: old[8] }]],
+      ['eth_getLogs', [{ blockHash: old[8], address: facts.contracts[0] }]],
+      ['eth_getBalance', [facts.accounts[0], { blockHash: old[4] }]],
+      ['eth_getTransactionCount', [facts.accounts[0], { blockHash: old[4], requireCanonical: true }]],
     ] as const) {
       const [ours, node] = await Promise.all([answer(gateway.dedicatedUrl, method, [...params]), answer(anvil.rpcUrl, method, [...params])])
       expect(ours, `${method} ${JSON.stringify(params)}`).toEqual(node)
@@ -58,6 +63,10 @@ describe('history older than the index', () => {
     expect(graphql.data.block).toEqual({ number: '5', hash: facts.blockHashes[5] })
     // Unknown stays unknown.
     expect((await answer(gateway.dedicatedUrl, 'eth_getTransactionByHash', [`0x${'ee'.repeat(32)}`])).result).toBeNull()
+    expect((await answer(gateway.dedicatedUrl, 'eth_getLogs', [{ blockHash: `0x${'ee'.repeat(32)}` }])).error).toMatchObject({ code: -32000 })
+    expect((await answer(gateway.dedicatedUrl, 'eth_getBalance', [facts.accounts[0], { blockHash: `0x${'ee'.repeat(32)}` }])).error).toMatchObject({
+      code: -32000,
+    })
     expect(gateway.resolvers.historyReads.eth_getBlockByNumber).toBeGreaterThan(0)
     expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/flashgate_history_upstream_reads_total\{method="eth_getBlockByNumber"\} [1-9]/)
   })

@@ -128,8 +128,12 @@ export function createAccountResolvers({
         return { number: resolved.number, indexed: false }
       case 'beyondHead':
         throw new HeaderNotFoundError()
-      case 'unknownHash':
+      case 'unknownHash': {
+        // A canonical block below the index, by its hash: its state is the upstream's, as by its number.
+        const older = selector.kind === 'hash' ? await history.canonicalNumberOf(selector.hash) : null
+        if (older !== null) return { number: older, indexed: false }
         throw new HeaderNotFoundError('header for hash not found')
+      }
       case 'unavailable':
         throw new HeaderNotFoundError(`${resolved.tag} block not found`)
     }

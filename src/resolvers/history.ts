@@ -92,6 +92,16 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
       if (mode === 'refuse') return null
       return byHash<RpcBlock>('eth_getBlockByHash', [hash, includeTransactions], first)
     },
+    /**
+     * The number of a block below the index by its hash, if it is the canonical block at that height (a state
+     * read by number is then the same read); `null` otherwise, and with `--history refuse`.
+     */
+    async canonicalNumberOf(hash: Hash): Promise<number | null> {
+      const found = await this.blockByHash(hash, false)
+      if (found === null) return null
+      const number = Number(found.number)
+      return (await this.block(number, false))?.hash === found.hash ? number : null
+    },
     /** The receipts of a block below the index. */
     async blockReceipts(number: number): Promise<RpcTransactionReceipt[] | null> {
       const first = await firstBlock()
@@ -118,6 +128,12 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
       if (mode === 'refuse') throw refusal(first)
       const params = [{ ...filter, fromBlock: toQuantity(fromNumber), toBlock: toQuantity(toNumber) }]
       return ask<unknown[]>('eth_getLogs', params, { maxResponseBytes: maxBytes })
+    },
+    /** Logs of one block below the index, asked by its hash. */
+    async logsOfBlock(filter: Record<string, unknown>, blockHash: Hash, maxBytes?: number): Promise<unknown[]> {
+      const first = await firstBlock()
+      if (mode === 'refuse') throw refusal(first)
+      return ask<unknown[]>('eth_getLogs', [{ ...filter, blockHash }], { maxResponseBytes: maxBytes })
     },
     /**
      * The header of a block's uncle, which the index does not keep: the upstream's, asked by the hash of the

@@ -1,3 +1,4 @@
+import type { Hash } from 'viem'
 import { type LogFilter, toQuantity } from '../codecs/index.js'
 import { PLAN_FOR_VALUES, type RenderedStatement } from '../db/index.js'
 import { columnIsAnyOfText, logAddressIsAnyOfText, logTopic0IsAnyOfText, logTopicTailIsAnyOfText, type Param, TAIL_KEYED_TOPICS } from '../db/log-keys.js'
@@ -266,7 +267,8 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   async function getLogs({ filter, limits }: GetLogsParameters): Promise<Log[]> {
     // `toBlock: pending`: the confirmed logs up to latest (none when `fromBlock` is pending too), then the
     // pre-confirmed ones; `fromBlock: pending` as `split` says. Without pending state, `pending` is `latest` below.
-    if (filter.blockHash !== undefined) return confirmedLogs(filter, limits)
+    if (filter.blockHash !== undefined)
+      return (await chain.blockByHash(filter.blockHash)) === null ? logsOfHashBelowIndex(filter, filter.blockHash, limits) : confirmedLogs(filter, limits)
     const { confirmed, pending } = await pendingView.split(filter)
     if (pending.length === 0) return confirmed === null ? [] : confirmedLogs({ ...filter, ...confirmed }, limits)
     const logs = [
@@ -337,6 +339,25 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
     if (logs.length > resultCap(fromNumber, toNumber, limits)) throw resultCapError(Number(logs[limits.maxLogs]!.blockNumber), fromNumber, limits)
     const overflow = firstPastBytes(logs, limits)
     if (overflow !== null) throw answerBytesError(Number(logs[overflow]!.blockNumber), fromNumber, limits)
+  }
+
+  /**
+   * A block hash the index does not know: the upstream's logs of that block if it lies below the index
+   * (`--history upstream`), asked by the same hash (so never another branch's block at its height); else, as a
+   * node answers a hash it does not know, `unknown block`.
+   */
+  async function logsOfHashBelowIndex(filter: LogFilter, blockHash: Hash, limits: LogLimits): Promise<Log[]> {
+    const block = await history.blockByHash(blockHash, false)
+    if (block === null) throw new UnknownBlockError()
+    const number = Number(block.number)
+    const logs = (await history
+      .logsOfBlock({ address: filter.addresses ?? undefined, topics: filter.topics }, blockHash, limits.maxBytes)
+      .catch((error: unknown) => {
+        if (!(error instanceof UpstreamAnswerTooLargeError)) throw error
+        throw new LimitExceededError(`query returned more than ${limits.maxBytes} bytes of logs in block ${toQuantity(number)}; add address or topic filters`)
+      })) as Log[]
+    checkAnswer(logs, number, limits, number)
+    return logs
   }
 
   /** A range that starts below the index: the older part from the upstream (`--history upstream`), then the index's. */
