@@ -267,8 +267,7 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   async function getLogs({ filter, limits }: GetLogsParameters): Promise<Log[]> {
     // `toBlock: pending`: the confirmed logs up to latest (none when `fromBlock` is pending too), then the
     // pre-confirmed ones; `fromBlock: pending` as `split` says. Without pending state, `pending` is `latest` below.
-    if (filter.blockHash !== undefined)
-      return (await chain.blockByHash(filter.blockHash)) === null ? logsOfHashBelowIndex(filter, filter.blockHash, limits) : confirmedLogs(filter, limits)
+    if (filter.blockHash !== undefined) return confirmedLogs(filter, limits)
     const { confirmed, pending } = await pendingView.split(filter)
     if (pending.length === 0) return confirmed === null ? [] : confirmedLogs({ ...filter, ...confirmed }, limits)
     const logs = [
@@ -286,16 +285,19 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   /** The block numbers a filter spans, with the same checks and limits as `eth_getLogs`. */
   async function resolveLogRange(filter: LogFilter, limits: LogLimits): Promise<LogRange> {
     const range = await resolveFullRange(filter, limits)
+    if (range === null) throw new UnknownBlockError()
     if (range.firstBlock !== null && range.fromNumber < range.firstBlock) throw historyError(range.firstBlock, range.toNumber, limits)
     return range
   }
 
-  /** As `resolveLogRange`, but a range may start below the index; `firstBlock` says where the index starts. */
-  async function resolveFullRange(filter: LogFilter, limits: LogLimits): Promise<{ fromNumber: number; toNumber: number; firstBlock: number | null }> {
+  /**
+   * As `resolveLogRange`, but a range may start below the index; `firstBlock` says where the index starts.
+   * `null`: a block hash the index does not know.
+   */
+  async function resolveFullRange(filter: LogFilter, limits: LogLimits): Promise<{ fromNumber: number; toNumber: number; firstBlock: number | null } | null> {
     if (filter.blockHash !== undefined) {
       const block = await chain.blockByHash(filter.blockHash)
-      if (block === null) throw new UnknownBlockError()
-      return { fromNumber: block.number, toNumber: block.number, firstBlock: null }
+      return block === null ? null : { fromNumber: block.number, toNumber: block.number, firstBlock: null }
     }
 
     const [from, to] = await Promise.all([chain.resolve(filter.fromBlock), chain.resolve(filter.toBlock)])
@@ -322,7 +324,9 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
   }
 
   async function confirmedLogs(filter: LogFilter, limits: LogLimits): Promise<Log[]> {
-    const { fromNumber, toNumber, firstBlock } = await resolveFullRange(filter, limits)
+    const range = await resolveFullRange(filter, limits)
+    if (range === null) return logsOfHashBelowIndex(filter, filter.blockHash!, limits)
+    const { fromNumber, toNumber, firstBlock } = range
     if (firstBlock !== null && fromNumber < firstBlock) return withHistory(filter, fromNumber, toNumber, firstBlock, limits)
     const logs = await cache.remember(
       `logs:${fromNumber}-${toNumber}:${matchKey(filter)}`,
