@@ -72,35 +72,39 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
     return typeof number === 'string' && Number(number) < first ? answer : null
   }
 
+  /** A block below the index, by number. */
+  async function block(number: number, includeTransactions: boolean): Promise<RpcBlock | null> {
+    const first = await firstBlock()
+    if (mode === 'refuse') throw refusal(first)
+    return cache.remember(
+      `history-block:${number}:${includeTransactions}`,
+      () => ask<RpcBlock | null>('eth_getBlockByNumber', [toQuantity(number), includeTransactions]),
+      blockBytes,
+    )
+  }
+
+  /** A block the index does not know by this hash: the upstream's, if it lies below the index. */
+  async function blockByHash(hash: Hash, includeTransactions: boolean): Promise<RpcBlock | null> {
+    const first = await firstBlock()
+    if (first === 0) return null
+    if (mode === 'refuse') return null
+    return byHash<RpcBlock>('eth_getBlockByHash', [hash, includeTransactions], first)
+  }
+
   return {
     mode,
     reads,
-    /** A block below the index, by number. */
-    async block(number: number, includeTransactions: boolean): Promise<RpcBlock | null> {
-      const first = await firstBlock()
-      if (mode === 'refuse') throw refusal(first)
-      return cache.remember(
-        `history-block:${number}:${includeTransactions}`,
-        () => ask<RpcBlock | null>('eth_getBlockByNumber', [toQuantity(number), includeTransactions]),
-        blockBytes,
-      )
-    },
-    /** A block the index does not know by this hash: the upstream's, if it lies below the index. */
-    async blockByHash(hash: Hash, includeTransactions: boolean): Promise<RpcBlock | null> {
-      const first = await firstBlock()
-      if (first === 0) return null
-      if (mode === 'refuse') return null
-      return byHash<RpcBlock>('eth_getBlockByHash', [hash, includeTransactions], first)
-    },
+    block,
+    blockByHash,
     /**
      * The number of a block below the index by its hash, if it is the canonical block at that height (a state
      * read by number is then the same read); `null` otherwise, and with `--history refuse`.
      */
     async canonicalNumberOf(hash: Hash): Promise<number | null> {
-      const found = await this.blockByHash(hash, false)
+      const found = await blockByHash(hash, false)
       if (found === null) return null
       const number = Number(found.number)
-      return (await this.block(number, false))?.hash === found.hash ? number : null
+      return (await block(number, false))?.hash === found.hash ? number : null
     },
     /** The receipts of a block below the index. */
     async blockReceipts(number: number): Promise<RpcTransactionReceipt[] | null> {
