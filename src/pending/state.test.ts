@@ -83,9 +83,32 @@ describe('pending state: sequence rules', () => {
     await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(2, 3) })))
     expect(state.blocks(9).map((block) => block.number)).toEqual([10, 11])
     state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: transactions.slice(0, 2).map((transaction) => transaction.hash) })
-    expect(state.blocks(9).map((block) => block.number)).toEqual([11])
+    expect(state.blocks(10).map((block) => block.number)).toEqual([11])
     // A late message for a sealed block is ignored.
     expect(await state.apply(parse(flashblock({ index: 0, blockNumber: 10 })))).toBe('ignored')
+  })
+
+  test('a reader whose head is still the one before the sealed block sees that block pre-confirmed, not a gap', async () => {
+    // The ingester confirms block 10 as it commits it; a reader's view of the head loaded just before (or a
+    // worker told of the seal before the database's notification) is still 9. Without block 10 it would count
+    // the sender's nonce from 9 and then 11 alone, and hand a wallet the nonce it just used.
+    const { state, advance } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2) })))
+    state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: transactions.slice(0, 2).map((transaction) => transaction.hash) })
+    expect(state.blocks(9).map((block) => block.number)).toEqual([10])
+    expect(state.blocks(10)).toEqual([])
+    // A late frame of the sealed block adds nothing to it.
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(2, 3) })))).toBe('ignored')
+    expect(state.blocks(9)[0]?.transactions).toHaveLength(2)
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(2, 3) })))
+    expect(state.blocks(9).map((block) => block.number)).toEqual([10, 11])
+    // A silent feed hides the block being built, not the sealed one before it.
+    advance(FLASHBLOCK_STALE_MS + 1)
+    expect(state.blocks(9).map((block) => block.number)).toEqual([10])
+    // Two blocks on, it is forgotten.
+    state.confirm({ number: 11, hash: `0x${'0b'.repeat(32)}`, transactionHashes: [transactions[2]!.hash] })
+    state.confirm({ number: 12, hash: `0x${'0c'.repeat(32)}`, transactionHashes: [] })
+    expect(state.blocks(9).map((block) => block.number)).toEqual([11])
   })
 
   test('a canonical block that contradicts its pre-confirmation drops everything built on it', async () => {

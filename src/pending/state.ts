@@ -492,7 +492,8 @@ export function createPendingState(config: PendingStateConfig) {
       events.emit('transactions', block, added)
       return 'started'
     }
-    if (awaitingStart || current === undefined) return 'ignored'
+    // Nothing more is added to a block the index holds (kept a little for readers a block behind).
+    if (awaitingStart || current === undefined || current.number <= confirmedHead) return 'ignored'
     if (message.payload_id === current.payloadId && message.index <= current.lastIndex) return 'duplicate'
     // A frame of a payload the view moved past: its block was replaced, or the next one has started.
     if (message.payload_id !== current.payloadId && started.has(message.payload_id)) return 'ignored'
@@ -585,9 +586,12 @@ export function createPendingState(config: PendingStateConfig) {
         drop(`canonical block ${number} differs from its pre-confirmation`)
         return
       }
-      const before = blocks.length
-      blocks = blocks.filter((block) => block.number > number)
-      if (blocks.length !== before) events.emit('update')
+      // The confirmed blocks stay a little (see `blocks`): a reader whose view of the head is still the one
+      // before (a view loaded as the block was committed, or a worker told of the seal before the database's
+      // notification) must see them pre-confirmed, or it would see the sealed transactions nowhere, and a
+      // wallet would be handed a nonce it already used.
+      blocks = blocks.filter((block) => block.number > number - KEEP_CONFIRMED_BLOCKS)
+      if (blocks.some((block) => block.number <= number)) events.emit('update')
     },
     /**
      * The index was rewound to `ancestor` (a reorg, or a chain reset to a lower height): the blocks above it
@@ -611,11 +615,17 @@ export function createPendingState(config: PendingStateConfig) {
     blocks(headNumber: number): PendingBlock[] {
       // Blocks the index already holds are not pending. They are forgotten a little later (a process without
       // the ingester learns of canonical blocks only through the head it reads), so that the ingester's
-      // `confirm` still finds the block it reconciles, even when a reader saw the new head first.
+      // `confirm` still finds the block it reconciles, even when a reader saw the new head first, and a reader
+      // whose head is a block behind still sees them (see `confirm`).
       if (blocks.length > 0 && blocks[0]!.number <= headNumber - KEEP_CONFIRMED_BLOCKS)
         blocks = blocks.filter((block) => block.number > headNumber - KEEP_CONFIRMED_BLOCKS)
-      const visible = now() - lastMessageAt > staleAfterMs ? blocks.slice(0, -1) : blocks
+      const building = blocks.at(-1)
+      const visible = now() - lastMessageAt > staleAfterMs && building !== undefined && building.number > confirmedHead ? blocks.slice(0, -1) : blocks
       return visible[0] !== undefined && visible[0].number <= headNumber ? visible.filter((block) => block.number > headNumber) : visible
+    },
+    /** Whether a block is still being built: in view, not replaced or dropped, and not sealed yet. */
+    building(block: PendingBlock): boolean {
+      return blocks.includes(block) && block.number > confirmedHead
     },
     /**
      * Whether the feed is being followed: a block was opened (index 0) and nothing dropped since, and the

@@ -478,7 +478,7 @@ export function createFlashblockExecutor({
   async function executeFlashblock(block: PendingBlock, transactions: PendingTransaction[]): Promise<void> {
     // A block sealed, replaced or dropped while this waited its turn (execution fell behind, say while the
     // upstream was failing): nothing to pre-confirm any more, so the queue drains instead of growing.
-    if (!state.blocks(-1).includes(block)) {
+    if (!state.building(block)) {
       for (const transaction of transactions) deferred(transaction.hash).resolve(null)
       // Its execution stops short of the block's end: its state is not the next block's parent state.
       if (run !== null && run.block === block) run.failed = true
