@@ -191,8 +191,9 @@ export async function startGateway({
     redis,
     cluster: redis === null ? link : null,
   })
-  // How the node writes a receipt's `blockTimestamp`, from the newest receipt the index holds, until a block says.
-  if (pending !== null) void learnReceiptForm(pending)
+  // How the node writes a receipt's `blockTimestamp`, from the newest receipt the index holds, until a block says;
+  // the feed is read once it is known (below), so that no frame's receipts are built before.
+  const receiptFormLearnt = pending === null ? Promise.resolve() : learnReceiptForm(pending)
   async function learnReceiptForm(state: PendingState) {
     try {
       const [newest] = await readDb.drizzle
@@ -380,9 +381,8 @@ export async function startGateway({
       ? null
       : startRetention({ db, retainBlocks: config.retainBlocks, leads: () => ingester.status().leader, logger: logger.child({ module: 'retention' }) })
   const sealer = sealsLogs && ingests ? startLogSealer({ db, leads: () => ingester.status().leader, logger: logger.child({ module: 'seal-logs' }) }) : null
-  feed?.start()
-
   let stopping: Promise<void> | null = null
+  if (feed !== null) void receiptFormLearnt.then(() => stopping === null && feed.start())
   return {
     url,
     port,

@@ -4,10 +4,11 @@ import { sql } from 'drizzle-orm'
 import { generateChain } from './fixtures/chain.js'
 import { compareWithReference } from './fixtures/compare.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
+import { DEV_ACCOUNTS, flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
 import { rpc, startTestGateway } from './fixtures/gateway.js'
 import { generateQueries, readChainFacts, wholeChainQueries } from './fixtures/queries.js'
 import { createRandom } from './fixtures/random.js'
-import { anvilCall, waitForSameHead } from './fixtures/sync.js'
+import { anvilCall, blockHashAt, waitForSameHead } from './fixtures/sync.js'
 
 let anvil: Anvil
 let database: TestDatabase
@@ -72,5 +73,43 @@ test('a database that indexes another chain is refused', async () => {
   } finally {
     await gateway.stop()
     await other.stop()
+  }
+})
+
+/**
+ * A feed that builds receipts itself (the frames' own, or flashgate's executor) writes `blockTimestamp` as the
+ * node does only once it knows how: from a sealed block, or at start from the newest receipt the index holds.
+ * Without the second, a gateway restarted on an idle chain answers its first pre-confirmed receipts in another
+ * form than the sealed ones that replace them (anvil: a JSON number; built: a hex quantity).
+ */
+test('after a restart on an idle chain, the first pre-confirmed receipts write blockTimestamp as the node does', async () => {
+  // A receipt for the index to hold, then a first gateway that indexes it and stops.
+  const nonce = Number(await anvilCall<string>(anvil.rpcUrl, 'eth_getTransactionCount', [DEV_ACCOUNTS[4]!.address, 'latest']))
+  const sent = await signedTransfer({ from: 4, nonce })
+  await anvilCall(anvil.rpcUrl, 'eth_sendRawTransaction', [sent.raw])
+  await anvilCall(anvil.rpcUrl, 'anvil_mine', ['0x1'])
+  const sealed = await anvilCall<Record<string, unknown>>(anvil.rpcUrl, 'eth_getTransactionReceipt', [sent.hash])
+  expect(typeof sealed.blockTimestamp).toBe('number')
+  const first = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+  const head = await waitForSameHead(first, anvil.rpcUrl)
+  await first.stop()
+
+  // Restarted with a feed, and no block sealed since: the form can only come from the index.
+  const feed = await startScriptedFeed()
+  const second = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl, flashblocksWs: feed.url })
+  try {
+    await feed.connected()
+    const next = await signedTransfer({ from: 4, nonce: nonce + 1 })
+    feed.send(
+      flashblock({ index: 0, blockNumber: head + 1, parentHash: await blockHashAt(anvil.rpcUrl, head), transactions: [next], format: 'legacy' }),
+      'brotli',
+    )
+    await expect.poll(async () => (await rpc(second.url, 'eth_getTransactionReceipt', [next.hash])).result, { timeout: 10_000 }).not.toBeNull()
+    const preConfirmed = (await rpc(second.url, 'eth_getTransactionReceipt', [next.hash])).result as Record<string, unknown>
+    expect(preConfirmed.blockNumber).toBe(`0x${(head + 1).toString(16)}`)
+    expect(typeof preConfirmed.blockTimestamp).toBe(typeof sealed.blockTimestamp)
+  } finally {
+    await second.stop()
+    await feed.stop()
   }
 })
