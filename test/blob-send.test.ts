@@ -54,7 +54,7 @@ test.skipIf(castBinary === undefined)(
     const first = await blobTransaction(nonce)
     // The network form: its RLP list starts with the transaction's own list, not its chain id.
     expect(first.startsWith('0x03')).toBe(true)
-    const synced = await rpc(gateway.dedicatedUrl, 'eth_sendRawTransactionSync', [first, 10_000])
+    const synced = await rpc(gateway.dedicatedUrl, 'eth_sendRawTransactionSync', [first, 6_000])
     expect(synced.error).toBeUndefined()
     const receipt = synced.result as { transactionHash: `0x${string}`; status: string; from: string; blobGasUsed?: string }
     expect(receipt).toEqual(await anvilCall(anvil.rpcUrl, 'eth_getTransactionReceipt', [receipt.transactionHash]))

@@ -320,6 +320,18 @@ describe('real clients through flashgate', () => {
     })
   })
 
+  test('eth_sendRawTransactionSync refuses a wait longer than 6 s before sending, as Base does', async () => {
+    const account = ACCOUNTS.rawSync
+    const raw = await signedTransfer(await nonceOf(account.address, 'pending'))
+    for (const url of [gateway.url, devnet.rpcUrl]) {
+      const answer = (await rpc(url, 'eth_sendRawTransactionSync', [raw, 6_001])) as { error?: { code: number; message: string } }
+      expect(answer.error).toEqual({ code: -32602, message: 'time out too long, timeout: 6001 ms, max: 6000 ms' })
+    }
+    // Nothing was sent: neither the node nor flashgate knows the transaction.
+    expect((await rpc(devnet.rpcUrl, 'eth_getTransactionByHash', [keccak256(raw)])).result).toBeNull()
+    expect(await result('eth_getTransactionByHash', [keccak256(raw)])).toBeNull()
+  })
+
   test('viem: an EOA delegates itself (EIP-7702, self-sponsored): found by hash at once, and the pending nonce at once skips the one its authorization takes', async () => {
     // anvil funds the mnemonic's first ten accounts; the ones above are not any other test's.
     const account = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: 7 })

@@ -25,6 +25,8 @@ const ALREADY_IMPORTED_CODE = -32003
 const INVALID_PARAMS_CODE = -32602
 /** eth_sendRawTransactionSync waits this many block times for the receipt unless the caller says otherwise. */
 const SYNC_SEND_TIMEOUT_BLOCKS = 2
+/** The longest wait Base's node takes. */
+const SYNC_SEND_MAX_TIMEOUT_MS = 6_000
 /** EIP-7966's answer when the transaction is accepted but not included in time; `data` is its hash. */
 const SYNC_SEND_TIMEOUT_ERROR = {
   code: 4,
@@ -348,8 +350,15 @@ export function createSequencer(options: SequencerOptions): Sequencer {
   async function sendRawTransactionSync(request: JsonRpcRequest): Promise<JsonRpcResponse> {
     const id = request.id ?? null
     const [raw, timeout] = Array.isArray(request.params) ? (request.params as unknown[]) : []
-    const timeoutMs = syncTimeoutMs(timeout, SYNC_SEND_TIMEOUT_BLOCKS * blockTimeMs)
+    const timeoutMs = syncTimeoutMs(timeout, Math.min(SYNC_SEND_TIMEOUT_BLOCKS * blockTimeMs, SYNC_SEND_MAX_TIMEOUT_MS))
     if (timeoutMs === undefined) return { jsonrpc: '2.0', id, error: { code: INVALID_PARAMS_CODE, message: 'timeout must be a number of milliseconds' } }
+    // As Base's node: a longer wait is refused before the transaction is sent.
+    if (timeoutMs > SYNC_SEND_MAX_TIMEOUT_MS)
+      return {
+        jsonrpc: '2.0',
+        id,
+        error: { code: INVALID_PARAMS_CODE, message: `time out too long, timeout: ${timeoutMs} ms, max: ${SYNC_SEND_MAX_TIMEOUT_MS} ms` },
+      }
     let included: Promise<RpcTransactionReceipt | undefined> | undefined
     const sent = await lock.exclusive(async () => {
       const response = await sendRawTransaction({ ...request, method: 'eth_sendRawTransaction', params: [raw] })

@@ -1,5 +1,5 @@
 import { type Hash, type Hex, keccak256 } from 'viem'
-import { TransactionTimeoutError, UpstreamError } from '../errors.js'
+import { InvalidParamsError, TransactionTimeoutError, UpstreamError } from '../errors.js'
 import { canonicalTransaction, decodePendingTransaction, type ForwardedTransactions, type PendingReceipt, type PendingState } from '../pending/index.js'
 import type { ChainState } from './chain.js'
 import type { PendingView } from './pending.js'
@@ -90,7 +90,11 @@ export function createSendResolvers({
 
   /** https://eips.ethereum.org/EIPS/eip-7966 */
   async function sendRawTransactionSync({ raw, timeoutMs }: SendRawTransactionSyncParameters): Promise<unknown> {
-    const wait = Math.min(timeoutMs ?? SYNC_SEND_MAX_TIMEOUT_MS, SYNC_SEND_MAX_TIMEOUT_MS)
+    // Refused before anything is sent, as Base's node refuses it (not shortened: a client that retries on the
+    // error must not find its transaction sent through flashgate only).
+    if (timeoutMs !== undefined && timeoutMs > SYNC_SEND_MAX_TIMEOUT_MS)
+      throw new InvalidParamsError(`time out too long, timeout: ${timeoutMs} ms, max: ${SYNC_SEND_MAX_TIMEOUT_MS} ms`)
+    const wait = timeoutMs ?? SYNC_SEND_MAX_TIMEOUT_MS
     const hash = keccak256(canonicalTransaction(raw))
     let resolve!: Waiter
     const arrived = new Promise<unknown>((settled) => {
