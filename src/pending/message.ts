@@ -73,6 +73,11 @@ export type FlashblockMetadata = {
   block_number: number
   /** Sent by Base since Azul, always `null` so far (reserved for a block-level access list). */
   access_list?: unknown
+  /**
+   * The flashblock this one follows, as `<block number>-<index>` (Base's builder, 2026): the last of the block
+   * before for an index 0. `0-0` or absent when the builder names none (its first after a restart).
+   */
+  prev_flashblock_id?: string
   /** Receipts of this flashblock's transactions, keyed by transaction hash. Legacy feeds only. */
   receipts?: Record<Hash, FlashblockReceipt | LegacyFlashblockReceipt>
   /** Post-flashblock balances of the accounts its transactions changed. Legacy feeds only. */
@@ -161,6 +166,15 @@ const base = z
   } satisfies ShapeOf<FlashblockBase>)
   .passthrough()
 
+/** `<block number>-<index>`, read as both numbers; `0-0` (Base's "none") as absent. */
+const flashblockId = z
+  .string()
+  .regex(/^\d{1,15}-\d{1,15}$/)
+  .transform((id) => {
+    const [blockNumber, index] = id.split('-').map(Number) as [number, number]
+    return blockNumber === 0 && index === 0 ? undefined : { blockNumber, index }
+  })
+
 const withdrawal = z.object({ index: quantity, validatorIndex: quantity, address, amount: quantity } satisfies ShapeOf<FlashblockWithdrawal>).passthrough()
 
 export const flashblockMessage = z.object({
@@ -183,6 +197,8 @@ export const flashblockMessage = z.object({
   metadata: z
     .object({
       block_number: z.number().int().nonnegative().optional(),
+      // A link in another form is no link: the frame is still checked by its index.
+      prev_flashblock_id: flashblockId.optional().catch(undefined),
       // One bad receipt leaves that transaction without one; it does not void the flashblock.
       receipts: z.record(hash, feedReceipt.nullable().catch(null)).nullish(),
       new_account_balances: z.record(address, quantity).nullish(),

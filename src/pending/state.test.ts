@@ -70,6 +70,33 @@ describe('pending state: sequence rules', () => {
     expect(state.blocks(0).map((block) => block.number)).toEqual([11])
   })
 
+  test('a link to another flashblock than the last applied drops the pending state, as Base does; a matching or empty link is followed', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), previous: '9-4' })))
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2), previous: '10-0' })))).toBe('appended')
+    // The builder's first after a restart names none.
+    expect(await state.apply(parse(flashblock({ index: 2, blockNumber: 10, transactions: transactions.slice(2, 3), previous: '0-0' })))).toBe('appended')
+    // The next index, but following a flashblock this view never applied.
+    expect(await state.apply(parse(flashblock({ index: 3, blockNumber: 10, transactions: transactions.slice(3, 4), previous: '10-1' })))).toBe('dropped')
+    expect(state.blocks(9)).toEqual([])
+  })
+
+  test('an index 0 that follows a flashblock of the block before which the view never had: that block goes, the new one starts', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
+    await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2) })))
+    // Block 10's index 2 was lost: block 11 says it follows 10-2.
+    const opened = { index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(3, 4) } as const
+    expect(await state.apply(parse(flashblock({ ...opened, previous: '10-2' })))).toBe('started')
+    expect(state.blocks(9).map((block) => block.number)).toEqual([11])
+
+    const linked = createState()
+    await linked.state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
+    await linked.state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2) })))
+    expect(await linked.state.apply(parse(flashblock({ ...opened, previous: '10-1' })))).toBe('started')
+    expect(linked.state.blocks(9).map((block) => block.number)).toEqual([10, 11])
+  })
+
   test('an index from another payload (out of order) drops the pending state', async () => {
     const { state } = createState()
     await state.apply(parse(flashblock({ index: 0, blockNumber: 10 })))

@@ -446,6 +446,13 @@ export function createPendingState(config: PendingStateConfig) {
         drop(`index 0 of block ${number} is more than ${MAX_PENDING_BLOCKS} blocks above the indexed head ${confirmedHead}`)
         return 'dropped'
       }
+      // The block before lost its last flashblocks (the link names one this view never had): it is incomplete,
+      // so nothing of it stays; this block starts afresh, as after a reconnect. (Once sealed, its tail is moot.)
+      const link = message.metadata?.prev_flashblock_id
+      const before = !awaitingStart && current !== undefined && current.number === number - 1 && current.number > confirmedHead ? current : null
+      if (link !== undefined && before !== null && !links(link, before)) {
+        drop(`index 0 of block ${number} follows flashblock ${link.blockNumber}-${link.index}, not ${before.number}-${before.lastIndex}`)
+      }
       // A block replaces any pending block at its height or above (the builder restarted it).
       blocks = blocks.filter((block) => block.number < number)
       const base = message.base
@@ -501,10 +508,21 @@ export function createPendingState(config: PendingStateConfig) {
       drop(`expected index ${current.lastIndex + 1} of ${current.payloadId}, got ${message.index} of ${message.payload_id}`)
       return 'dropped'
     }
+    // The next index, but linked to another flashblock than the one this view applied last (Base's node drops too).
+    const link = message.metadata?.prev_flashblock_id
+    if (link !== undefined && !links(link, current)) {
+      drop(`flashblock ${current.number}-${message.index} follows ${link.blockNumber}-${link.index}, not ${current.number}-${current.lastIndex}`)
+      return 'dropped'
+    }
     const added = await appendTransactions(current, message)
     events.emit('update')
     events.emit('transactions', current, added)
     return 'appended'
+  }
+
+  /** Whether a frame's link to the flashblock before it names the one the view applied last, `block`'s newest. */
+  function links(link: { blockNumber: number; index: number }, block: PendingBlock): boolean {
+    return link.blockNumber === block.number && link.index === block.lastIndex
   }
 
   /** Runs after the messages applied so far, as they do. */
