@@ -3,7 +3,7 @@ import { type Hash, type Hex, hexToBytes, keccak256, toHex, toRlp } from 'viem'
 import { afterEach, describe, expect, test, vi } from 'vitest'
 import type { PendingBlock } from '../pending/state.js'
 import type { PendingTransaction } from '../pending/transactions.js'
-import { transactionsRoot } from './block.js'
+import { formatPendingBlock, transactionsRoot } from './block.js'
 
 // The pending block's transactions root is kept from one version to the next (objects/block.ts): a flashblock
 // adds transactions, receipts change nothing in it, a rewind replaces them. Each root must be the one a trie
@@ -76,5 +76,40 @@ describe('the pending transactions root', () => {
     block.transactions = [...block.transactions, transaction(3)]
     block.version++
     expect(await transactionsRoot(block)).toBe(await freshRoot(block.transactions))
+  })
+})
+
+describe('the pending block', () => {
+  /** A block whose first transaction is of `type`, built on a parent that used 5,000,000 blob gas. */
+  async function excessBlobGasOver(type: number) {
+    const block = {
+      ...pendingBlock([{ ...transaction(0), type }]),
+      number: 11,
+      transactionCount: 1,
+      cumulativeGasUsed: 21_000n,
+      header: {
+        parentHash: `0x${'0a'.repeat(32)}`,
+        feeRecipient: `0x${'00'.repeat(20)}`,
+        timestamp: 1n,
+        baseFeePerGas: 1n,
+        gasLimit: 30_000_000n,
+        extraData: '0x',
+      },
+    } as unknown as PendingBlock
+    block.header = { ...block.header, withdrawals: [], blobGasUsed: 0n } as PendingBlock['header']
+    const parent = { excessBlobGas: '0x0', blobGasUsed: toHex(5_000_000), withdrawalsRoot: '0x', parentBeaconBlockRoot: '0x' }
+    const answer = await formatPendingBlock(block, {
+      includeTransactions: false,
+      parent,
+      convention: { countsWithdrawals: true },
+      formatTransaction: () => ({}),
+    })
+    return { hash: answer.hash, excessBlobGas: answer.excessBlobGas }
+  }
+
+  test('on an OP-Stack chain (an L1-info deposit first) has no excess blob gas, as its sealed blocks; elsewhere EIP-4844 rules', async () => {
+    // Since Jovian an OP-Stack block's blobGasUsed counts data-availability use; its excess stays zero.
+    expect(await excessBlobGasOver(0x7e)).toEqual({ hash: `0x${'00'.repeat(32)}`, excessBlobGas: '0x0' })
+    expect(await excessBlobGasOver(2)).toEqual({ hash: `0x${'00'.repeat(32)}`, excessBlobGas: toHex(5_000_000 - 786_432) })
   })
 })

@@ -13,6 +13,8 @@ const EMPTY_TRIE_ROOT: Hash = '0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc
 const ZERO_BLOOM: Hex = `0x${'00'.repeat(256)}`
 /** EIP-4844 blob gas target per block since Prague (EIP-7691); only matters for a chain that carries blobs. */
 const BLOB_GAS_TARGET = 786_432n
+/** An OP-Stack deposit transaction's type (the L1-info deposit opens every OP-Stack block). */
+const DEPOSIT_TYPE = 0x7e
 
 /** Header fields in RLP order (Yellow Paper §4.3, then each fork's additions, each optional from `withdrawalsRoot` on). */
 const HEADER_FIELDS = [
@@ -174,7 +176,9 @@ export async function formatPendingBlock(
   const parentBlobGas =
     parent === null ? 0n : BigInt((parent.excessBlobGas as Hex | undefined) ?? '0x0') + BigInt((parent.blobGasUsed as Hex | undefined) ?? '0x0')
   const answer: Record<string, unknown> = {
-    hash: header.blockHash ?? PENDING_BLOCK_HASH,
+    // Zeros, as Base's node answers: the sealed block's hash is not known before it seals, and a feed's
+    // `block_hash` is not it (Base's builder hashes each flashblock's header with a zero state root).
+    hash: PENDING_BLOCK_HASH,
     parentHash: header.parentHash,
     sha3Uncles: EMPTY_UNCLES_HASH,
     miner: header.feeRecipient,
@@ -194,7 +198,10 @@ export async function formatPendingBlock(
   }
   if (has('withdrawalsRoot')) answer.withdrawalsRoot = header.withdrawalsRoot ?? EMPTY_TRIE_ROOT
   if (has('blobGasUsed')) answer.blobGasUsed = toQuantity(header.blobGasUsed ?? 0n)
-  if (has('excessBlobGas')) answer.excessBlobGas = toQuantity(parentBlobGas > BLOB_GAS_TARGET ? parentBlobGas - BLOB_GAS_TARGET : 0n)
+  // An OP-Stack block (its first transaction the L1-info deposit) has none: zero, as its sealed blocks have, though
+  // since Jovian its `blobGasUsed` counts data-availability use. Otherwise EIP-4844's rule.
+  const opStack = block.transactions[0]?.type === DEPOSIT_TYPE
+  if (has('excessBlobGas')) answer.excessBlobGas = toQuantity(!opStack && parentBlobGas > BLOB_GAS_TARGET ? parentBlobGas - BLOB_GAS_TARGET : 0n)
   if (has('parentBeaconBlockRoot')) answer.parentBeaconBlockRoot = header.parentBeaconBlockRoot ?? PENDING_BLOCK_HASH
   if (parent !== null && 'requestsHash' in parent) answer.requestsHash = EMPTY_REQUESTS_HASH
   if (parent !== null && 'totalDifficulty' in parent) answer.totalDifficulty = parent.totalDifficulty
