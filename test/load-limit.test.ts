@@ -164,7 +164,9 @@ test('at the public rate limit and above it: the limit holds, every request is a
     expect(run.timeouts).toBe(0)
     expect(run.other).toBe(0)
   }
-  expect(atLimit.answered).toBeGreaterThanOrEqual(0.9 * pacedRate * atLimit.seconds)
+  // Every request that went out was answered (how many a busy machine sends at this pace is not the point:
+  // a shared CI machine once sent half of them), and nearly none refused.
+  expect(atLimit.answered).toBeGreaterThanOrEqual(atLimit.sent - CONNECTIONS)
   expect(atLimit.limited).toBeLessThanOrEqual(Math.ceil(atLimit.answered * 0.02))
   for (const run of [over, overAgain]) {
     // Every request that went out came back with an answer (autocannon stops at the deadline mid-flight:
