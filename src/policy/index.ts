@@ -75,14 +75,17 @@ export function createPolicies(config: PolicyConfig): Record<PolicyName, Policy>
 }
 
 /**
- * The address a request comes from. Behind a reverse proxy (`--trust-proxy`) that is the first address of
- * `X-Forwarded-For`; otherwise the socket's peer, since the header is the client's to forge.
+ * The address a request comes from. Behind a reverse proxy (`--trust-proxy`) that is the last address of
+ * `X-Forwarded-For`, the one the proxy added: a proxy that appends (nginx's `$proxy_add_x_forwarded_for`)
+ * keeps whatever the client sent before it, so the first is the client's to forge, and a forged one per
+ * request would escape every per-client limit. Otherwise the socket's peer.
  */
 export function clientAddress(request: IncomingMessage, trustProxy: boolean): string {
   if (trustProxy) {
     const forwarded = request.headers['x-forwarded-for']
-    const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(',')[0]?.trim()
-    if (first) return first
+    const entries = (Array.isArray(forwarded) ? forwarded.join(',') : (forwarded ?? '')).split(',')
+    const last = entries.map((entry) => entry.trim()).findLast((entry) => entry !== '')
+    if (last !== undefined) return last
   }
   return request.socket.remoteAddress ?? 'unknown'
 }

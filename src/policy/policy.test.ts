@@ -21,8 +21,11 @@ describe('clientAddress', () => {
     expect(clientAddress(request('1.2.3.4'), false)).toBe('127.0.0.1')
   })
 
-  test('behind a trusted proxy the first forwarded address is the client', () => {
-    expect(clientAddress(request('1.2.3.4, 10.0.0.1'), true)).toBe('1.2.3.4')
+  test('behind a trusted proxy the client is the address the proxy added, the last: those before it are the client’s to forge', () => {
+    expect(clientAddress(request('1.2.3.4'), true)).toBe('1.2.3.4')
+    // nginx's $proxy_add_x_forwarded_for appends the peer to what the client sent.
+    expect(clientAddress(request('10.0.0.7, 203.0.113.7'), true)).toBe('203.0.113.7')
+    expect(clientAddress(request('10.0.0.8,203.0.113.7, '), true)).toBe('203.0.113.7')
     expect(clientAddress(request(''), true)).toBe('127.0.0.1')
     expect(clientAddress(request(), true)).toBe('127.0.0.1')
   })
