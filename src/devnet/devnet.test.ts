@@ -51,15 +51,28 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
       expect(new Set(block.map(({ message }) => message.metadata.block_number)).size).toBe(1)
       expect(block[0]!.message.payload_id).toMatch(/^0x[0-9a-f]{16}$/)
       expect(block.every(({ isBinary }) => isBinary)).toBe(true)
-      // Since Azul: no receipts, no balances.
-      for (const { message } of block) expect(message.metadata).toEqual({ block_number: message.metadata.block_number, access_list: null })
+      // Since Azul: no receipts, no balances; and, as Base's builder sends today, the flashblock each one follows.
+      for (const { message } of block)
+        expect(message.metadata).toEqual({ block_number: message.metadata.block_number, access_list: null, prev_flashblock_id: expect.any(String) })
+      // As Base's builder: no state root per flashblock, and a block_hash of each flashblock's own.
+      expect(block.every(({ message }) => message.diff.state_root === `0x${'00'.repeat(32)}`)).toBe(true)
       expect(block.every(({ message }) => message.diff.blob_gas_used === '0x0')).toBe(true)
     }
     // Nothing was sent: these are empty ticks, still one message each.
     expect(frames.every(({ message }) => message.diff.transactions.length === 0)).toBe(true)
     expect(second[0]!.message.metadata.block_number).toBe(first[0]!.message.metadata.block_number + 1)
     expect(second[0]!.message.payload_id).not.toBe(first[0]!.message.payload_id)
-    expect(second[0]!.message.base!.parent_hash).toBe(first.at(-1)!.message.diff.block_hash)
+    // Each flashblock names the one before it, across the blocks too.
+    frames.slice(1).forEach(({ message }, i) => {
+      const before = frames[i]!.message
+      expect(message.metadata.prev_flashblock_id).toBe(`${before.metadata.block_number}-${before.index}`)
+    })
+    // The next block is built on the sealed one, whose hash no flashblock carried: each has a block_hash of its own.
+    const sealedFirst = await rpc<{ hash: Hash }>('eth_getBlockByNumber', [`0x${first[0]!.message.metadata.block_number.toString(16)}`, false])
+    expect(second[0]!.message.base!.parent_hash).toBe(sealedFirst.hash)
+    const frameHashes = frames.map(({ message }) => message.diff.block_hash)
+    expect(new Set(frameHashes).size).toBe(frames.length)
+    expect(frameHashes).not.toContain(sealedFirst.hash)
     expect(BigInt(second[0]!.message.base!.timestamp) - BigInt(first[0]!.message.base!.timestamp)).toBe(2n)
 
     const gaps = frames.slice(1).map((frame, i) => frame.at - frames[i]!.at)
@@ -82,7 +95,7 @@ describe('devnet with Base timing (2 s blocks, 200 ms flashblocks)', () => {
       const position = feed.frames.findIndex(({ message }) => announces(message, hash))
       // The next tick's message; one sent just before the answer may still have been on its way.
       expect(position, `sent ${Math.round(performance.now() - sentAt)} ms ago`).toBeLessThanOrEqual(framesWhenAnswered + 1)
-      expect(Object.keys(feed.frames[position]!.message.metadata).sort()).toEqual(['access_list', 'block_number'])
+      expect(Object.keys(feed.frames[position]!.message.metadata).sort()).toEqual(['access_list', 'block_number', 'prev_flashblock_id'])
     }
   })
 

@@ -1,10 +1,11 @@
 import { brotliDecompressSync } from 'node:zlib'
-import type { RpcBlock } from 'viem'
+import { concat, keccak256, type RpcBlock } from 'viem'
 import { describe, expect, test } from 'vitest'
-import type { FlashblockWireMessage } from '../pending/message.js'
+import { type FlashblockWireMessage, flashblockMessage } from '../pending/message.js'
 import { buildFlashblockMessage, encodeFlashblock } from './flashblock-message.js'
 
 const HASH = `0x${'ab'.repeat(32)}` as const
+const ZERO_HASH = `0x${'00'.repeat(32)}` as const
 
 /** A Base-shaped index-0 message in the legacy format, with one transaction, receipt and balance. */
 const SAMPLE_MESSAGE: FlashblockWireMessage = {
@@ -87,30 +88,55 @@ describe('buildFlashblockMessage', () => {
     baseFeePerGas: '0xfa',
   } as unknown as RpcBlock<'latest', false>
 
-  test('current format (Base since Azul): the diff with blob_gas_used, metadata only block_number and access_list: null', () => {
-    const message = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 3, block, transactions: ['0x02f86c'] })
+  test("current format (Base's builder today): zero state root, a block_hash of its own, metadata with access_list: null and the link", () => {
+    const message = buildFlashblockMessage({
+      payloadId: '0x0307de8ff1df8ed8',
+      index: 3,
+      block,
+      transactions: ['0x02f86c'],
+      previous: { blockNumber: 22585577, index: 2 },
+    })
     // Key order as Base sends it.
     expect(encodeFlashblock(message, { compress: false })).toBe(
       JSON.stringify({
         payload_id: '0x0307de8ff1df8ed8',
         index: 3,
         diff: {
-          state_root: HASH,
+          state_root: ZERO_HASH,
           receipts_root: HASH,
           logs_bloom: block.logsBloom,
           gas_used: '0x5208',
-          block_hash: HASH,
+          block_hash: keccak256(concat(['0x0307de8ff1df8ed8', '0x0000000000000003', HASH])),
           transactions: ['0x02f86c'],
           withdrawals: [],
           withdrawals_root: HASH,
           blob_gas_used: '0x0',
         },
-        metadata: { block_number: 22585577, access_list: null },
+        metadata: { block_number: 22585577, access_list: null, prev_flashblock_id: '22585577-2' },
       }),
     )
   })
 
-  test('base only at index 0; legacy format carries receipts and balances instead of access_list', () => {
+  test("current format: every flashblock's block_hash differs, from the others and from the block's, and is the same when built again", () => {
+    const hashes = [0, 1, 2].map((index) => buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index, block, transactions: [] }).diff.block_hash)
+    const otherPayload = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed9', index: 0, block, transactions: [] }).diff.block_hash
+    expect(new Set([...hashes, otherPayload, block.hash]).size).toBe(5)
+    expect(buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 1, block, transactions: [] }).diff.block_hash).toBe(hashes[1])
+  })
+
+  test('current format: the first flashblock names none before it ("0-0"); an index 0 names the last of the block before', () => {
+    const first = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 0, block, transactions: [], previous: null })
+    expect(first.metadata.prev_flashblock_id).toBe('0-0')
+    const unnamed = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 0, block, transactions: [] })
+    expect(unnamed.metadata.prev_flashblock_id).toBe('0-0')
+    const next = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 0, block, transactions: [], previous: { blockNumber: 22585576, index: 9 } })
+    expect(next.metadata.prev_flashblock_id).toBe('22585576-9')
+    // As the feed reads it: the link, and "0-0" as none.
+    expect(flashblockMessage.parse(next).metadata?.prev_flashblock_id).toEqual({ blockNumber: 22585576, index: 9 })
+    expect(flashblockMessage.parse(first).metadata?.prev_flashblock_id).toBeUndefined()
+  })
+
+  test('base only at index 0; legacy format carries receipts and balances instead of access_list, the real roots and hash, and no link', () => {
     const opening = buildFlashblockMessage({ payloadId: '0x0307de8ff1df8ed8', index: 0, block, transactions: [] })
     expect(opening.base).toMatchObject({ block_number: '0x158a0e9', base_fee_per_gas: '0xfa', fee_recipient: block.miner })
     const legacy = buildFlashblockMessage({
@@ -123,5 +149,6 @@ describe('buildFlashblockMessage', () => {
     expect(legacy.base).toBeUndefined()
     expect(legacy.metadata).toEqual({ block_number: 22585577, receipts: {}, new_account_balances: { '0x4200000000000000000000000000000000000011': '0x1' } })
     expect(legacy.diff.blob_gas_used).toBeUndefined()
+    expect(legacy.diff).toMatchObject({ state_root: block.stateRoot, block_hash: block.hash })
   })
 })

@@ -3,15 +3,23 @@
  * far, in the wire form that `src/pending/message.ts` defines and reads; and its frame, as Base sends it.
  */
 import { brotliCompressSync, constants as zlibConstants } from 'node:zlib'
-import type { Address, Hash, Hex, RpcBlock, RpcTransactionReceipt } from 'viem'
+import { type Address, concat, type Hash, type Hex, keccak256, numberToHex, type RpcBlock, type RpcTransactionReceipt } from 'viem'
 import type { FlashblockDiff, FlashblockReceipt, FlashblockWireMessage } from '../pending/message.js'
 
 /** The devnet's Flashblocks format: Base's since Azul (no receipts, no balances), or the older one with them. */
 export const FEED_FORMATS = ['current', 'legacy'] as const
 export type FeedFormat = (typeof FEED_FORMATS)[number]
 
+/** Base's builder skips the state root per flashblock and sends zeros in its place. */
+const SKIPPED_STATE_ROOT: Hash = `0x${'0'.repeat(64)}`
+/** What `prev_flashblock_id` says when the builder names no flashblock before (its first after a restart). */
+const NO_PREVIOUS_FLASHBLOCK = '0-0'
+
 /** Brotli quality for frames: the default (11) took 25 ms for a 30-transaction frame (quality 5: 0.9 ms, 10% larger). */
 const BROTLI_QUALITY = 5
+
+/** A flashblock as `prev_flashblock_id` names it: its block's number and its index. */
+export type FlashblockId = { blockNumber: number; index: number }
 
 /** What a flashblock is made of: the block as mined so far and what is new in it. */
 export type FlashblockSource = {
@@ -22,21 +30,32 @@ export type FlashblockSource = {
   transactions: Hex[]
   /** Legacy feeds only: the new transactions' receipts, and the balances of the accounts they touched. */
   legacy?: { receipts: RpcTransactionReceipt[]; balances: Record<Address, Hex> }
+  /** Current format only: the flashblock announced before this one; none (absent or `null`) for the first. */
+  previous?: FlashblockId | null
 }
 
-/** The feed message for one flashblock: Base's current format, or the legacy one when `legacy` is given. */
-export function buildFlashblockMessage({ payloadId, index, block, transactions, legacy }: FlashblockSource): FlashblockWireMessage {
+/**
+ * The feed message for one flashblock: Base's current format, or the legacy one when `legacy` is given.
+ *
+ * The current format is what Base's builder sends today: a zero state root (it skips computing one per
+ * flashblock), a `block_hash` that is the hash of that zero-rooted header (so a different one for every
+ * flashblock, and never the sealed block's), and `metadata.prev_flashblock_id` naming the flashblock it
+ * follows. A consumer must not take any frame's `block_hash` for the block's. The legacy format keeps the
+ * real roots and hash, and names no flashblock before.
+ */
+export function buildFlashblockMessage({ payloadId, index, block, transactions, legacy, previous }: FlashblockSource): FlashblockWireMessage {
   const zeroHash: Hash = `0x${'0'.repeat(64)}`
+  const current = legacy === undefined
   const diff: FlashblockDiff = {
-    state_root: block.stateRoot,
+    state_root: current ? SKIPPED_STATE_ROOT : block.stateRoot,
     receipts_root: block.receiptsRoot,
     logs_bloom: block.logsBloom,
     gas_used: block.gasUsed,
-    block_hash: block.hash,
+    block_hash: current ? flashblockHash(payloadId, index, block.hash) : block.hash,
     transactions,
     withdrawals: [],
     ...(block.withdrawalsRoot && { withdrawals_root: block.withdrawalsRoot }),
-    ...(legacy === undefined && { blob_gas_used: block.blobGasUsed ?? '0x0' }),
+    ...(current && { blob_gas_used: block.blobGasUsed ?? '0x0' }),
   }
   return {
     payload_id: payloadId,
@@ -55,15 +74,28 @@ export function buildFlashblockMessage({ payloadId, index, block, transactions, 
       },
     }),
     diff,
-    metadata:
-      legacy === undefined
-        ? { block_number: Number(block.number), access_list: null }
-        : {
-            block_number: Number(block.number),
-            receipts: Object.fromEntries(legacy.receipts.map((receipt) => [receipt.transactionHash, toFlashblockReceipt(receipt)])),
-            new_account_balances: legacy.balances,
-          },
+    metadata: current
+      ? { block_number: Number(block.number), access_list: null, prev_flashblock_id: flashblockId(previous ?? null) }
+      : {
+          block_number: Number(block.number),
+          receipts: Object.fromEntries(legacy.receipts.map((receipt) => [receipt.transactionHash, toFlashblockReceipt(receipt)])),
+          new_account_balances: legacy.balances,
+        },
   }
+}
+
+/**
+ * A stand-in for the hash Base's builder gives a flashblock (its header with a zero state root, which the devnet
+ * does not build): a different one for every flashblock, the same again for the same flashblock, and never the
+ * sealed block's hash, which is one of its inputs.
+ */
+function flashblockHash(payloadId: Hex, index: number, blockHash: Hash): Hash {
+  return keccak256(concat([payloadId, numberToHex(index, { size: 8 }), blockHash]))
+}
+
+/** `<block number>-<index>`, as Base's builder writes `prev_flashblock_id`. */
+function flashblockId(previous: FlashblockId | null): string {
+  return previous === null ? NO_PREVIOUS_FLASHBLOCK : `${previous.blockNumber}-${previous.index}`
 }
 
 /** The consensus receipt, in node-reth's tagged form: what a node cannot derive from the transaction itself. */

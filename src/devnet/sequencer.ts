@@ -3,7 +3,7 @@ import type { DevnetLogger } from './anvil.js'
 import { type JsonRpcRequest, type JsonRpcResponse, createAnvilClient } from './anvil-client.js'
 import { createChainLock } from './chain-lock.js'
 import type { FlashblockWireMessage } from '../pending/message.js'
-import { type FeedFormat, buildFlashblockMessage } from './flashblock-message.js'
+import { type FeedFormat, type FlashblockId, buildFlashblockMessage } from './flashblock-message.js'
 import { type PendingBlock, hidePendingBlockHash, readAsNode } from './node-view.js'
 import { createNodeFilters, FILTER_METHODS } from './filters.js'
 
@@ -119,6 +119,11 @@ export function createSequencer(options: SequencerOptions): Sequencer {
   const inclusionWaiters = new Map<Hash, Set<(receipt: RpcTransactionReceipt | undefined) => void>>()
   let slot: Slot | undefined
   let speculative: Speculative | undefined
+  /**
+   * The flashblock announced last, which the next one names as the one it follows (`prev_flashblock_id`), as
+   * Base's builder does: across blocks too, and none before the first since the devnet started.
+   */
+  let lastAnnounced: FlashblockId | null = null
   let lastErrorLogAt = 0
 
   async function openSlot(parent: RpcBlock<'latest', false>): Promise<Slot> {
@@ -285,9 +290,10 @@ export function createSequencer(options: SequencerOptions): Sequencer {
         index,
         block: built.block,
         transactions: built.raws,
-        ...(feedFormat === 'legacy' && { legacy: { receipts: built.receipts, balances: built.balances ?? {} } }),
+        ...(feedFormat === 'legacy' ? { legacy: { receipts: built.receipts, balances: built.balances ?? {} } } : { previous: lastAnnounced }),
       }),
     )
+    lastAnnounced = { blockNumber: Number(built.block.number), index }
     current.nextIndex++
     current.emitted.push(...built.newHashes)
     for (const receipt of built.receipts) {
