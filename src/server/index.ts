@@ -2,7 +2,7 @@ import { createServer as createHttpServer, type IncomingMessage, STATUS_CODES, t
 import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
-import { WebSocketServer } from 'ws'
+import { type WebSocket, WebSocketServer } from 'ws'
 import {
   BadWebSocketHandshakeError,
   ExpectationFailedError,
@@ -47,6 +47,13 @@ const SHUTDOWN_GRACE_MS = 10_000
 const MAX_WS_MESSAGE_BYTES = 1024 * 1024
 /** A WebSocket client that lets this much of our output pile up unread is cut off (slow consumer). */
 const MAX_WS_BUFFERED_BYTES = 16 * 1024 * 1024
+/**
+ * The same over all of one client's WebSockets: 100 of them, each under the bound above, held 1.6 GB of
+ * answers a client never read (a hunt made the server hold 1.1 GB from 13 MB of requests).
+ */
+const MAX_WS_BUFFERED_BYTES_PER_CLIENT = 32 * 1024 * 1024
+/** Below this a socket's own backlog is not worth adding up the client's others (a client that reads never gets here). */
+const WS_BACKLOG_WORTH_COUNTING = 1024 * 1024
 /**
  * WebSockets one client (an address on the public endpoint, an API key on a dedicated one) may hold open on a
  * serving process, as its GraphQL streams (server/graphql.ts); the next upgrade is answered 429.
@@ -544,12 +551,13 @@ export function createServer(config: ServerConfig) {
   }
 
   /** What each client holds open over WebSockets: connections, and its subscriptions' arguments (a share of them all). */
-  const webSocketClients = new Map<string, { connections: number; bytes: number }>()
+  const webSocketClients = new Map<string, { connections: number; bytes: number; sockets: Set<WebSocket> }>()
 
-  function openWebSocket(client: string): SubscriptionShare | null {
-    const holding = webSocketClients.get(client) ?? { connections: 0, bytes: 0 }
+  function openWebSocket(client: string, ws: WebSocket): SubscriptionShare | null {
+    const holding = webSocketClients.get(client) ?? { connections: 0, bytes: 0, sockets: new Set<WebSocket>() }
     if (holding.connections >= MAX_WEBSOCKETS_PER_CLIENT) return null
     holding.connections++
+    holding.sockets.add(ws)
     webSocketClients.set(client, holding)
     return {
       take(bytes) {
@@ -563,9 +571,19 @@ export function createServer(config: ServerConfig) {
     }
   }
 
-  function closeWebSocket(client: string) {
+  function closeWebSocket(client: string, ws: WebSocket) {
     const holding = webSocketClients.get(client)
+    holding?.sockets.delete(ws)
     if (holding !== undefined && --holding.connections === 0) webSocketClients.delete(client)
+  }
+
+  /** Whether a socket, or its client over all of its sockets, has let too much of our output pile up unread. */
+  function backlogged(client: string, ws: WebSocket): boolean {
+    if (ws.bufferedAmount > MAX_WS_BUFFERED_BYTES) return true
+    if (ws.bufferedAmount < WS_BACKLOG_WORTH_COUNTING) return false
+    let total = 0
+    for (const socket of webSocketClients.get(client)?.sockets ?? []) total += socket.bufferedAmount
+    return total > MAX_WS_BUFFERED_BYTES_PER_CLIENT
   }
 
   function upgrade(request: IncomingMessage, socket: Parameters<typeof sockets.handleUpgrade>[1], head: Buffer, endpoint: Endpoint) {
@@ -577,7 +595,7 @@ export function createServer(config: ServerConfig) {
       return endWithJson(socket, refusal.httpStatus, { jsonrpc: '2.0', id: null, error: toJsonRpcError(refusal) }, { ...connectionHeaders, ...refusal.headers })
     sockets.handleUpgrade(request, socket, head, (ws) => {
       // Upgrades racing past the check above: the one over the bound is closed at once ("try again later").
-      const share = openWebSocket(endpoint.client)
+      const share = openWebSocket(endpoint.client, ws)
       if (share === null) {
         ws.close(1013, 'too many open WebSockets from this client')
         return
@@ -585,7 +603,7 @@ export function createServer(config: ServerConfig) {
       /** Sends JSON text (a text frame, also when it comes as UTF-8 bytes). */
       const send = (json: string | Buffer) => {
         if (ws.readyState !== ws.OPEN) return
-        if (ws.bufferedAmount > MAX_WS_BUFFERED_BYTES) {
+        if (backlogged(endpoint.client, ws)) {
           logger.warn({ bufferedBytes: ws.bufferedAmount }, 'closing a WebSocket that does not read its messages')
           ws.terminate()
           return
@@ -616,7 +634,7 @@ export function createServer(config: ServerConfig) {
       })
       ws.on('close', () => {
         subscriptions.close()
-        closeWebSocket(endpoint.client)
+        closeWebSocket(endpoint.client, ws)
       })
       ws.on('error', () => ws.terminate())
     })
