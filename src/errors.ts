@@ -150,9 +150,9 @@ export class UnauthorizedError extends FlashgateError {
 export class TooManyFiltersError extends FlashgateError {
   override readonly name = 'TooManyFiltersError'
   readonly code = -32005
-  constructor(maxFilters: number, maxBytes: number) {
+  constructor(maxFilters: number, maxBytes: number, maxInStore: number) {
     super(
-      `too many filters: a client holds at most ${maxFilters} filters and ${maxBytes / 1024 / 1024} MiB of filter criteria; uninstall some (eth_uninstallFilter), or they expire after 5 minutes unpolled`,
+      `too many filters: a client holds at most ${maxFilters} filters and ${maxBytes / 1024 / 1024} MiB of filter criteria, and a server at most ${maxInStore} filters; uninstall some (eth_uninstallFilter), or they expire after 5 minutes unpolled`,
     )
   }
 }

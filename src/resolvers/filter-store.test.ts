@@ -39,18 +39,20 @@ describe('filters in memory', () => {
     expect(store.get('0xidle')).toBeNull()
   })
 
-  test("the criteria's bytes are bounded: large abandoned filters go first, the least recently polled first", () => {
+  test("the criteria's bytes are bounded: once they are full, installs are refused and every filter kept stays", () => {
     const store = createMemoryFilterStore({ maxBytes: 200_000 })
-    for (let filter = 0; filter < 10; filter++) store.install(`0x${filter}`, logs(1_000))
-    // ~43 KB each: four fit.
+    const installed = Array.from({ length: 10 }, (_, filter) => store.install(`0x${filter}`, logs(1_000)))
+    // ~43 KB each, with room kept for each cursor to grow: four fit; the others are refused, not the first pushed out.
+    expect(installed).toEqual([true, true, true, true, false, false, false, false, false, false])
     expect(store.size).toBe(4)
-    expect(store.get('0x9')).not.toBeNull()
-    expect(store.get('0x0')).toBeNull()
-    store.install('0xsmall', blocks(1), null)
-    expect(store.get('0xsmall')).not.toBeNull()
+    expect(store.get('0x0')).not.toBeNull()
+    expect(store.get('0x9')).toBeNull()
+    // Uninstalling one makes room again.
+    expect(store.remove('0x0')).toBe(true)
+    expect(store.install('0xnext', logs(1_000))).toBe(true)
   })
 
-  test("a cursor's hashes count too, as polls grow it: the least recently polled filters go once cursors fill the bound", () => {
+  test("room is kept for every cursor to grow to its most: polls never push a filter out", () => {
     // 64 hash prefixes, as a filter remembers after 64 blocks (filters.ts FILTER_REORG_DEPTH).
     const full = (number: number): FilterCursor => ({
       number,
@@ -58,19 +60,14 @@ describe('filters in memory', () => {
       hashes: Array.from({ length: 64 }, (_, at) => `0x${(number + at).toString(16).padStart(16, '0')}` as Hex),
     })
     const store = createMemoryFilterStore({ maxBytes: 24_000 })
-    for (let filter = 0; filter < 10; filter++) store.install(`0x${filter}`, blocks(1))
-    // ~260 bytes each while their cursors are empty: all ten fit.
-    expect(store.size).toBe(10)
-    // Polled in turn, each cursor grows to ~2.9 KB: those not polled for longest (the last installed, not yet
-    // polled) make room. A poll of one already dropped moves nothing.
-    const moved = Array.from({ length: 10 }, (_, filter) => store.advance(`0x${filter}`, at(1), full(100 + filter)))
-    expect(moved.filter(Boolean).length).toBeLessThan(10)
-    expect(store.size).toBeLessThanOrEqual(8)
-    expect(store.size).toBeGreaterThanOrEqual(6)
-    expect(store.get('0x9')?.cursor).toEqual(full(109))
-    expect(store.get('0x7')?.cursor).toEqual(full(107))
-    // The first polled, least recently polled since, made room for the last.
-    expect(store.get('0x0')).toBeNull()
+    const installed = Array.from({ length: 10 }, (_, filter) => store.install(`0x${filter}`, blocks(1)))
+    // ~260 bytes each while their cursors are empty, but ~2.9 KB once polled 64 blocks: only those fit.
+    expect(store.size).toBeLessThan(10)
+    expect(store.size).toBe(installed.filter(Boolean).length)
+    // Every one kept is polled to a full cursor, and stays.
+    const kept = installed.flatMap((ok, filter) => (ok ? [`0x${filter}`] : []))
+    expect(kept.map((id, position) => store.advance(id, at(1), full(100 + position)))).toEqual(kept.map(() => true))
+    expect(kept.map((id) => store.get(id) !== null)).toEqual(kept.map(() => true))
   })
 
   test("a client's share: past it, its installs are refused and other clients' filters stay; uninstalling or expiry frees it", async () => {
@@ -99,9 +96,20 @@ describe('filters in memory', () => {
     expect(store.heldBy('key:1').count).toBe(0)
   })
 
-  test('at most `max` filters', () => {
-    const store = createMemoryFilterStore({ max: 3 })
-    for (let filter = 0; filter < 5; filter++) store.install(`0x${filter}`, blocks(filter))
+  test('at most `max` filters: the next is refused, those kept stay until uninstalled or expired', async () => {
+    const store = createMemoryFilterStore({ max: 3, timeoutMs: 200 })
+    const installed = Array.from({ length: 5 }, (_, filter) => store.install(`0x${filter}`, blocks(filter)))
+    expect(installed).toEqual([true, true, true, false, false])
+    expect(store.get('0x0')?.cursor).toEqual(at(0))
+    expect(store.get('0x4')).toBeNull()
+    // Expired, they make room.
+    await sleep(250)
+    expect(store.install('0x5', blocks(5))).toBe(true)
+  })
+
+  test('a copy store (Redis holds the filters) pushes out the least recently polled instead', () => {
+    const store = createMemoryFilterStore({ max: 3, whenFull: 'evict' })
+    for (let filter = 0; filter < 5; filter++) expect(store.install(`0x${filter}`, blocks(filter))).toBe(true)
     expect(store.size).toBe(3)
     expect(store.get('0x1')).toBeNull()
     expect(store.get('0x4')?.cursor).toEqual(at(4))

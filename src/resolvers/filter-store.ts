@@ -5,7 +5,11 @@ import type { SharedRedis } from '../redis/index.js'
 
 /** geth's deadline: a filter not polled for this long is uninstalled (eth/filters/api.go). */
 export const FILTER_TIMEOUT_MS = 5 * 60_000
-/** Filters one store keeps at most, the least recently polled going first when full. */
+/**
+ * Filters one store keeps at most. Full, it refuses new ones (`install` answers `false`) rather than push out
+ * the least recently polled: a filter accepted is never lost before its timeout, as on geth, which only
+ * expires them (clients of many addresses or keys once pushed out another client's filter in seconds).
+ */
 export const MAX_FILTERS = 10_000
 /**
  * …and the bytes of their criteria and cursors at most: a filter is a few KB, but the `eth_getLogs` parser lets
@@ -24,6 +28,11 @@ export const MAX_FILTER_BYTES_PER_CLIENT = 4 * 1024 * 1024
 const FILTER_OVERHEAD_BYTES = 256
 /** What a hash in a cursor costs besides its characters: the string's header and its slot in the array. */
 const CURSOR_HASH_OVERHEAD_BYTES = 24
+/**
+ * The most a cursor grows to: 64 hash prefixes of 8 bytes in hex (filters.ts FILTER_REORG_DEPTH and
+ * FILTER_HASH_PREFIX_BYTES). Room for every filter's is kept, so that no poll pushes a filter out.
+ */
+const MAX_CURSOR_BYTES = 64 * (CURSOR_HASH_OVERHEAD_BYTES + 2 + 2 * 8)
 
 /**
  * The bytes a filter is counted for: a cursor grows as the filter is polled (up to 64 hash prefixes, ~2.7 KB),
@@ -78,12 +87,15 @@ export function createMemoryFilterStore({
   maxBytes = MAX_FILTER_BYTES,
   maxPerClient = MAX_FILTERS_PER_CLIENT,
   maxBytesPerClient = MAX_FILTER_BYTES_PER_CLIENT,
+  whenFull = 'refuse',
 }: {
   timeoutMs?: number
   max?: number
   maxBytes?: number
   maxPerClient?: number
   maxBytesPerClient?: number
+  /** `evict`: the least recently polled go, for a store that only keeps copies (Redis holds the filters). */
+  whenFull?: 'refuse' | 'evict'
 } = {}) {
   /** What each client holds: filters and their criteria's bytes (with a filter's overhead). */
   const held = new Map<string, { count: number; bytes: number }>()
@@ -111,18 +123,21 @@ export function createMemoryFilterStore({
       if (reason !== 'set') release(id)
     },
   })
-  const withinShare = (owner: string, bytes: number) => {
-    const holding = held.get(owner)
+  const withinShare = (owner: string | null, bytes: number) => {
+    const holding = owner === null ? undefined : held.get(owner)
     return holding === undefined || (holding.count < maxPerClient && holding.bytes + bytes <= maxBytesPerClient)
   }
+  /** Whether one more filter of `bytes` fits with room for every cursor to grow to its most. */
+  const roomFor = (bytes: number) =>
+    whenFull === 'evict' || (filters.size < max && filters.calculatedSize + bytes + MAX_CURSOR_BYTES * (filters.size + 1) <= maxBytes)
   return {
     install(id: string, filter: StoredFilter, owner: string | null = null): boolean {
       const criteriaBytes = filter.criteria === null ? 0 : JSON.stringify(filter.criteria).length
       const bytes = FILTER_OVERHEAD_BYTES + criteriaBytes
-      if (owner !== null && !withinShare(owner, bytes)) {
+      if (!withinShare(owner, bytes) || !roomFor(bytes)) {
         // Expired filters still count until something purges them.
         filters.purgeStale()
-        if (!withinShare(owner, bytes)) return false
+        if (!withinShare(owner, bytes) || !roomFor(bytes)) return false
       }
       if (owner !== null) {
         const holding = held.get(owner) ?? { count: 0, bytes: 0 }
@@ -190,7 +205,7 @@ return 0`
  * a poll after the outage neither repeats what was delivered during it nor loses the filter.
  */
 function redisStore(redis: SharedRedis, timeoutMs: number): FilterStore {
-  const local = createMemoryFilterStore({ timeoutMs })
+  const local = createMemoryFilterStore({ timeoutMs, whenFull: 'evict' })
   /** Filters whose newest state is the local copy (installed or moved while Redis failed). */
   const diverged = new Set<string>()
   const key = (id: string) => redis.key(`filter:${id}`)

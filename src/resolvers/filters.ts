@@ -8,7 +8,15 @@ import { formatLog } from '../objects/log.js'
 import type { PendingBlock } from '../pending/index.js'
 import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
-import { type FilterCursor, type FilterKind, type FilterStore, MAX_FILTER_BYTES_PER_CLIENT, MAX_FILTERS_PER_CLIENT, type StoredFilter } from './filter-store.js'
+import {
+  type FilterCursor,
+  type FilterKind,
+  type FilterStore,
+  MAX_FILTER_BYTES_PER_CLIENT,
+  MAX_FILTERS,
+  MAX_FILTERS_PER_CLIENT,
+  type StoredFilter,
+} from './filter-store.js'
 import type { GetLogsParameters, Log, LogLimits } from './logs.js'
 import { matchesFilter, type PendingView } from './pending.js'
 
@@ -101,7 +109,7 @@ export function createFilterResolvers({
   /** Installs a filter for `client` (an API key's or an address's name; `null` for none), within its share. */
   async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor, client: string | null): Promise<Hex> {
     const id = newFilterId()
-    if (!(await store.install(id, { kind, criteria, cursor }, client))) throw new TooManyFiltersError(MAX_FILTERS_PER_CLIENT, MAX_FILTER_BYTES_PER_CLIENT)
+    if (!(await store.install(id, { kind, criteria, cursor }, client))) throw new TooManyFiltersError(MAX_FILTERS_PER_CLIENT, MAX_FILTER_BYTES_PER_CLIENT, MAX_FILTERS)
     return id
   }
 
