@@ -1,6 +1,7 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { startAnvil } from '../devnet/anvil.js'
 import { UpstreamError, UpstreamRpcError } from '../errors.js'
 import { createUpstream } from './index.js'
 import { createPassThrough } from './pass-through.js'
@@ -36,6 +37,25 @@ describe('createPassThrough', () => {
     const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: garbageUrl }) })
     const failure = await passThrough('eth_call', [nested])!.catch((error: unknown) => error)
     expect(failure).toMatchObject({ code: -32602, message: 'invalid params: nested too deeply to forward' })
+  })
+
+  test('an eth_feeHistory block count over 64 bits is refused as geth refuses it, never sent: anvil panics on it and stops', async () => {
+    const anvil = await startAnvil()
+    try {
+      const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: anvil.rpcUrl }) })
+      for (const [count, kind] of [
+        ['0xffffffffffffffffff', 'hex'],
+        ['18446744073709551616', 'decimal'],
+      ] as const) {
+        const failure = await passThrough('eth_feeHistory', [count, 'latest', []])!.catch((error: unknown) => error)
+        expect(failure).toMatchObject({ code: -32602, message: `invalid argument 0: ${kind} number > 64 bits` })
+      }
+      // The node is still there, and a count that fits is its to answer.
+      const history = (await passThrough('eth_feeHistory', ['0xffffffffffffffff', 'latest', []])) as { baseFeePerGas: string[] }
+      expect(history.baseFeePerGas.length).toBeGreaterThan(0)
+    } finally {
+      await anvil.stop()
+    }
   })
 
   test('an answer without result or error is an UpstreamError, not a null result', async () => {

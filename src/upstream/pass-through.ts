@@ -41,6 +41,22 @@ export const PASS_THROUGH_METHODS: ReadonlySet<string> = new Set([
   'txpool_status',
 ])
 
+/** The largest number a node decodes into 64 bits (geth's `hexutil.Uint64`, `math.HexOrDecimal64`). */
+const MAX_UINT64 = 2n ** 64n - 1n
+
+/**
+ * What a forwarded call's params must hold before the node sees them, where a node is known to fail on them
+ * worse than geth refuses them: anvil panics, and stops, on an `eth_feeHistory` block count over 64 bits.
+ * Refused as geth refuses it (`-32602`); `null` when the params may go.
+ */
+const PARAMS_REFUSALS: Record<string, (params: unknown[]) => string | null> = {
+  eth_feeHistory: ([blockCount]) => {
+    const text = typeof blockCount === 'string' ? blockCount : typeof blockCount === 'number' ? String(blockCount) : null
+    if (text === null || !/^(0x[0-9a-fA-F]+|\d+)$/.test(text)) return null
+    return BigInt(text) > MAX_UINT64 ? `invalid argument 0: ${text.startsWith('0x') ? 'hex' : 'decimal'} number > 64 bits` : null
+  },
+}
+
 const upstreamFailure = z.object({ error: z.object({ code: z.number().int(), message: z.string(), data: z.unknown().optional() }) })
 const upstreamSuccess = z.object({ result: z.unknown() })
 
@@ -103,6 +119,8 @@ export function createPassThrough({ upstream }: { upstream: Upstream }) {
   /** The forwarded call, or `null` for a method that is not on the allowlist. */
   return function passThrough(method: string, params: unknown[]): Promise<unknown> | null {
     if (!PASS_THROUGH_METHODS.has(method)) return null
+    const refusal = PARAMS_REFUSALS[method]?.(params) ?? null
+    if (refusal !== null) return Promise.reject(new InvalidParamsError(refusal))
     // Params nested deeper than JSON.stringify can recurse are the caller's mistake, not an upstream failure.
     let paramsJson: string
     try {
