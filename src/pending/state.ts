@@ -57,6 +57,11 @@ export type PendingBlock = {
   payloadId: string
   /** Index of the last flashblock applied. */
   lastIndex: number
+  /**
+   * The flashblock its index 0 says it follows (`prev_flashblock_id`: the last one the builder sent of the block
+   * before); `null` where the feed names none (a legacy feed, or the builder's first after a restart).
+   */
+  follows: { blockNumber: number; index: number } | null
   /** Grows with every change a reader can see (a flashblock applied, receipts arrived): a cache key. */
   version: number
   header: PendingHeader
@@ -460,6 +465,7 @@ export function createPendingState(config: PendingStateConfig) {
         number,
         payloadId: message.payload_id,
         lastIndex: -1,
+        follows: link ?? null,
         version: 0,
         header: {
           parentHash: base.parent_hash,

@@ -1,5 +1,5 @@
 import { pino } from 'pino'
-import { type Hex, keccak256, toHex } from 'viem'
+import { concat, type Hex, keccak256, toHex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { DEV_ACCOUNTS, flashblock, type ScriptedTransaction, signedTransfer } from '../../../test/fixtures/flashblocks.js'
 import { startDelayProxy } from '../../../test/fixtures/delay-proxy.js'
@@ -71,6 +71,74 @@ async function sealedIn(upstream: ReturnType<typeof createUpstream>, raw: Hex, n
   return upstream.request<{ hash: Hex; parentHash: Hex } & Record<string, Hex>>('eth_getBlockByNumber', [receipt.blockNumber, false])
 }
 
+/** Base's builder skips the state root per flashblock. */
+const ZERO_HASH: Hex = `0x${'00'.repeat(32)}`
+/** A transaction no decoder knows (an unknown EIP-2718 type). */
+const UNDECODABLE: Hex = '0x05c0ffee'
+
+type SealedBlock = Awaited<ReturnType<typeof sealedIn>>
+
+/**
+ * A flashblock of a block the upstream sealed, in the form Base's builder sends today: its header fields
+ * from the sealed block, a zero state root, a `block_hash` of the flashblock's own (never the sealed one),
+ * and `previous` as its `prev_flashblock_id`.
+ */
+function todaysFlashblock(sealed: SealedBlock, index: number, transactions: ScriptedTransaction[], options: { previous?: string; extraRaw?: Hex[] } = {}) {
+  const message = flashblock({
+    index,
+    blockNumber: Number(sealed.number),
+    parentHash: sealed.parentHash,
+    timestamp: Number(sealed.timestamp),
+    format: 'current',
+    transactions,
+    ...options,
+  })
+  const payloadId = message.payload_id
+  Object.assign(message.diff, { state_root: ZERO_HASH, block_hash: keccak256(concat([payloadId, toHex(index, { size: 8 })])) })
+  if (message.base) Object.assign(message.base, { fee_recipient: sealed.miner, base_fee_per_gas: sealed.baseFeePerGas, gas_limit: sealed.gasLimit })
+  return message
+}
+
+/** A receipt as compared with the sealed one: the block hash aside (zeros while pre-confirmed), the timestamp as a number. */
+function comparable(receipt: Record<string, unknown>): Record<string, unknown> {
+  const { blockHash: _blockHash, blockTimestamp, logs, ...fields } = receipt
+  return {
+    ...fields,
+    ...(blockTimestamp !== undefined && { blockTimestamp: Number(blockTimestamp) }),
+    logs: (logs as Record<string, unknown>[]).map(({ blockHash: _logBlockHash, blockTimestamp: logTimestamp, ...log }) => ({
+      ...log,
+      ...(logTimestamp !== undefined && { blockTimestamp: Number(logTimestamp) }),
+    })),
+  }
+}
+
+/**
+ * Two blocks the upstream sealed, one transfer each from the same sender to the same recipient, fed in today's
+ * form: block N in two flashblocks (the second with `tail` after nothing), then N+1's index 0 naming `link(N)`
+ * as the flashblock it follows. The executor's status, its upstream reads for N+1, and both blocks' executed
+ * receipts beside the sealed ones.
+ */
+async function twoBlocksInTodaysForm({ link, tail }: { link: (number: number) => string | undefined; tail?: Hex[] }) {
+  const upstream = createUpstream({ rpcUrl: anvil.rpcUrl })
+  const { state, executor, number, apply } = await setUp()
+  const nonce = Number(await upstream.request<Hex>('eth_getTransactionCount', [DEV_ACCOUNTS[1]!.address, 'latest']))
+  const recipient = `0x${'d4'.repeat(20)}` as Hex
+  const first = await signedTransfer({ from: 1, nonce, to: recipient, value: 1_000n })
+  const second = await signedTransfer({ from: 1, nonce: nonce + 1, to: recipient, value: 2_000n })
+  const sealedFirst = await sealedIn(upstream, first.raw, number)
+  const sealedSecond = await sealedIn(upstream, second.raw, number + 1)
+  await apply(todaysFlashblock(sealedFirst, 0, [first], { previous: '0-0' }))
+  await apply(todaysFlashblock(sealedFirst, 1, [], { previous: `${number}-0`, ...(tail && { extraRaw: tail }) }))
+  const readsBefore = executor.status().upstreamReads
+  const previous = link(number)
+  await apply(todaysFlashblock(sealedSecond, 0, [second], previous === undefined ? {} : { previous }))
+  const pending = state.blocks(number - 1)
+  const executed = [number, number + 1].map((blockNumber) => pending.find((block) => block.number === blockNumber)?.receipts[0] ?? null)
+  const sealed = await Promise.all([first, second].map((transfer) => upstream.request<Record<string, unknown>>('eth_getTransactionReceipt', [transfer.hash])))
+  executor.stop()
+  return { status: executor.status(), readsForNext: executor.status().upstreamReads - readsBefore, executed, sealed }
+}
+
 describe('flashblock executor', () => {
   test('a transfer is executed on the parent state: its receipt, and the balances it left', async () => {
     const { executor, openBlock } = await setUp()
@@ -133,6 +201,34 @@ describe('flashblock executor', () => {
       BigInt(await upstream.request<Hex>('eth_getBalance', [DEV_ACCOUNTS[0]!.address, toHex(number + 1)])),
     )
     executor.stop()
+  })
+
+  test("today's frames (zero state root, a block_hash per flashblock, linked): the next block runs on the state the one before left, its receipts the sealed ones", async () => {
+    const { status, readsForNext, executed, sealed } = await twoBlocksInTodaysForm({ link: (number) => `${number}-1` })
+    expect(status).toMatchObject({ carriedBlocks: 1, freshBlocks: 1, failedBlocks: 0, executedTransactions: 2 })
+    // Everything the second transfer touches (sender, recipient, fee recipient) the first one left: nothing is read again.
+    expect(readsForNext).toBe(0)
+    expect(executed.map((receipt) => receipt && comparable(receipt))).toEqual(sealed.map(comparable))
+  })
+
+  test("today's frames without a link, or linked to another flashblock than the last one executed, start afresh", async () => {
+    const unlinked = await twoBlocksInTodaysForm({ link: () => undefined })
+    expect(unlinked.status).toMatchObject({ carriedBlocks: 0, freshBlocks: 2 })
+    expect(unlinked.readsForNext).toBeGreaterThan(0)
+    expect(unlinked.executed.map((receipt) => receipt && comparable(receipt))).toEqual(unlinked.sealed.map(comparable))
+    // "0-0": the builder names none (its first after a restart).
+    expect((await twoBlocksInTodaysForm({ link: () => '0-0' })).status).toMatchObject({ carriedBlocks: 0, freshBlocks: 2 })
+    // Linked past the last flashblock seen (the block's tail was lost) or to an earlier one.
+    for (const link of [(number: number) => `${number}-2`, (number: number) => `${number}-0`]) {
+      const broken = await twoBlocksInTodaysForm({ link })
+      expect(broken.status).toMatchObject({ carriedBlocks: 0, freshBlocks: 2 })
+      expect(broken.executed[1] && comparable(broken.executed[1])).toEqual(comparable(broken.sealed[1]!))
+    }
+  })
+
+  test("today's frames, linked, after a block whose last transaction could not be executed (undecodable), start afresh", async () => {
+    const { status } = await twoBlocksInTodaysForm({ link: (number) => `${number}-1`, tail: [UNDECODABLE] })
+    expect(status).toMatchObject({ carriedBlocks: 0, freshBlocks: 2, executedTransactions: 2 })
   })
 
   test('a block executing on the state of one that diverged from its sealed block is withdrawn with it', async () => {

@@ -115,9 +115,9 @@ export type ExecutorStatus = {
  * `--pending-source execute`: each flashblock's transactions executed, in order, on the parent block's
  * state (ethereumjs' EVM; why this one: README), producing the receipts, logs and balance changes a
  * flashblocks-aware node would report. State the block reads comes from a cache carried from one block to
- * the next (a block's writes are its child's parent state, when the child's parent hash is the hash the
- * feed gave the block we executed), and otherwise from the upstream at the parent block, prefetched for a
- * flashblock's senders and recipients in parallel. A block that opens with an OP-Stack deposit (the
+ * the next (a block's writes are its child's parent state, when the child follows the block we executed to
+ * its end: `continues`), and otherwise from the upstream at the parent block, prefetched for a flashblock's
+ * senders and recipients in parallel. A block that opens with an OP-Stack deposit (the
  * L1-attributes one, on Base) is executed by the OP-Stack's rules: deposits, L1 data and operator fees,
  * fee vaults, and the receipts' OP fields (op-stack.ts).
  *
@@ -235,15 +235,8 @@ export function createFlashblockExecutor({
   }
 
   async function startRun(block: PendingBlock): Promise<BlockRun> {
-    // The block we executed is this one's parent exactly when the feed's hash for it is this block's parent hash.
-    const carried =
-      run !== null &&
-      !run.failed &&
-      run.block.number === block.number - 1 &&
-      run.block.header.blockHash !== null &&
-      run.block.header.blockHash === block.header.parentHash
-    if (carried) {
-      parent.apply(run!.state)
+    if (run !== null && continues(run, block)) {
+      parent.apply(run.state)
       status.carriedBlocks++
     } else if (catchUp(block)) {
       status.canonicalBlocks++
@@ -271,6 +264,29 @@ export function createFlashblockExecutor({
       logCount: 0,
       failed: false,
     }
+  }
+
+  /**
+   * Whether `block` is built on the state `previous` left: `previous` executed every transaction of the block
+   * before without failing, and that block is this one's parent. A legacy feed says so by hash: its last
+   * flashblock's `block_hash` is the sealed block's, this block's parent hash. Base's builder today sends a
+   * `block_hash` per flashblock that is never the sealed block's (that flashblock's header with a zero state
+   * root), so there the index 0's `prev_flashblock_id` says it: it follows exactly the last flashblock the run
+   * executed (not a later one whose transactions never arrived).
+   *
+   * The link says what the builder built on, not what sealed. That is safe because the pending state's
+   * `confirm` compares the sealed block with what was pre-confirmed: a sealed block at that height whose hash
+   * is not this block's parent hash, or whose transactions differ, drops the view, so this block is no longer
+   * `building` and its run stops; and each difference it finds (those, or a receipt) is a divergence, on which
+   * `onDivergence` fails this run and withdraws the receipts it published. Had the block before sealed
+   * differently before this one opened, the divergence has already failed `previous`.
+   */
+  function continues(previous: BlockRun, block: PendingBlock): boolean {
+    const before = previous.block
+    if (previous.failed || before.number !== block.number - 1 || previous.next !== before.transactionCount) return false
+    if (before.header.blockHash !== null && before.header.blockHash === block.header.parentHash) return true
+    const { follows } = block
+    return follows !== null && follows.blockNumber === before.number && follows.index === before.lastIndex
   }
 
   /**
