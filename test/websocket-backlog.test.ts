@@ -43,7 +43,11 @@ test('a client that reads none of its answers over many WebSockets is cut off on
     }),
   )
   const closedByServer: boolean[] = sockets.map(() => false)
-  sockets.forEach((socket, position) => socket.on('close', () => (closedByServer[position] = true)))
+  sockets.forEach((socket, position) => {
+    socket.on('close', () => {
+      closedByServer[position] = true
+    })
+  })
   for (const socket of sockets) {
     // Nothing read from here on: the answers pile up in the kernel's buffers, then in the server's.
     ;(socket as unknown as { _socket: { pause(): void } })._socket.pause()

@@ -52,7 +52,7 @@ describe('filters in memory', () => {
     expect(store.install('0xnext', logs(1_000))).toBe(true)
   })
 
-  test("room is kept for every cursor to grow to its most: polls never push a filter out", () => {
+  test('room is kept for every cursor to grow to its most: polls never push a filter out', () => {
     // 64 hash prefixes, as a filter remembers after 64 blocks (filters.ts FILTER_REORG_DEPTH).
     const full = (number: number): FilterCursor => ({
       number,

@@ -109,7 +109,8 @@ export function createFilterResolvers({
   /** Installs a filter for `client` (an API key's or an address's name; `null` for none), within its share. */
   async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor, client: string | null): Promise<Hex> {
     const id = newFilterId()
-    if (!(await store.install(id, { kind, criteria, cursor }, client))) throw new TooManyFiltersError(MAX_FILTERS_PER_CLIENT, MAX_FILTER_BYTES_PER_CLIENT, MAX_FILTERS)
+    if (!(await store.install(id, { kind, criteria, cursor }, client)))
+      throw new TooManyFiltersError(MAX_FILTERS_PER_CLIENT, MAX_FILTER_BYTES_PER_CLIENT, MAX_FILTERS)
     return id
   }
 
