@@ -106,6 +106,28 @@ describe('forwarded sends kept by the primary of serve --workers N', () => {
   })
 })
 
+describe('a self-sponsored EIP-7702 delegation in the shared stores', () => {
+  const delegation = { from: SENDER, nonce: 4, fields: { chainId: '0x2105' }, authorities: [{ address: SENDER, chainId: 8453, nonce: 5 }] } as never
+  const connections = useRedisPair()
+
+  test('the primary of serve --workers N counts its authorization’s nonce for every worker', async () => {
+    const registry = createNonceRegistry()
+    registry.record(SENDER, 4, hash(4), delegation)
+    expect(registry.from(SENDER, 4n)).toEqual([4, 5])
+    expect(registry.from(SENDER, 5n)).toEqual([5])
+    expect(registry.from(SENDER, 6n)).toEqual([])
+  })
+
+  test('a process sharing Redis counts it too: its pending nonce skips both', async () => {
+    const { redis, other } = connections()
+    const here = createForwardedTransactions({ redis })
+    const there = createForwardedTransactions({ redis: other })
+    await here.record({ from: SENDER, nonce: 4, hash: hash(4), transaction: delegation })
+    expect(await there.nextNonce(SENDER, 4n)).toBe(6n)
+    expect(await there.nextNonce(SENDER, 5n)).toBe(6n)
+  })
+})
+
 describe('forwarded nonces shared through Redis', () => {
   // Two connections, as two serving processes have.
   const connections = useRedisPair()

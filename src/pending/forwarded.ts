@@ -18,6 +18,20 @@ const MAX_SHARED_PER_SENDER = 1_000
 type Forwarded = { hash: Hash; at: number; transaction: PendingTransaction | null; through: number }
 
 /**
+ * The last nonce of `sender` a send takes: its own, or more when it carries EIP-7702 authorizations the sender
+ * signed for the nonces after it (a self-sponsored delegation takes two).
+ */
+function lastNonceTaken(sender: Address, nonce: number, transaction: PendingTransaction | null): number {
+  return transaction === null ? nonce : Number(nonceAfter(sender, BigInt(nonce), { ...transaction, from: sender, nonce })) - 1
+}
+
+/**
+ * How far below the nonce it counts from a shared store still reads sends: a send at a lower nonce may take
+ * nonces up to there with its authorizations (a sender signs a few for itself at most).
+ */
+const AUTHORIZED_SPAN = 64
+
+/**
  * Forwarded nonces shared through Redis, so that a wallet sending through one process and asking another
  * for its pending nonce gets the same answer: a sorted set per sender, scored by nonce, each member
  * `hash:forwardedAt`, expiring `dropAfterMs` after the sender's last send.
@@ -38,7 +52,7 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
   return {
     /**
      * Records a send, with the transaction for look-ups by hash; a replacement (same nonce) takes the place of
-     * the first. One round trip.
+     * the first. Each member is `hash:forwardedAt:lastNonceTaken`. One round trip.
      */
     record(sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null): Promise<void> {
       const key = keyOf(sender)
@@ -48,7 +62,7 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
           const multi = redis.client
             .multi()
             .zremrangebyscore(key, nonce, nonce)
-            .zadd(key, nonce, `${hash}:${now()}`)
+            .zadd(key, nonce, `${hash}:${now()}:${lastNonceTaken(sender, nonce, transaction)}`)
             .zremrangebyrank(key, 0, -(MAX_SHARED_PER_SENDER + 1))
             .pexpire(key, dropAfterMs)
           if (transaction !== null) multi.set(transactionKeyOf(hash), JSON.stringify(shareable(transaction)), 'PX', dropAfterMs)
@@ -77,19 +91,33 @@ function createSharedNonces({ redis, dropAfterMs, now }: { redis: SharedRedis; d
         own,
       )
     },
-    /** The sender's forwarded nonces from `known` on, not yet dropped; forgets those below it. One round trip. */
+    /**
+     * The sender's forwarded nonces from `known` on (each send's, and those its authorizations take), not yet
+     * dropped; forgets those far below it. One round trip.
+     */
     from(sender: Address, known: bigint): Promise<number[]> {
       const key = keyOf(sender)
+      const lowest = known - BigInt(AUTHORIZED_SPAN)
       return redis.attempt(
         'forwarded-read',
         async () => {
           const [, members] = await exec(
-            redis.client.multi().zremrangebyscore(key, '-inf', `(${known}`).zrangebyscore(key, String(known), '+inf', 'WITHSCORES'),
+            redis.client.multi().zremrangebyscore(key, '-inf', `(${lowest}`).zrangebyscore(key, String(lowest), '+inf', 'WITHSCORES'),
           )
           const list = members as string[]
           const cutoff = now() - dropAfterMs
           const nonces: number[] = []
-          for (let i = 0; i + 1 < list.length; i += 2) if (Number(list[i]!.split(':')[1]) >= cutoff) nonces.push(Number(list[i + 1]))
+          const passed: string[] = []
+          for (let i = 0; i + 1 < list.length; i += 2) {
+            const [, at, through] = list[i]!.split(':')
+            // A member written before sends counted their authorizations has no third part: its own nonce only.
+            const nonce = Number(list[i + 1])
+            const last = Number(through ?? nonce)
+            if (BigInt(last) < known) passed.push(list[i]!)
+            else if (Number(at) >= cutoff) for (let taken = nonce; taken <= last; taken++) if (BigInt(taken) >= known) nonces.push(taken)
+          }
+          // Passed by the sender's nonce: no longer found by hash either (a second round trip, only then).
+          if (passed.length > 0) await redis.client.zrem(key, ...passed)
           return nonces
         },
         () => [],
@@ -178,20 +206,21 @@ function createSendBook<sent extends { hash: Hash; at: number }>({ dropAfterMs, 
  * hash on every worker while they count.
  */
 export function createNonceRegistry({ dropAfterMs = FORWARDED_DROP_AFTER_MS, now = Date.now }: { dropAfterMs?: number; now?: () => number } = {}) {
-  const book = createSendBook<{ hash: Hash; at: number; transaction: PendingTransaction | null }>({ dropAfterMs, now })
+  const book = createSendBook<Forwarded>({ dropAfterMs, now })
 
   return {
     record(sender: Address, nonce: number, hash: Hash, transaction: PendingTransaction | null = null) {
-      book.put(sender, nonce, { hash, at: now(), transaction })
+      book.put(sender, nonce, { hash, at: now(), transaction, through: lastNonceTaken(sender, nonce, transaction) })
       const nonces = book.of(sender)!
       if (nonces.size > MAX_SHARED_PER_SENDER) book.forget(sender, Math.min(...nonces.keys()))
     },
+    /** The sender's forwarded nonces from `known` on (each send's, and those its authorizations take). */
     from(sender: Address, known: bigint): number[] {
       const cutoff = now() - dropAfterMs
       const found: number[] = []
       for (const [nonce, sent] of book.of(sender) ?? []) {
-        if (BigInt(nonce) < known) book.forget(sender, nonce)
-        else if (sent.at >= cutoff) found.push(nonce)
+        if (BigInt(sent.through) < known) book.forget(sender, nonce)
+        else if (sent.at >= cutoff) for (let taken = nonce; taken <= sent.through; taken++) if (BigInt(taken) >= known) found.push(taken)
       }
       return found
     },
@@ -250,7 +279,7 @@ export function createForwardedTransactions({
     async record({ from, nonce, hash, transaction = null }: { from: Address; nonce: number; hash: Hash; transaction?: PendingTransaction | null }) {
       const sender = from.toLowerCase() as Address
       // A self-sponsored EIP-7702 delegation takes the next nonce too: the wallet's next send must not reuse it.
-      const through = transaction === null ? nonce : Number(nonceAfter(sender, BigInt(nonce), { ...transaction, from: sender, nonce })) - 1
+      const through = lastNonceTaken(sender, nonce, transaction)
       book.put(sender, nonce, { hash, at: now(), transaction, through })
       await shared?.record(sender, nonce, hash, transaction)
     },
