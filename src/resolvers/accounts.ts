@@ -6,7 +6,7 @@ import { type BlockSelector, toQuantity } from '../codecs/index.js'
 import { arrayLiteral, type Db, hexToBytea, renderStatement, schema } from '../db/index.js'
 import { HeaderNotFoundError, UpstreamError } from '../errors.js'
 import { LRUCache } from 'lru-cache'
-import { type ForwardedTransactions, nonceAfter } from '../pending/index.js'
+import { type ForwardedTransactions, nonceAfter, type PendingBlock } from '../pending/index.js'
 import type { History } from './history.js'
 import type { Upstream } from '../upstream/index.js'
 import { ANSWER_BYTES, type AnswerCache } from './cache.js'
@@ -231,7 +231,8 @@ export function createAccountResolvers({
    * own `pending`), which covers accounts reached by internal calls too. When only the nonce is wanted
    * (`eth_getTransactionCount`), an upstream that fails leaves the frames' count: a wallet can still send.
    */
-  async function pendingAccount(address: Address, wants: 'account' | 'nonce' = 'account'): Promise<AccountState> {
+  /** The account's nonce after the sealed chain and its pre-confirmed blocks, with what they hold of it. */
+  async function preConfirmed(address: Address): Promise<{ confirmed: AccountState; blocks: PendingBlock[]; nonce: bigint }> {
     const [blocks, confirmed] = await Promise.all([pendingView.blocks(), getAccount({ address, block: LATEST })])
     let nonce = confirmed.nonce
     for (const block of blocks) {
@@ -240,6 +241,13 @@ export function createAccountResolvers({
       // A contract a pre-confirmed transaction created starts at nonce 1 (EIP-161).
       if (nonce === 0n && block.receipts.some((receipt) => receipt?.contractAddress === address && receipt.status === '0x1')) nonce = 1n
     }
+    return { confirmed, blocks, nonce }
+  }
+
+  async function pendingAccount(address: Address, wants: 'account' | 'nonce' = 'account'): Promise<AccountState> {
+    const found = await preConfirmed(address)
+    const { confirmed, blocks } = found
+    let nonce = found.nonce
     if (forwarded !== null) nonce = await forwarded.nextNonce(address, nonce)
     const newest = blocks.at(-1)
     const version = newest === undefined ? 'none' : `${newest.number}:${newest.lastIndex}:${newest.version}`
@@ -350,5 +358,11 @@ export function createAccountResolvers({
     return toQuantity(state.nonce)
   }
 
-  return { getAccount, getBalance, getTransactionCount }
+  return {
+    getAccount,
+    getBalance,
+    getTransactionCount,
+    /** The nonce the sealed chain and the pre-confirmed blocks give an account: what a pool transaction below it can never take. */
+    preConfirmedNonce: async (address: Address): Promise<bigint> => (await preConfirmed(address)).nonce,
+  }
 }

@@ -1,5 +1,5 @@
 import { asc, eq } from 'drizzle-orm'
-import { type Hash, type Hex, type RpcBlock, type RpcTransaction, toHex } from 'viem'
+import { type Address, type Hash, type Hex, type RpcBlock, type RpcTransaction, toHex } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { byteaToHex, type Db, hexToBytea, schema } from '../db/index.js'
 import { ANSWER_BYTES, type AnswerCache, blockBytes, transactionBytes } from './cache.js'
@@ -133,6 +133,7 @@ export function createTransactionResolvers({
   pendingView,
   forwarded,
   history,
+  preConfirmedNonce,
 }: {
   db: Db
   cache: AnswerCache
@@ -140,6 +141,8 @@ export function createTransactionResolvers({
   /** Transactions forwarded (by this process, or by any it shares them with): found, as in a node's pool, until a flashblock shows them. */
   forwarded: ForwardedTransactions | null
   history: History
+  /** An account's nonce after the sealed chain and the pre-confirmed blocks (resolvers/accounts.ts). */
+  preConfirmedNonce: (address: Address) => Promise<bigint>
 }) {
   const bodies = createBlockBodies({ db })
 
@@ -150,11 +153,18 @@ export function createTransactionResolvers({
     const pending = await pendingView.transaction(hash)
     if (pending !== null) return formatPendingTransaction(pending.block, pending.position) as unknown as RpcTransaction
     const inPool = forwarded === null ? null : await forwarded.transaction(hash)
-    if (inPool !== null) return formatPoolTransaction(inPool) as unknown as RpcTransaction
+    // In the pool while its nonce is still to be taken: once the chain (or a pre-confirmed block) has taken it,
+    // by this transaction or another (a replacement sent elsewhere, an EIP-7702 authorization), a node's pool
+    // holds it no more.
+    if (inPool !== null && BigInt(inPool.nonce) >= (await preConfirmedNonce(inPool.from))) return formatPoolTransaction(inPool) as unknown as RpcTransaction
     // Its block may have sealed while we looked: the index commits a block before the pending view lets go
-    // of it, so a transaction gone from the pending view is in the index now.
+    // of it, so a transaction gone from the pending view is in the index now (or pre-confirmed meanwhile).
     const sealed = await loadTransaction(hash)
     if (sealed !== null) return sealed
+    if (inPool !== null) {
+      const shown = await pendingView.transaction(hash)
+      if (shown !== null) return formatPendingTransaction(shown.block, shown.position) as unknown as RpcTransaction
+    }
     return history.transaction(hash)
   }
 

@@ -130,8 +130,8 @@ export function createResolvers(config: ResolversConfig) {
   })
 
   const accountHistory = createAccountHistoryResolvers({ db, chain, pendingView, resolveLogRange: logs.resolveLogRange })
-  const transactions = createTransactionResolvers({ db, cache, pendingView, forwarded, history })
   const accounts = createAccountResolvers({ db, chain, upstream, cache, pendingView, forwarded, history })
+  const transactions = createTransactionResolvers({ db, cache, pendingView, forwarded, history, preConfirmedNonce: accounts.preConfirmedNonce })
   const batches = createBatchResolvers({ db, chain, pendingView, pendingBlock: blocks.pendingBlock })
   const builderCodes = createBuilderCodeResolvers({ db, primary: config.primary ?? db })
   const attribution = createAttributionResolvers({ db, chain, pending: config.pending ?? null, entryPoints: config.entryPoints })
