@@ -6,9 +6,9 @@ import { brotliCompressSync, constants as zlibConstants } from 'node:zlib'
 import { type Address, concat, type Hash, type Hex, keccak256, numberToHex, type RpcBlock, type RpcTransactionReceipt } from 'viem'
 import type { FlashblockDiff, FlashblockReceipt, FlashblockWireMessage } from '../pending/message.js'
 
-/** The devnet's Flashblocks format: Base's since Azul (no receipts, no balances), or the older one with them. */
-export const FEED_FORMATS = ['current', 'legacy'] as const
-export type FeedFormat = (typeof FEED_FORMATS)[number]
+import type { FeedFormat } from './feed-format.js'
+
+export { FEED_FORMATS, type FeedFormat } from './feed-format.js'
 
 /** Base's builder skips the state root per flashblock and sends zeros in its place. */
 const SKIPPED_STATE_ROOT: Hash = `0x${'0'.repeat(64)}`
