@@ -90,6 +90,7 @@ describe('eth_subscribe over WebSocket, through viem', () => {
   test('pendingLogs, newFlashblockTransactions and newFlashblocks stream pre-confirmations', async () => {
     const pendingLogs: { transactionHash: string }[] = []
     const transactions: string[] = []
+    const whole: { hash: string; blockNumber: string; logs?: { transactionHash: string }[] }[] = []
     const flashblocks: { number: string }[] = []
     const socket = client.transport
     const subscriptions = await Promise.all([
@@ -101,6 +102,11 @@ describe('eth_subscribe over WebSocket, through viem', () => {
       socket.subscribe({
         params: ['newFlashblockTransactions'],
         onData: ({ result }: { result: string }) => void transactions.push(result),
+        onError: () => {},
+      }),
+      socket.subscribe({
+        params: ['newFlashblockTransactions', true],
+        onData: ({ result }: { result: (typeof whole)[number] }) => void whole.push(result),
         onError: () => {},
       }),
       socket.subscribe({
@@ -125,6 +131,14 @@ describe('eth_subscribe over WebSocket, through viem', () => {
     // flashblock once its header is built (asynchronously, in order); so each is awaited.
     await expect.poll(() => transactions).toEqual([plain.hash, logged.hash])
     await expect.poll(() => pendingLogs.map((log) => log.transactionHash)).toEqual([logged.hash])
+    // Whole, as Base's node sends them: each transaction with its logs, once its receipt is known.
+    await expect
+      .poll(() => whole.map((transaction) => [transaction.hash, transaction.logs?.map((log) => log.transactionHash)]))
+      .toEqual([
+        [plain.hash, []],
+        [logged.hash, [logged.hash]],
+      ])
+    expect(whole[0]!.blockNumber).toBe(`0x${(head + 1).toString(16)}`)
     await expect.poll(() => flashblocks.map((block) => block.number)).toEqual([`0x${(head + 1).toString(16)}`, `0x${(head + 1).toString(16)}`])
     for (const { unsubscribe } of subscriptions) await unsubscribe()
   })

@@ -133,8 +133,24 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
         )
       case 'newFlashblocks':
         return chainEvents?.subscribe('flashblock', (header) => each('newFlashblocks', (id) => notify(id, header)))
-      case 'newFlashblockTransactions':
-        return preConfirmations(kind)
+      case 'newFlashblockTransactions': {
+        // Hashes as each frame arrives; whole transactions, as Base's node sends them, with their logs once
+        // their receipts are known (at once, without, where none will come).
+        const stopHashes = preConfirmations(kind, { full: false })
+        const stopWhole = chainEvents?.subscribe('flashblockTransactions', (block, transactions, receipts) =>
+          each(kind, (id, subscription) => {
+            if (!subscription.full) return
+            transactions.forEach((transaction, offset) => {
+              const whole = formatPendingTransaction(block, block.transactions.indexOf(transaction))
+              notify(id, receipts === null ? whole : { ...whole, logs: receipts[offset]!.logs })
+            })
+          }),
+        )
+        return () => {
+          stopHashes?.()
+          stopWhole?.()
+        }
+      }
       case 'newPendingTransactions': {
         // geth's `newPendingTransactions` (what viem's and ethers' pending watchers ask for over a socket) is,
         // on a flashblocks chain, the transactions as they are pre-confirmed: Base's own stream; and those no
@@ -153,10 +169,12 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
     }
   }
 
-  function preConfirmations(kind: 'newFlashblockTransactions' | 'newPendingTransactions') {
+  /** Transactions as each frame pre-confirms them, to the subscriptions of `kind` (only those not `full`, with `only`). */
+  function preConfirmations(kind: 'newFlashblockTransactions' | 'newPendingTransactions', only?: { full: false }) {
     return chainEvents?.subscribe('pendingTransactions', (block, transactions) => {
       const first = block.transactions.length - transactions.length
       each(kind, (id, subscription) => {
+        if (only !== undefined && subscription.full) return
         transactions.forEach((transaction, offset) => {
           notify(id, subscription.full ? formatPendingTransaction(block, first + offset) : transaction.hash)
         })

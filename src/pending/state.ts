@@ -694,6 +694,10 @@ export function createPendingState(config: PendingStateConfig) {
     get feedSendsReceipts() {
       return feedSendsReceipts
     },
+    /** Whether the flashblocks' receipts will become known: the feed sends them, or a source hydrates or executes them. */
+    get receiptsComing(): boolean {
+      return feedSendsReceipts || hydrate !== null
+    },
     get lastMessageAt() {
       return lastMessageAt
     },

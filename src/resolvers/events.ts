@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import type { Hash, RpcBlock, RpcTransaction } from 'viem'
 import type { BlockSelector } from '../codecs/index.js'
 import { loggableError } from '../errors.js'
-import type { PendingBlock, PendingLog, PendingState, PendingTransaction } from '../pending/index.js'
+import type { PendingBlock, PendingLog, PendingReceipt, PendingState, PendingTransaction } from '../pending/index.js'
 import type { BlockWithHashes } from './batches.js'
 import type { AnswerCache } from './cache.js'
 import type { ChainState } from './chain.js'
@@ -56,6 +56,12 @@ export type ChainEventMap = {
   flashblock: [block: Record<string, unknown>]
   /** Pre-confirmed logs whose receipts became known (from the frame, or hydrated), in order. */
   pendingLogs: [logs: PendingLog[]]
+  /**
+   * Pre-confirmed transactions with their receipts once those are known, as Base's node sends
+   * `newFlashblockTransactions` whole (after it has run the flashblock: each transaction with its `logs`); at
+   * once, without receipts (`null`), where none will come (a feed of frames alone).
+   */
+  flashblockTransactions: [block: PendingBlock, transactions: PendingTransaction[], receipts: PendingReceipt[] | null]
 }
 
 export type ChainEventName = keyof ChainEventMap
@@ -319,6 +325,7 @@ export function createEventStream(options: {
   let flashblocks = Promise.resolve()
   pending?.events.on('transactions', (block, transactions) => {
     emit('pendingTransactions', block, transactions)
+    if (count('flashblockTransactions') > 0 && !pending.receiptsComing) emit('flashblockTransactions', block, transactions, null)
     if (count('sealedTransactions') > 0) {
       let hashes = preConfirmed.get(block.number)
       if (hashes === undefined) preConfirmed.set(block.number, (hashes = new Set()))
@@ -334,7 +341,14 @@ export function createEventStream(options: {
       }
     })
   })
-  pending?.events.on('receipts', (_block, receipts) => {
+  pending?.events.on('receipts', (block, receipts) => {
+    if (count('flashblockTransactions') > 0) {
+      // By their position in the block (an undecodable transaction takes one, and is in no list).
+      const byIndex = new Map(block.transactions.map((transaction) => [transaction.index, transaction]))
+      const known = receipts.filter((receipt) => byIndex.has(Number(receipt.transactionIndex)))
+      const transactions = known.map((receipt) => byIndex.get(Number(receipt.transactionIndex))!)
+      if (known.length > 0) emit('flashblockTransactions', block, transactions, known)
+    }
     if (count('pendingLogs') === 0) return
     const logs = receipts.flatMap((receipt) => receipt.logs)
     if (logs.length > 0) emit('pendingLogs', logs)
