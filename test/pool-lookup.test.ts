@@ -16,6 +16,7 @@ beforeAll(async () => {
   anvil = await startAnvil()
   database = await createTestDatabase()
   gateway = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: database.databaseUrl })
+  await waitForSameHead(gateway, anvil.rpcUrl)
 })
 
 afterAll(async () => {
@@ -26,6 +27,7 @@ afterAll(async () => {
 
 test('a forwarded transaction whose nonce the chain took with another is no longer found by hash, as the node finds it no more', async () => {
   const nonce = Number(await anvilCall<string>(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER.address, 'latest']))
+  await waitForSameHead(gateway, anvil.rpcUrl)
   // Sent through flashgate behind a gap: the node queues it, flashgate finds it as a node finds it in its pool.
   const queued = await signedTransfer({ from: 3, nonce: nonce + 1, value: 7n })
   expect((await rpc(gateway.url, 'eth_sendRawTransaction', [queued.raw])).result).toBe(queued.hash)
@@ -44,7 +46,8 @@ test('a forwarded transaction whose nonce the chain took with another is no long
   })
   await anvilCall(anvil.rpcUrl, 'eth_sendRawTransaction', [replacement])
   await anvilCall(anvil.rpcUrl, 'eth_sendRawTransaction', [(await signedTransfer({ from: 3, nonce })).raw])
-  expect(Number(await anvilCall<string>(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER.address, 'latest']))).toBe(nonce + 2)
+  // anvil mines each as it comes, the queued one promoted a moment after the one before it.
+  await expect.poll(async () => Number(await anvilCall<string>(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER.address, 'latest']))).toBe(nonce + 2)
   await waitForSameHead(gateway, anvil.rpcUrl)
 
   expect(await anvilCall(anvil.rpcUrl, 'eth_getTransactionByHash', [queued.hash])).toBeNull()
