@@ -3,6 +3,7 @@ import type { DevnetLogger } from './anvil.js'
 import { type JsonRpcRequest, type JsonRpcResponse, createAnvilClient } from './anvil-client.js'
 import { createChainLock } from './chain-lock.js'
 import type { FlashblockWireMessage } from '../pending/message.js'
+import { SYNC_SEND_MAX_TIMEOUT_MS, syncSendTimeoutTooLong } from '../pending/sync-send.js'
 import { type FeedFormat, type FlashblockId, buildFlashblockMessage } from './flashblock-message.js'
 import { type PendingBlock, hidePendingBlockHash, readAsNode } from './node-view.js'
 import { createNodeFilters, FILTER_METHODS } from './filters.js'
@@ -25,8 +26,6 @@ const ALREADY_IMPORTED_CODE = -32003
 const INVALID_PARAMS_CODE = -32602
 /** eth_sendRawTransactionSync waits this many block times for the receipt unless the caller says otherwise. */
 const SYNC_SEND_TIMEOUT_BLOCKS = 2
-/** The longest wait Base's node takes. */
-const SYNC_SEND_MAX_TIMEOUT_MS = 6_000
 /** EIP-7966's answer when the transaction is accepted but not included in time; `data` is its hash. */
 const SYNC_SEND_TIMEOUT_ERROR = {
   code: 4,
@@ -363,7 +362,7 @@ export function createSequencer(options: SequencerOptions): Sequencer {
       return {
         jsonrpc: '2.0',
         id,
-        error: { code: INVALID_PARAMS_CODE, message: `time out too long, timeout: ${timeoutMs} ms, max: ${SYNC_SEND_MAX_TIMEOUT_MS} ms` },
+        error: { code: INVALID_PARAMS_CODE, message: syncSendTimeoutTooLong(timeoutMs) },
       }
     let included: Promise<RpcTransactionReceipt | undefined> | undefined
     const sent = await lock.exclusive(async () => {

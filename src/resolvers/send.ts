@@ -1,11 +1,9 @@
 import { type Hash, type Hex, keccak256 } from 'viem'
 import { InvalidParamsError, TransactionTimeoutError, UpstreamError } from '../errors.js'
 import { canonicalTransaction, decodePendingTransaction, type ForwardedTransactions, type PendingReceipt, type PendingState } from '../pending/index.js'
+import { SYNC_SEND_MAX_TIMEOUT_MS, syncSendTimeoutTooLong } from '../pending/sync-send.js'
 import type { ChainState } from './chain.js'
 import type { PendingView } from './pending.js'
-
-/** EIP-7966: the longest a caller may wait for a receipt, and the wait when it names none. */
-const SYNC_SEND_MAX_TIMEOUT_MS = 6_000
 
 /** Forwards one call to the upstream node as it is (src/upstream/pass-through.ts). */
 export type Forward = (method: string, params: unknown[]) => Promise<unknown> | null
@@ -92,8 +90,7 @@ export function createSendResolvers({
   async function sendRawTransactionSync({ raw, timeoutMs }: SendRawTransactionSyncParameters): Promise<unknown> {
     // Refused before anything is sent, as Base's node refuses it (not shortened: a client that retries on the
     // error must not find its transaction sent through flashgate only).
-    if (timeoutMs !== undefined && timeoutMs > SYNC_SEND_MAX_TIMEOUT_MS)
-      throw new InvalidParamsError(`time out too long, timeout: ${timeoutMs} ms, max: ${SYNC_SEND_MAX_TIMEOUT_MS} ms`)
+    if (timeoutMs !== undefined && timeoutMs > SYNC_SEND_MAX_TIMEOUT_MS) throw new InvalidParamsError(syncSendTimeoutTooLong(timeoutMs))
     const wait = timeoutMs ?? SYNC_SEND_MAX_TIMEOUT_MS
     const hash = keccak256(canonicalTransaction(raw))
     let resolve!: Waiter
