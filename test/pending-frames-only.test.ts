@@ -63,7 +63,11 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
       const pendingBlock = await call<{ number: Hex; transactions: Hex[] }>('eth_getBlockByNumber', ['pending', false])
       expect(pendingBlock.number).toBe(`0x${(head + 1).toString(16)}`)
       expect(pendingBlock.transactions).toEqual(transactions.map((transaction) => transaction.hash))
-      expect(await call('eth_getTransactionByHash', [transactions[2]!.hash])).toMatchObject({ transactionIndex: '0x2', blockHash: `0x${'00'.repeat(32)}` })
+      expect(await call('eth_getTransactionByHash', [transactions[2]!.hash])).toMatchObject({
+        transactionIndex: '0x2',
+        blockNumber: `0x${(head + 1).toString(16)}`,
+        blockHash: null,
+      })
       // What they do not: no receipt or log is made up.
       expect(await call('eth_getBlockReceipts', ['pending'])).toEqual([])
       expect(await call('eth_getTransactionReceipt', [transactions[0]!.hash])).toBeNull()

@@ -1,7 +1,7 @@
 import { toQuantity } from '../codecs/index.js'
 import type { PendingBlock } from '../pending/state.js'
 import type { PendingTransaction } from '../pending/transactions.js'
-import { effectiveGasPrice, PENDING_BLOCK_HASH } from './receipt.js'
+import { effectiveGasPrice } from './receipt.js'
 
 // Transactions flashgate knows before a node's index does, as nodes write them: forwarded and still in the
 // pool, or pre-confirmed in a flashblock. Confirmed ones are the node's own objects, stored as it sent them.
@@ -22,14 +22,17 @@ export function formatPoolTransaction(transaction: PendingTransaction): Record<s
   }
 }
 
-/** The RPC object of a pre-confirmed transaction, as a node shows it once mined, with the pending block hash. */
+/**
+ * The RPC object of a pre-confirmed transaction, as Base's node shows it: its block's number and its index,
+ * but no block hash (`null`: the block has none yet), where its receipt and logs carry zeros.
+ */
 export function formatPendingTransaction(block: PendingBlock, position: number): Record<string, unknown> {
   const transaction = block.transactions[position]!
   const deposit = transaction.type === 0x7e
   return {
     ...transaction.fields,
     hash: transaction.hash,
-    blockHash: PENDING_BLOCK_HASH,
+    blockHash: null,
     blockNumber: toQuantity(block.number),
     transactionIndex: toQuantity(transaction.index),
     from: transaction.from,

@@ -11,6 +11,7 @@ function optional<value extends Hex | Address | Hash>(transaction: RpcTransactio
 }
 
 const IN_POOL = '`null` while the transaction waits in the pool: sent through flashgate, in no flashblock or block yet.'
+const UNSEALED = "`null` until the transaction is in a sealed block: in the pool, and pre-confirmed in a flashblock (as Base's node shows it)."
 
 /** A transaction as `eth_getTransactionByHash` answers it. */
 export const Transaction = builder.objectRef<RpcTransaction>('Transaction')
@@ -33,7 +34,7 @@ Transaction.implement({
     // A transaction sent through flashgate that no flashblock or block shows yet has no block, as a node
     // answers one from its pool (`eth_getTransactionByHash`).
     blockNumber: t.field({ type: 'BigInt', nullable: true, description: IN_POOL, resolve: (tx) => tx.blockNumber }),
-    blockHash: t.field({ type: 'Hash', nullable: true, description: IN_POOL, resolve: (tx) => tx.blockHash }),
+    blockHash: t.field({ type: 'Hash', nullable: true, description: UNSEALED, resolve: (tx) => tx.blockHash }),
     transactionIndex: t.int({ nullable: true, description: IN_POOL, resolve: (tx) => (tx.transactionIndex === null ? null : Number(tx.transactionIndex)) }),
     block: t.field({
       type: Block,
