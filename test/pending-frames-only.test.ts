@@ -1,6 +1,8 @@
+import { once } from 'node:events'
 import { GraphQLClient } from 'graphql-request'
 import type { Hex } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { WebSocket } from 'ws'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
 import { flashblock, signedTransfer, startScriptedFeed } from './fixtures/flashblocks.js'
@@ -121,6 +123,32 @@ describe('pending with an upstream that is not flashblocks-aware', () => {
       expect(await call('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x3'])).toBeNull()
     } finally {
       clearInterval(ticking)
+    }
+  })
+
+  test('newFlashblockTransactions sends whole transactions at once, without logs, where no receipt will come', async () => {
+    // The first test found the upstream unaware, so no receipt is hydrated and none comes with the frames.
+    expect(gateway.pending!.receiptsComing).toBe(false)
+    const socket = new WebSocket(gateway.url.replace('http', 'ws'))
+    await once(socket, 'open')
+    const messages: { id?: number; result?: unknown; params?: { subscription: string; result: unknown } }[] = []
+    socket.on('message', (data) => void messages.push(JSON.parse(String(data))))
+    socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newFlashblockTransactions', true] }))
+    socket.send(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'eth_subscribe', params: ['newFlashblockTransactions'] }))
+    await expect.poll(() => messages.filter((message) => message.id !== undefined).length).toBe(2)
+    const whole = messages.find((message) => message.id === 1)!.result as string
+    const hashes = messages.find((message) => message.id === 2)!.result as string
+    try {
+      const sent = await signedTransfer({ from: SENDER_INDEX, nonce: 200 })
+      const parentHash = await blockHashAt(anvil.rpcUrl, head)
+      feed.send(flashblock({ payloadId: '0x00000000000000cc', index: 0, blockNumber: head + 1, parentHash, transactions: [sent], format: 'current' }))
+      const of = (subscription: string) => messages.filter((message) => message.params?.subscription === subscription).map((message) => message.params!.result)
+      await expect.poll(() => of(whole).length).toBe(1)
+      expect(of(whole)[0]).toMatchObject({ hash: sent.hash, blockNumber: `0x${(head + 1).toString(16)}`, blockHash: null, transactionIndex: '0x0' })
+      expect(of(whole)[0]).not.toHaveProperty('logs')
+      await expect.poll(() => of(hashes)).toEqual([sent.hash])
+    } finally {
+      socket.close()
     }
   })
 })
