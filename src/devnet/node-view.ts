@@ -14,7 +14,7 @@ const ANVIL_FINALIZED_DEPTH = 64n
 const FUTURE_BLOCK_NUMBER = 2n ** 53n - 1n
 /** A hash no block has: anvil's answer for it is its answer for an unknown block. */
 const UNKNOWN_BLOCK_HASH: Hash = `0x${'ff'.repeat(32)}`
-/** What base-reth-node puts in `blockHash` for a pre-confirmed transaction, receipt or log. */
+/** What Base's node puts in `blockHash` for a pre-confirmed receipt or log (a pre-confirmed transaction has `null`). */
 export const PRECONFIRMED_BLOCK_HASH: Hash = `0x${'00'.repeat(32)}`
 /** anvil's wording for a block above its head; the heights in it are anvil's, so they are rewritten. */
 const BLOCK_OUT_OF_RANGE = /block height is (\d+) but requested was (\d+)/
@@ -151,8 +151,9 @@ function toNodeResponse(response: JsonRpcResponse, { pending, futureAsked }: Tra
 }
 
 /**
- * Rewrites, in place, every `blockHash` that names the pending block to the zero hash: a pre-confirmed
- * transaction, receipt or log is in no sealed block yet. The pending block's own `hash` stays.
+ * Rewrites, in place, every `blockHash` that names the pending block, as Base's node writes it for what is in
+ * no sealed block yet: `null` in a pre-confirmed transaction (an object with `input`), the zero hash in a
+ * receipt or a log. The pending block's own `hash` stays.
  */
 export function hidePendingBlockHash<T>(value: T, pendingHash: Hash): T {
   if (Array.isArray(value)) {
@@ -160,7 +161,7 @@ export function hidePendingBlockHash<T>(value: T, pendingHash: Hash): T {
   } else if (typeof value === 'object' && value !== null) {
     const record = value as Record<string, unknown>
     for (const [key, field] of Object.entries(record)) {
-      if (key === 'blockHash' && field === pendingHash) record[key] = PRECONFIRMED_BLOCK_HASH
+      if (key === 'blockHash' && field === pendingHash) record[key] = 'input' in record ? null : PRECONFIRMED_BLOCK_HASH
       else if (typeof field === 'object') hidePendingBlockHash(field, pendingHash)
     }
   }
