@@ -255,7 +255,6 @@ export async function startGateway({
   if (link !== null) {
     const hydrate = (hashes: Hash[]) => link.request('hydrate', hashes)
     link.events.on('flashblock', ({ message }) => void pending?.apply(message))
-    link.events.on('pending-reset', ({ reason }) => pending?.reset(reason))
     link.events.on('pending-withdraw', ({ number }) => pending?.withdraw(number))
     link.events.on('pending-rewind', ({ ancestor }) => pending?.rewind(ancestor))
     link.events.on('hydrating', ({ on, balances }) => pending?.setHydrate(on ? Object.assign(hydrate, { providesBalances: balances === true }) : null))

@@ -63,7 +63,7 @@ async function pendingBlock(kind: FrameKind, nonceBase: number) {
     }),
     kind,
   )
-  return { plain, withLog }
+  return { plain, withLog, payloadId }
 }
 
 describe('pending view from a Flashblocks feed', () => {
@@ -107,16 +107,32 @@ describe('pending view from a Flashblocks feed', () => {
     expect(gateway.feed?.status().rejected).toBeGreaterThanOrEqual(2)
   })
 
-  test('a dropped connection drops the pending view, and the feed reconnects and resumes at the next index 0', async () => {
-    await pendingBlock('brotli', 100)
-    await expect.poll(async () => ((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as unknown[]).length).toBe(2)
+  test("a dropped connection keeps the pending view, as Base's node does: the next linked flashblock after the reconnect goes on with it", async () => {
+    const { payloadId } = await pendingBlock('brotli', 100)
+    const receiptCount = async () => ((await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['pending'])).result as unknown[]).length
+    await expect.poll(receiptCount).toBe(2)
+    const accepted = feed.accepted
     feed.dropConnections()
+    await expect.poll(() => feed.accepted > accepted && feed.clientCount === 1, { timeout: 5_000 }).toBe(true)
+    // Reconnected well within the stale limit: nothing was taken back meanwhile.
+    expect(await receiptCount()).toBe(2)
+    const third = await signedTransfer({ from: 3, nonce: 102, to: RECIPIENT, value: 7n })
+    feed.send(flashblock({ payloadId, index: 2, blockNumber: head + 1, cumulativeGasBefore: 42_000n, transactions: [third], previous: `${head + 1}-1` }))
+    await expect.poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result).toBe('0x67')
+    expect(await receiptCount()).toBe(3)
+  })
+
+  test('a dropped connection after which the feed skips a flashblock drops the pending view until the next index 0', async () => {
+    const { payloadId } = await pendingBlock('brotli', 150)
+    await expect.poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result).toBe('0x98')
+    const accepted = feed.accepted
+    feed.dropConnections()
+    await expect.poll(() => feed.accepted > accepted && feed.clientCount === 1, { timeout: 5_000 }).toBe(true)
+    const skipped = await signedTransfer({ from: 3, nonce: 153, to: RECIPIENT, value: 7n })
+    feed.send(flashblock({ payloadId, index: 3, blockNumber: head + 1, cumulativeGasBefore: 63_000n, transactions: [skipped], previous: `${head + 1}-2` }))
     await expect
       .poll(async () => (await rpc(gateway.url, 'eth_getBlockByNumber', ['pending', false])).result)
-      .toMatchObject({
-        number: `0x${head.toString(16)}`,
-      })
-    await expect.poll(() => feed.clientCount, { timeout: 5_000 }).toBe(1)
+      .toMatchObject({ number: `0x${head.toString(16)}` })
     await pendingBlock('text', 200)
     await expect.poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result).toBe('0xca')
   })

@@ -171,7 +171,7 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
     },
     /**
      * The primary's pending state as the feed and the pending source see it: every flashblock applied, every
-     * reset and every change of receipt source is announced to the workers, and a flashblock's hydration
+     * withdrawal and every change of receipt source is announced to the workers, and a flashblock's hydration
      * is done once for the machine (a worker asking for the same transactions shares the primary's).
      */
     sharePending(state: PendingState): { state: PendingState; hydrate: Hydrate } {
@@ -201,12 +201,6 @@ export function createClusterHub({ logger, status, ownMetrics }: { logger: Logge
               if (replay.length > MAX_REPLAY_MESSAGES) replay = replay.slice(-MAX_REPLAY_MESSAGES)
               broadcast({ fg: 'flashblock', message })
               return target.apply(message)
-            }
-          if (key === 'reset')
-            return (reason: string) => {
-              replay = []
-              broadcast({ fg: 'pending-reset', reason })
-              target.reset(reason)
             }
           if (key === 'withdraw')
             return (number: number) => {

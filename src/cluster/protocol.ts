@@ -77,7 +77,6 @@ export type PrimaryToWorker =
   | { fg: 'reply'; id: number; result?: unknown; error?: string }
   /** Applied to the primary's pending state: the worker applies the same, in the same order. */
   | { fg: 'flashblock'; message: FlashblockMessage }
-  | { fg: 'pending-reset'; reason: string }
   /** The primary's executor took back a pending block's receipts (built on a pre-confirmation that proved wrong). */
   | { fg: 'pending-withdraw'; number: number }
   | { fg: 'sealed'; blocks: SealedBlock[] }

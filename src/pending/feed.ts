@@ -16,9 +16,11 @@ const HANDSHAKE_TIMEOUT_MS = 5_000
 export type FlashblocksFeedConfig = { url: string; state: PendingState; logger: Logger }
 
 /**
- * Follows a Flashblocks WebSocket: decodes each frame (text, raw JSON or Brotli), validates it, and hands
- * it to the pending state in order. Reconnects with exponential backoff; a lost connection drops the
- * pending state, since the next message may not continue the sequence we had.
+ * Follows a Flashblocks WebSocket: decodes each frame (text, raw JSON or Brotli, inflated off the main
+ * thread), validates it, and hands it to the pending state in arrival order. Reconnects with exponential
+ * backoff. A lost connection leaves the pending state as it is, as Base's node does: the next frame either
+ * continues the sequence (the next index, linked to the last one applied) and the view goes on, or it does not
+ * and the sequence rules drop the view; meanwhile the state's staleness rule hides the block being built.
  */
 export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedConfig) {
   let socket: WebSocket | null = null
@@ -61,31 +63,36 @@ export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedCon
     current.on('pong', () => {
       heard = true
     })
+    // Frames are inflated asynchronously (a small frame may inflate to many MB) but applied in arrival order.
+    let decoding: Promise<void> = Promise.resolve()
     current.on('message', (data: Buffer, isBinary: boolean) => {
       heard = true
-      let decoded: unknown
-      try {
-        decoded = decodeFrame(isBinary ? data : data.toString('utf8'))
-      } catch (error) {
-        rejected++
-        logger.warn({ err: error }, 'undecodable flashblocks frame')
-        return
-      }
-      const parsed = flashblockMessage.safeParse(decoded)
-      if (!parsed.success) {
-        rejected++
-        logger.warn({ issue: parsed.error.issues[0] }, 'invalid flashblocks message')
-        return
-      }
-      messages++
-      void state.apply(parsed.data)
+      const decoded = decodeFrame(isBinary ? data : data.toString('utf8'))
+      decoding = decoding.then(async () => {
+        let frame: unknown
+        try {
+          frame = await decoded
+        } catch (error) {
+          rejected++
+          logger.warn({ err: error }, 'undecodable flashblocks frame')
+          return
+        }
+        const parsed = flashblockMessage.safeParse(frame)
+        if (!parsed.success) {
+          rejected++
+          logger.warn({ issue: parsed.error.issues[0] }, 'invalid flashblocks message')
+          return
+        }
+        messages++
+        void state.apply(parsed.data)
+      })
     })
     current.on('error', (error) => logger.warn({ err: error }, 'flashblocks feed error'))
     current.on('close', () => {
       if (heartbeat !== null) clearInterval(heartbeat)
       if (socket === current) socket = null
       // A close of our own (stop) is no disconnection to warn of: the process, and its state, are going.
-      if (connected && !stopped) state.reset('flashblocks feed disconnected')
+      if (connected && !stopped) logger.warn({ url }, 'flashblocks feed disconnected; reconnecting')
       connected = false
       scheduleReconnect()
     })

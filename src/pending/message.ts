@@ -12,7 +12,8 @@
  * https://github.com/ethereum-optimism/specs/blob/main/specs/protocol/flashblocks.md
  * https://docs.base.org/base-chain/flashblocks/websocket-reference
  */
-import { brotliDecompressSync } from 'node:zlib'
+import { promisify } from 'node:util'
+import { brotliDecompress } from 'node:zlib'
 import type { Address, Hash, Hex } from 'viem'
 import { z } from 'zod'
 import { address, hash, hexData, quantity } from '../codecs/index.js'
@@ -223,11 +224,17 @@ type _ReadsTheWire = [
  */
 export const MAX_FRAME_BYTES = 32 * 1024 * 1024
 
-/** Decodes one WebSocket frame: text, raw-JSON binary, or Brotli-compressed binary JSON. */
-export function decodeFrame(data: Buffer | string): unknown {
+const inflate = promisify(brotliDecompress)
+
+/**
+ * Decodes one WebSocket frame: text, raw-JSON binary, or Brotli-compressed binary JSON, inflated on libuv's
+ * thread pool (a frame of a few bytes may inflate to MAX_FRAME_BYTES, which would hold the event loop for a
+ * second); rejects what does not decode.
+ */
+export async function decodeFrame(data: Buffer | string): Promise<unknown> {
   if (typeof data === 'string') return JSON.parse(data)
   // An uncompressed JSON object starts with `{` (possibly after whitespace); Brotli output never parses.
   const first = data.find((byte) => byte !== 0x20 && byte !== 0x0a && byte !== 0x0d && byte !== 0x09)
   if (first === 0x7b) return JSON.parse(data.toString('utf8'))
-  return JSON.parse(brotliDecompressSync(data, { maxOutputLength: MAX_FRAME_BYTES }).toString('utf8'))
+  return JSON.parse((await inflate(data, { maxOutputLength: MAX_FRAME_BYTES })).toString('utf8'))
 }

@@ -138,12 +138,23 @@ describe('pending state: sequence rules', () => {
     expect(state.blocks(9).map((block) => block.number)).toEqual([11])
   })
 
-  test('a canonical block that contradicts its pre-confirmation drops everything built on it', async () => {
+  test('a canonical block that contradicts its pre-confirmation takes it down at once, but not the next block, built on the canonical one', async () => {
     const { state } = createState()
     await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2) })))
     await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(2, 3) })))
     state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: [transactions[1]!.hash, transactions[0]!.hash] })
+    // Not even kept for a reader a block behind: its transactions are not the sealed block's.
+    expect(state.blocks(0).map((block) => block.number)).toEqual([11])
+    expect(state.following()).toBe(true)
+  })
+
+  test('a canonical block whose next pending block names another parent takes down the whole view', async () => {
+    const { state } = createState()
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 2) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0b'.repeat(32)}`, transactions: transactions.slice(2, 3) })))
+    state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: transactions.slice(0, 2).map((transaction) => transaction.hash) })
     expect(state.blocks(0)).toEqual([])
+    expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 11, transactions: transactions.slice(3, 4) })))).toBe('ignored')
   })
 
   test('reconciliation compares every field the sealed receipt has, written either way, and counts what differs', async () => {
@@ -281,14 +292,25 @@ describe('pending state: sequence rules', () => {
     expect(await state.apply(parse(flashblock({ index: 1, blockNumber: 11, payloadId: '0x00000000000000ff' })))).toBe('dropped')
   })
 
-  test('after the state is dropped, the block in progress is taken again from its index 0 (a reconnected feed may resend it)', async () => {
+  test('after the state is dropped, the block in progress is taken again from its index 0 (a feed may resend it)', async () => {
     const { state } = createState()
     const start = parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) }))
     await state.apply(start)
-    state.reset('feed lost')
+    expect(await state.apply(parse(flashblock({ index: 2, blockNumber: 10, transactions: transactions.slice(1, 2) })))).toBe('dropped')
     expect(state.blocks(0)).toEqual([])
     expect(await state.apply(start)).toBe('started')
     expect(state.blocks(0).map((block) => block.transactions.length)).toEqual([1])
+  })
+
+  test('index 0 of a block above the next one (blocks between were missed) drops the older blocks and starts afresh', async () => {
+    const { state } = createState()
+    state.confirm({ number: 9, hash: `0x${'09'.repeat(32)}`, transactionHashes: [] })
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, parentHash: `0x${'09'.repeat(32)}`, transactions: transactions.slice(0, 1) })))
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 12, payloadId: '0x00000000000000c0', transactions: transactions.slice(1, 2) })))
+    expect(state.blocks(9).map((block) => [block.number, block.transactions.length])).toEqual([[12, 1]])
+    // The next block in turn keeps the one before it.
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 13, payloadId: '0x00000000000000c1', transactions: transactions.slice(2, 3) })))
+    expect(state.blocks(9).map((block) => block.number)).toEqual([12, 13])
   })
 
   test('index 0 of the block after the indexed head, built on another parent, is not shown', async () => {

@@ -458,6 +458,12 @@ export function createPendingState(config: PendingStateConfig) {
       if (link !== undefined && before !== null && !links(link, before)) {
         drop(`index 0 of block ${number} follows flashblock ${link.blockNumber}-${link.index}, not ${before.number}-${before.lastIndex}`)
       }
+      // Blocks were missed between the newest in view and this one (the feed was away): the view cannot show
+      // what they did, so the older blocks go and this one starts afresh.
+      const newest = blocks.at(-1)
+      if (!awaitingStart && newest !== undefined && newest.number > confirmedHead && newest.number < number - 1) {
+        drop(`index 0 of block ${number} comes after block ${newest.number}: the blocks between were never seen`)
+      }
       // A block replaces any pending block at its height or above (the builder restarted it).
       blocks = blocks.filter((block) => block.number < number)
       const base = message.base
@@ -577,19 +583,19 @@ export function createPendingState(config: PendingStateConfig) {
       return enqueue(() => applyNow(message))
     },
     /**
-     * The canonical block was indexed: its pre-confirmation goes, after a comparison by content (which
-     * transactions, then each receipt's status, gas and logs) that counts what differed. If the canonical
-     * transactions do not start with the pre-confirmed ones, or the next pending block was built on
-     * another parent, what was built on them is wrong too, and all of it goes. A block kept aside for this
-     * parent is shown now (after the messages already applied), one for another parent at this height forgotten.
-     */
-    /**
      * A receipt the index already holds (the newest, at start): how the node writes `blockTimestamp`, until a
      * sealed block says (after a restart on an idle chain, the first pre-confirmed receipts followed no form).
      */
     learnReceiptForm(sealed: Record<string, unknown>) {
       timestampForm ??= receiptTimestampForm(sealed)
     },
+    /**
+     * The canonical block was indexed: its pre-confirmation goes, after a comparison by content (which
+     * transactions, then each receipt's status, gas and logs) that counts what differed. If the canonical
+     * transactions do not start with the pre-confirmed ones, that pre-confirmation goes at once; if the next
+     * pending block was built on another parent, all of the view goes. A block kept aside for this parent is
+     * shown now (after the messages already applied), one for another parent at this height forgotten.
+     */
     confirm(canonical: CanonicalBlock) {
       const { number, hash } = canonical
       const sealedReceipt = canonical.receipts?.[0]
@@ -606,8 +612,17 @@ export function createPendingState(config: PendingStateConfig) {
       const child = blocks.find((block) => block.number === number + 1)
       const orphaned = child !== undefined && child.header.parentHash !== hash
       if (orphaned) diverged({ number: number + 1, kind: 'parent', detail: `built on ${child.header.parentHash}, canonical parent ${hash}` })
-      if (outcome === 'transactions' || orphaned) {
-        drop(`canonical block ${number} differs from its pre-confirmation`)
+      // The block being built on another parent is wrong, and so is all of the view: it goes until the next index 0.
+      if (orphaned) {
+        drop(`pending block ${number + 1} is not built on the canonical block ${number}`)
+        return
+      }
+      // A pre-confirmation the canonical block does not bear out goes at once; what the builder built on the
+      // canonical block since (the next block, whose index 0 came before this one was indexed) stays, as on
+      // Base's node, which keeps the flashblocks above the canonical block when it finds a reorg.
+      if (outcome === 'transactions') {
+        blocks = blocks.filter((block) => block.number > number)
+        events.emit('update')
         return
       }
       // The confirmed blocks stay a little (see `blocks`): a reader whose view of the head is still the one
@@ -681,11 +696,6 @@ export function createPendingState(config: PendingStateConfig) {
     async settled(): Promise<void> {
       await queue
       await published
-    },
-    /** Forgets everything (the feed connection was lost). */
-    reset(reason: string) {
-      awaiting = null
-      drop(reason)
     },
     /** Switches the receipt source for later flashblocks (the upstream turned out not to be flashblocks-aware). */
     setHydrate(next: Hydrate | null) {
