@@ -87,13 +87,16 @@ export class InvalidBlockRangeError extends FlashgateError {
   }
 }
 
-/** geth answers `header not found` for a state read at a block it does not have. */
+/**
+ * A read at a block the node does not have, as reth (Base's node) answers it: `-32001 block not found: <block>`,
+ * the block written as reth writes a block id (`0x1a`, `hash 0x…`, `canonical hash 0x…`, `safe`).
+ */
 export class HeaderNotFoundError extends FlashgateError {
   override readonly name = 'HeaderNotFoundError'
   override readonly graphqlCode = 'HEADER_NOT_FOUND'
-  readonly code = -32000
-  constructor(message = 'header not found') {
-    super(message)
+  readonly code = -32001
+  constructor(block: string) {
+    super(`block not found: ${block}`)
   }
 }
 

@@ -57,7 +57,7 @@ const REGISTERED_WALLETS = 4
  * EIP-1474 codes the gateway answers with (DESIGN.md §3). -32603 (internal) is never a fuzz outcome of its own
  * methods; forwarded calls (src/upstream/pass-through.ts) answer with whatever the upstream said.
  */
-const JSON_RPC_CODES = new Set([-32700, -32600, -32601, -32602, -32000, -32004, -32005])
+const JSON_RPC_CODES = new Set([-32700, -32600, -32601, -32602, -32000, -32001, -32004, -32005])
 const REGISTRATION_ERRORS: Record<number, string[]> = {
   400: ['invalid_json', 'invalid_request', 'invalid_address'],
   405: ['method_not_allowed'],
@@ -152,7 +152,7 @@ function expectedEntry(entry: unknown, refused: ReadonlySet<string>): ExpectedEn
   // Forwarded calls (sends and calls too, though their resolvers see them first) answer with the upstream's
   // own errors (any code), or -32603 when it cannot be asked.
   if (PASS_THROUGH_METHODS.has(method)) return { ...base, codes: null, resultAllowed: true }
-  if (Object.hasOwn(indexMethods, method)) return { ...base, codes: new Set([-32602, -32000]), resultAllowed: true }
+  if (Object.hasOwn(indexMethods, method)) return { ...base, codes: new Set([-32602, -32000, -32001]), resultAllowed: true }
   return { ...base, codes: new Set([-32601]), resultAllowed: false }
 }
 

@@ -65,7 +65,7 @@ describe('history older than the index', () => {
     expect((await answer(gateway.dedicatedUrl, 'eth_getTransactionByHash', [`0x${'ee'.repeat(32)}`])).result).toBeNull()
     expect((await answer(gateway.dedicatedUrl, 'eth_getLogs', [{ blockHash: `0x${'ee'.repeat(32)}` }])).error).toMatchObject({ code: -32000 })
     expect((await answer(gateway.dedicatedUrl, 'eth_getBalance', [facts.accounts[0], { blockHash: `0x${'ee'.repeat(32)}` }])).error).toMatchObject({
-      code: -32000,
+      code: -32001,
     })
     expect(gateway.resolvers.historyReads.eth_getBlockByNumber).toBeGreaterThan(0)
     expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/flashgate_history_upstream_reads_total\{method="eth_getBlockByNumber"\} [1-9]/)

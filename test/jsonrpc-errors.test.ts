@@ -210,7 +210,7 @@ describe('block arguments in every form the node takes', () => {
 
   test('a hash of no canonical block is an error for state, with or without requireCanonical', async () => {
     for (const form of [HASH, { blockHash: HASH }, { blockHash: HASH, requireCanonical: true }])
-      expect((await rpc(gateway.url, 'eth_getBalance', [ADDRESS, form])).error?.code).toBe(-32000)
+      expect((await rpc(gateway.url, 'eth_getBalance', [ADDRESS, form])).error?.code).toBe(-32001)
   })
 })
 
@@ -272,8 +272,12 @@ describe('eth_getLogs range and result limits', () => {
   })
 
   test('state reads past the head or at an unknown hash are errors; receipts are null', async () => {
-    expect((await rpc(gateway.url, 'eth_getBalance', [ADDRESS, '0x100'])).error?.code).toBe(-32000)
-    expect((await rpc(gateway.url, 'eth_getTransactionCount', [ADDRESS, { blockHash: HASH }])).error?.code).toBe(-32000)
+    // As reth (Base's node) answers: -32001 naming the block.
+    expect((await rpc(gateway.url, 'eth_getBalance', [ADDRESS, '0x100'])).error).toEqual({ code: -32001, message: 'block not found: 0x100' })
+    expect((await rpc(gateway.url, 'eth_getTransactionCount', [ADDRESS, { blockHash: HASH }])).error).toEqual({
+      code: -32001,
+      message: `block not found: hash ${HASH.toLowerCase()}`,
+    })
     expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', ['0x100'])).toMatchObject({ result: null })
     expect(await rpc(gateway.dedicatedUrl, 'eth_getBlockReceipts', [{ blockHash: HASH }])).toMatchObject({ result: null })
   })

@@ -47,13 +47,22 @@ describe.each([
     const { method, params } = edge('a balance past the head')
     await expect(read(resolversOf(), method, params)).rejects.toThrow(HeaderNotFoundError)
     expect(chain.errorOf(method, params)).toBeDefined()
-    await expect(read(resolversOf(), 'eth_getBalance', [UNTOUCHED_ADDRESS, hex(chain.indexedHead + 1)])).rejects.toThrow(HeaderNotFoundError)
+    const past = chain.indexedHead + 1
+    // As reth (Base's node) writes it: -32001 and the block asked for.
+    await expect(read(resolversOf(), 'eth_getBalance', [UNTOUCHED_ADDRESS, hex(past)])).rejects.toMatchObject({
+      code: -32001,
+      message: `block not found: 0x${past.toString(16)}`,
+    })
   })
 
   test('an unknown block hash: HeaderNotFoundError (the node errs too)', async () => {
     const { method, params } = edge('a nonce at an unknown block hash')
     expect(params[1]).toEqual({ blockHash: UNKNOWN_HASH })
-    await expect(read(resolversOf(), method, params)).rejects.toThrow(new HeaderNotFoundError('header for hash not found'))
+    await expect(read(resolversOf(), method, params)).rejects.toMatchObject({ code: -32001, message: `block not found: hash ${UNKNOWN_HASH}` })
+    await expect(read(resolversOf(), method, [params[0], { blockHash: UNKNOWN_HASH, requireCanonical: true }])).rejects.toMatchObject({
+      code: -32001,
+      message: `block not found: canonical hash ${UNKNOWN_HASH}`,
+    })
     expect(chain.errorOf(method, params)).toBeDefined()
   })
 

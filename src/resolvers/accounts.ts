@@ -127,15 +127,15 @@ export function createAccountResolvers({
         if (history.mode === 'refuse') throw history.refusal(resolved.firstBlock)
         return { number: resolved.number, indexed: false }
       case 'beyondHead':
-        throw new HeaderNotFoundError()
+        throw new HeaderNotFoundError(describeBlock(selector))
       case 'unknownHash': {
         // A canonical block below the index, by its hash: its state is the upstream's, as by its number.
         const older = selector.kind === 'hash' ? await history.canonicalNumberOf(selector.hash) : null
         if (older !== null) return { number: older, indexed: false }
-        throw new HeaderNotFoundError('header for hash not found')
+        throw new HeaderNotFoundError(describeBlock(selector))
       }
       case 'unavailable':
-        throw new HeaderNotFoundError(`${resolved.tag} block not found`)
+        throw new HeaderNotFoundError(resolved.tag)
     }
   }
 
@@ -365,4 +365,11 @@ export function createAccountResolvers({
     /** The nonce the sealed chain and the pre-confirmed blocks give an account: what a pool transaction below it can never take. */
     preConfirmedNonce: async (address: Address): Promise<bigint> => (await preConfirmed(address)).nonce,
   }
+}
+
+/** A block as reth writes one in `block not found: …`: its number in hex, `hash 0x…`, `canonical hash 0x…`, or a tag. */
+function describeBlock(selector: BlockSelector): string {
+  if (selector.kind === 'number') return `0x${selector.number.toString(16)}`
+  if (selector.kind === 'hash') return `${selector.requireCanonical ? 'canonical hash' : 'hash'} ${selector.hash}`
+  return selector.tag
 }

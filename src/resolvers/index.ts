@@ -111,7 +111,7 @@ export function createResolvers(config: ResolversConfig) {
 
   async function chainId(): Promise<Hex> {
     const view = await chain.view()
-    if (view.chainId === null) throw new HeaderNotFoundError('chain not indexed yet')
+    if (view.chainId === null) throw new HeaderNotFoundError('latest (the chain is not indexed yet)')
     return toQuantity(view.chainId)
   }
 

@@ -67,7 +67,7 @@ describe('eth_getLogs refuses what the index cannot answer, with typed errors', 
   })
 
   test('safe, while the index holds no safe head: HeaderNotFoundError', async () => {
-    await expect(getLogs({ fromBlock: '0x0', toBlock: 'safe' })).rejects.toThrow(new HeaderNotFoundError('safe block not found'))
+    await expect(getLogs({ fromBlock: '0x0', toBlock: 'safe' })).rejects.toThrow(new HeaderNotFoundError('safe'))
   })
 
   test('more blocks than the limit: LimitExceededError naming the range that fits, which then answers', async () => {

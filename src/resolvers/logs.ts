@@ -89,7 +89,7 @@ export function rangeEnd(resolved: ResolvedBlock): number {
     case 'unknownHash':
       throw new UnknownBlockError()
     case 'unavailable':
-      throw new HeaderNotFoundError(`${resolved.tag} block not found`)
+      throw new HeaderNotFoundError(resolved.tag)
   }
 }
 
