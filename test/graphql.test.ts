@@ -444,6 +444,11 @@ describe('GraphQL errors', () => {
       'QUERY_TOO_COMPLEX',
       /complexity \d+ exceeds the limit of 100000/,
     )
+    // A block's lists weigh what a Base block holds (hundreds of transactions, thousands of logs), so a short
+    // query that goes from each log back to its block's logs is refused, while one block's logs are not.
+    await expectError(`{ block { logs { block { logs { logIndex } } } } }`, 'QUERY_TOO_COMPLEX', /complexity \d+ exceeds the limit of 100000/)
+    await expectError(`{ block { transactions { block { receipts { status } } } } }`, 'QUERY_TOO_COMPLEX', /complexity/)
+    expect(await yogaQuery(`{ block { logs { logIndex address } transactions { hash } } }`)).toMatchObject({ data: { block: { logs: expect.any(Array) } } })
     const aliases = Array.from({ length: 20 }, (_, index) => `b${index}: blockNumber`).join(' ')
     await expectError(`{ ${aliases} }`, 'GRAPHQL_VALIDATION_FAILED', /Aliases limit of 15 exceeded/)
     const long = `{ ${Array.from({ length: 6_000 }, () => 'blockNumber').join(' ')} }`

@@ -6,6 +6,15 @@ import { Receipt } from './receipt.js'
 import { Transaction } from './transaction.js'
 
 /** A block as `eth_getBlockByNumber(n, false)` answers it; the pending block has hash `0x00…00`. */
+/**
+ * What a block's lists weigh in a query's complexity: a Base block, not the default list of 10 (about 250
+ * transactions and 1,500 logs, more when busy). Weighed at 10, a 62-byte query that asks each log's block for
+ * its logs again (`{ block { logs { block { logs { logIndex } } } } }`: 2 million logs on Base) was let in at
+ * complexity 122, and held the event loop for half a minute building a 41 MB answer.
+ */
+const TRANSACTIONS_PER_BLOCK = 500
+const LOGS_PER_BLOCK = 2_000
+
 export const Block = builder.objectRef<BlockWithHashes>('Block')
 
 Block.implement({
@@ -32,15 +41,18 @@ Block.implement({
     transactionHashes: t.field({ type: ['Hash'], resolve: (block) => block.transactions }),
     transactions: t.field({
       type: [Transaction],
+      complexity: { field: 1, multiplier: TRANSACTIONS_PER_BLOCK },
       resolve: async (block, _args, { loaders }) => present(await loaders.transaction.loadMany(block.transactions)),
     }),
     receipts: t.field({
       type: [Receipt],
       description: 'Receipts in transaction order; a pre-confirmed transaction without a receipt yet is left out.',
+      complexity: { field: 1, multiplier: TRANSACTIONS_PER_BLOCK },
       resolve: async (block, _args, { loaders }) => present(await loaders.receipt.loadMany(block.transactions)),
     }),
     logs: t.field({
       type: [Log],
+      complexity: { field: 1, multiplier: LOGS_PER_BLOCK },
       resolve: async (block, _args, { loaders }) => present(await loaders.receipt.loadMany(block.transactions)).flatMap((receipt) => receipt.logs),
     }),
   }),
