@@ -169,6 +169,13 @@ describe('JSON-RPC params errors', () => {
     ['eth_getLogs', [{ topics: [null, null, null, null, HASH] }], /exceed max topics/],
     ['eth_getLogs', [{ blockHash: HASH, fromBlock: '0x1' }], /cannot specify both BlockHash and FromBlock\/ToBlock/],
     ['eth_getLogs', [{ fromBlock: 12 }], /invalid argument 0/],
+    // A field the filter does not have is refused as reth refuses it (ignored, a misspelt blockHash reads the latest block).
+    [
+      'eth_getLogs',
+      [{ blockhash: HASH }],
+      /^invalid argument 0: unknown field `blockhash`, expected one of `fromBlock`, `toBlock`, `address`, `topics`, `blockHash`$/,
+    ],
+    ['eth_newFilter', [{ fromBlock: '0x1', limit: 10 }], /^invalid argument 0: unknown field `limit`/],
     ['eth_getTransactionReceipt', [`0x${'ab'.repeat(31)}`], /invalid argument 0/],
   ]
   test.each(invalid)('%s %j gets -32602 naming the argument', async (method, params, message) => {

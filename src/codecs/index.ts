@@ -201,9 +201,15 @@ const topicPosition = z
     return [value]
   })
 
-/** `eth_getLogs` filter. https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs */
+const LOG_FILTER_FIELDS = ['fromBlock', 'toBlock', 'address', 'topics', 'blockHash'] as const
+
+/**
+ * `eth_getLogs` filter (also `eth_newFilter`'s and the `logs` subscription's). A field it does not know is
+ * refused as reth (Base's node) refuses it, not ignored: a misspelt `blockhash` would otherwise be a query of
+ * the latest block. https://ethereum.org/en/developers/docs/apis/json-rpc/#eth_getlogs
+ */
 export const logFilter = z
-  .object(
+  .strictObject(
     {
       fromBlock: blockNumberOrTagSelector.nullish(),
       toBlock: blockNumberOrTagSelector.nullish(),
@@ -213,7 +219,12 @@ export const logFilter = z
       topics: z.array(topicPosition).max(MAX_TOPIC_POSITIONS, { error: 'exceed max topics' }).nullish(),
       blockHash: hash.nullish(),
     },
-    { error: 'expected a filter object' },
+    {
+      error: (issue) =>
+        issue.code === 'unrecognized_keys'
+          ? `unknown field \`${issue.keys[0]}\`, expected one of ${LOG_FILTER_FIELDS.map((field) => `\`${field}\``).join(', ')}`
+          : 'expected a filter object',
+    },
   )
   .refine((filter) => filter.blockHash == null || (filter.fromBlock == null && filter.toBlock == null), {
     error: 'cannot specify both BlockHash and FromBlock/ToBlock, choose one or the other',

@@ -47,3 +47,10 @@ test('a filter of 1,000 addresses and 1,000 alternatives per topic matches exact
   expect(matchesFilter(log(10, 9, null), filter)).toBe(false)
   expect(matchesFilter(log(2_000, 9, 25), filter)).toBe(false)
 })
+
+test('a logs filter with a field it does not have is refused (as reth refuses it), and subscribes nothing', () => {
+  const { events, listeners } = countedEvents()
+  const subscriptions = createSubscriptions({ chainEvents: events, notify: () => {} })
+  expect(() => subscriptions.subscribe(['logs', { adress: `0x${'11'.repeat(20)}` }])).toThrow(/unknown field `adress`/)
+  expect(listeners()).toBe(0)
+})
