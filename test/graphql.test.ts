@@ -276,6 +276,54 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     expect(logs).toEqual(reference.map(expectedLog))
   })
 
+  test("an account's history paged while the head moves reads the window of its first page: nothing skipped, nothing added", async () => {
+    // A window of 5 blocks; the account asked at a block that moves up one block a page, as `LATEST` does.
+    const resolvers = createResolvers({ db: gateway.db, upstream: null })
+    const narrow = createGraphqlServer({
+      resolvers,
+      limits: { ...resolvers.limits, maxBlockRange: 5 },
+      maxBodyBytes: 1_048_576,
+      logger: pino({ level: 'silent' }),
+    })
+    const post = async (query: string, variables: Record<string, unknown>) => {
+      const response = await narrow.fetch('http://flashgate.test/graphql', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      })
+      const answer = (await response.json()) as {
+        data: { account: Record<string, { nodes: Record<string, string>[]; pageInfo: { endCursor: string; hasNextPage: boolean } }> }
+      }
+      return answer.data.account
+    }
+    const first = Math.floor(head / 2)
+    const walk = async (field: 'transactions' | 'logs', address: string, selection: string) => {
+      const items: string[] = []
+      let after: string | null = null
+      for (let page = 0; ; page++) {
+        const account = await post(
+          `query ($a: Address!, $n: BigInt!, $after: String) { account(address: $a, block: { number: $n }) { ${field}(first: 1, after: $after) { nodes { ${selection} } pageInfo { endCursor hasNextPage } } } }`,
+          { a: address, n: String(Math.min(head, first + page)), after },
+        )
+        items.push(...account[field]!.nodes.map((node) => Object.values(node).join(':')))
+        if (!account[field]!.pageInfo.hasNextPage) return items
+        after = account[field]!.pageInfo.endCursor
+      }
+    }
+    const window = [first - 4, first].map(hex)
+    const blocks = await Promise.all(
+      Array.from({ length: 5 }, (_, offset) => call<RpcBlock<'latest', true>>('eth_getBlockByNumber', [hex(first - 4 + offset), true])),
+    )
+    const sender = chain.senders[0]!.toLowerCase()
+    const sent = blocks.flatMap((block) => block.transactions).filter((transaction) => transaction.from === sender || transaction.to === sender)
+    expect(sent.length).toBeGreaterThan(1)
+    expect(await walk('transactions', sender, 'hash')).toEqual(sent.map((transaction) => transaction.hash))
+    const contract = chain.contracts[0]!
+    const logs = (await rpc(anvil.rpcUrl, 'eth_getLogs', [{ address: contract, fromBlock: window[0], toBlock: window[1] }])).result as RpcLog[]
+    expect(logs.length).toBeGreaterThan(1)
+    expect(await walk('logs', contract, 'blockNumber logIndex')).toEqual(logs.map((log) => `${Number(log.blockNumber)}:${Number(log.logIndex)}`))
+  })
+
   test('queries that take memory by their complexity run a few at a time; all are answered, cheap ones at once', async () => {
     const aliases = Array.from(
       { length: 15 },

@@ -7,6 +7,7 @@ import {
   BlockInput,
   blockSelector,
   type BlockInputShape,
+  type Cursor,
   cursorSchema,
   DEFAULT_PAGE_SIZE,
   encodeCursor,
@@ -22,14 +23,26 @@ export type AccountShape = { address: Address; block: BlockInputShape; state: ()
 
 export const Account = builder.objectRef<AccountShape>('Account')
 
-/** Where an account's history ends by default: the block the account was asked at. */
-async function historyRange(account: AccountShape, args: { fromBlock?: BlockInputShape | null; toBlock?: BlockInputShape | null }, context: GraphqlContext) {
+/**
+ * The blocks an account's history page reads. By default they end at the block the account was asked at and
+ * start `--public-max-block-range` blocks before; that window moves with the head, so the first page's start is
+ * kept in its cursor (`window`), and later pages read the same window: from that start, ending where the window
+ * the first page read would (never skipping what the head moved past, nor reading more blocks than a page may).
+ */
+async function historyRange(
+  account: AccountShape,
+  args: { fromBlock?: BlockInputShape | null; toBlock?: BlockInputShape | null },
+  context: GraphqlContext,
+  after: Cursor | null,
+): Promise<{ fromBlock: BlockInputShape; toBlock: BlockInputShape; window: number | null }> {
   const toBlock = args.toBlock ?? account.block
+  if (args.fromBlock !== undefined && args.fromBlock !== null) return { fromBlock: args.fromBlock, toBlock, window: null }
   const toSelector = parseArgument(blockSelector, toBlock, 'toBlock')
-  const fromBlock: BlockInputShape = args.fromBlock ?? {
-    number: ((await context.resolvers.recentBlocksStart(toSelector, context.limits)) as Extract<BlockSelector, { kind: 'number' }>).number,
-  }
-  return { fromBlock, toBlock }
+  const recent = Number(((await context.resolvers.recentBlocksStart(toSelector, context.limits)) as Extract<BlockSelector, { kind: 'number' }>).number)
+  const window = after?.fromBlock ?? recent
+  // The head has moved past the first page's window: it ends where it did.
+  const end = recent > window ? { number: BigInt(window + context.limits.maxBlockRange - 1) } : toBlock
+  return { fromBlock: { number: BigInt(window) }, toBlock: end, window }
 }
 
 /**
@@ -56,7 +69,7 @@ Account.implement({
     logs: t.field({
       type: LogConnection,
       description:
-        'Logs the account emitted (as a contract), oldest first. The range defaults to the newest `--public-max-block-range` blocks up to the account’s block.',
+        'Logs the account emitted (as a contract), oldest first. The range defaults to the newest `--public-max-block-range` blocks up to the account’s block; later pages read the window the first page read, however far the head has moved.',
       args: {
         topics: t.arg({ type: t.arg.listRef(t.arg.listRef('Hash'), { required: false }) }),
         fromBlock: t.arg({ type: BlockInput }),
@@ -69,7 +82,7 @@ Account.implement({
       },
       complexity: (args) => ({ field: 1, multiplier: args.first ?? DEFAULT_PAGE_SIZE }),
       resolve: async (account, args, context) => {
-        const range = await historyRange(account, args, context)
+        const range = await historyRange(account, args, context, parseArgument(cursorSchema, args.after, 'after') ?? null)
         const [fromBlock, toBlock] = await Promise.all([byNumber(range.fromBlock, 'fromBlock', context), byNumber(range.toBlock, 'toBlock', context)])
         const filter = parseArgument(logFilterSchema, { fromBlock, toBlock, addresses: [account.address], topics: args.topics }, 'filter')
         return logsPage(context, filter, args)
@@ -78,7 +91,7 @@ Account.implement({
     transactions: t.field({
       type: TransactionConnection,
       description:
-        'Transactions the account sent or received, oldest first. The range defaults to the newest `--public-max-block-range` blocks up to the account’s block.',
+        'Transactions the account sent or received, oldest first. The range defaults to the newest `--public-max-block-range` blocks up to the account’s block; later pages read the window the first page read, however far the head has moved.',
       args: {
         fromBlock: t.arg({ type: BlockInput }),
         toBlock: t.arg({ type: BlockInput }),
@@ -90,8 +103,8 @@ Account.implement({
       },
       complexity: (args) => ({ field: 1, multiplier: args.first ?? DEFAULT_PAGE_SIZE }),
       resolve: async (account, args, context) => {
-        const range = await historyRange(account, args, context)
-        const after = parseArgument(cursorSchema, args.after, 'after')
+        const after = parseArgument(cursorSchema, args.after, 'after') ?? null
+        const range = await historyRange(account, args, context, after)
         const page = await context.resolvers.getAccountTransactions({
           address: account.address,
           fromBlock: parseArgument(blockSelector, range.fromBlock, 'fromBlock'),
@@ -101,7 +114,7 @@ Account.implement({
           limits: context.limits,
         })
         const last = page.transactions.at(-1)
-        return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.transactionIndex!) : null }
+        return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.transactionIndex!, range.window) : null }
       },
     }),
   }),
