@@ -109,6 +109,20 @@ export class UnknownBlockError extends FlashgateError {
   }
 }
 
+/**
+ * A page's cursor points into a block a reorg has replaced since that page was read: the logs or transactions
+ * already paged there are not the chain's any more, and the next page cannot say which of the new block's are
+ * missing. The client pages again from before that block.
+ */
+export class CursorReorgedError extends FlashgateError {
+  override readonly name = 'CursorReorgedError'
+  override readonly graphqlCode = 'CURSOR_REORGED'
+  readonly code = -32602
+  constructor(blockNumber: number) {
+    super(`block ${blockNumber} of this cursor was replaced by a reorg since its page was read; page again from an earlier block`)
+  }
+}
+
 /** geth's answer for a filter id it does not hold: never installed, uninstalled, or not polled for 5 minutes. */
 export class FilterNotFoundError extends FlashgateError {
   override readonly name = 'FilterNotFoundError'

@@ -25,6 +25,15 @@ async function changesOf(filter: string): Promise<unknown[]> {
   return answer.result as unknown[]
 }
 
+async function graphql<data>(query: string, variables: Record<string, unknown>) {
+  const response = await fetch(`${gateway.url}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ query, variables }),
+  })
+  return (await response.json()) as { data?: data; errors?: { message: string; extensions?: { code?: string } }[] }
+}
+
 async function expectSameChain() {
   await waitForSameHead(gateway, anvil.rpcUrl)
   const senders = (await anvilCall<string[]>(anvil.rpcUrl, 'eth_accounts')).slice(0, 8) as `0x${string}`[]
@@ -72,9 +81,25 @@ describe('reorgs', () => {
     const emitterFilter = await filterOf('eth_newFilter', [{ address: emitter, fromBlock: fromAncestor.fromBlock }])
     expect(byEmitter(orphaned).length).toBeLessThan(orphaned.length)
 
+    // GraphQL pages: one cursor in a block about to be replaced, one below the fork.
+    const page = (filter: string, after: string | null) =>
+      graphql<{ logs: { pageInfo: { endCursor: string } } }>(
+        `query ($after: String) { logs(filter: ${filter}, first: 1, after: $after) { pageInfo { endCursor } } }`,
+        {
+          after,
+        },
+      )
+    const replacedRange = `{ fromBlock: { number: ${ancestor + 1} }, toBlock: { tag: LATEST } }`
+    const keptRange = `{ fromBlock: { number: 0 }, toBlock: { number: ${ancestor} } }`
+    const inReplaced = (await page(replacedRange, null)).data!.logs.pageInfo.endCursor
+    const belowFork = (await page(keptRange, null)).data!.logs.pageInfo.endCursor
+
     expect(await anvilCall(anvil.rpcUrl, 'evm_revert', [snapshot])).toBe(true)
     await generateChain(anvil.rpcUrl, { seed: 3, blocks: 9 })
     const { outcome } = await expectSameChain()
+    // The next page after a replaced block is refused, not a mix of two branches; below the fork, pages go on.
+    expect((await page(replacedRange, inReplaced)).errors?.[0]?.extensions?.code).toBe('CURSOR_REORGED')
+    expect((await page(keptRange, belowFork)).errors).toBeUndefined()
     expect(outcome.compared).toBeGreaterThan(QUERIES_AFTER_REORG)
     expect(reorgs.at(-1)).toEqual({ ancestor, removedLogs: orphaned.length })
     // Filters polled across the reorg deliver the new branch from its fork: every block of it, all its logs.

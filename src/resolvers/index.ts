@@ -1,6 +1,6 @@
 import type { EntryPoint } from '../attribution/user-operations.js'
 import type { Logger } from 'pino'
-import type { Hex, RpcTransactionReceipt } from 'viem'
+import type { Hash, Hex, RpcTransactionReceipt } from 'viem'
 import { toQuantity } from '../codecs/index.js'
 import { blockHashesBetween, type Db } from '../db/index.js'
 import { HeaderNotFoundError } from '../errors.js'
@@ -115,6 +115,17 @@ export function createResolvers(config: ResolversConfig) {
     return toQuantity(view.chainId)
   }
 
+  /**
+   * The hash of the indexed block `number`: `null` where the index holds no block there (above its head, as after
+   * a reorg onto a shorter branch), `undefined` below its first block (the node's history, not the index's).
+   */
+  async function indexedBlockHash(number: number): Promise<Hash | null | undefined> {
+    const view = await chain.view()
+    if (view.firstBlock === null || number < view.firstBlock) return undefined
+    const [row] = await blockHashesBetween(db, number, number)
+    return row?.hash ?? null
+  }
+
   async function blockNumber(): Promise<Hex> {
     const view = await chain.view()
     return toQuantity(view.head?.number ?? 0)
@@ -184,6 +195,7 @@ export function createResolvers(config: ResolversConfig) {
     recentBlocksStart: accountHistory.recentBlocksStart,
     getBlock: blocks.getBlock,
     blockNumberOf: blocks.blockNumberOf,
+    indexedBlockHash,
     pendingBlock: blocks.pendingBlock,
     getBlockTransactionCount: blocks.getBlockTransactionCount,
     getTransactionByBlockAndIndex: blocks.getTransactionByBlockAndIndex,

@@ -16,7 +16,7 @@ import {
   parseArgument,
 } from './inputs.js'
 import { LogConnection } from './log.js'
-import { logsPage, PAGE_SIZE_DESCRIPTION, pageSize } from './pagination.js'
+import { expectCursorBlock, logsPage, PAGE_SIZE_DESCRIPTION, pageSize } from './pagination.js'
 import { TransactionConnection } from './transaction.js'
 
 export type AccountShape = { address: Address; block: BlockInputShape; state: () => Promise<AccountState> }
@@ -104,6 +104,7 @@ Account.implement({
       complexity: (args) => ({ field: 1, multiplier: args.first ?? DEFAULT_PAGE_SIZE }),
       resolve: async (account, args, context) => {
         const after = parseArgument(cursorSchema, args.after, 'after') ?? null
+        await expectCursorBlock(context, after)
         const range = await historyRange(account, args, context, after)
         const page = await context.resolvers.getAccountTransactions({
           address: account.address,
@@ -114,7 +115,7 @@ Account.implement({
           limits: context.limits,
         })
         const last = page.transactions.at(-1)
-        return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.transactionIndex!, range.window) : null }
+        return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.transactionIndex!, range.window, last.blockHash) : null }
       },
     }),
   }),

@@ -112,10 +112,19 @@ export const logMatchSchema = z
  * the range the first page read, `block:index:from`, so that a range starting at a tag (`LATEST`, `PENDING`…)
  * goes on from where it started however far the tag has moved since.
  */
-export function encodeCursor(blockNumber: number | bigint | string, index: number | bigint | string, fromBlock?: number | null): string {
+export function encodeCursor(
+  blockNumber: number | bigint | string,
+  index: number | bigint | string,
+  fromBlock?: number | null,
+  blockHash?: string | null,
+): string {
   const from = fromBlock === undefined || fromBlock === null ? '' : `:${fromBlock}`
-  return Buffer.from(`${BigInt(blockNumber)}:${BigInt(index)}${from}`).toString('base64url')
+  // The first 8 bytes of its block's hash, to find that a reorg replaced the block (never a pending block's zeros).
+  const prefix = blockHash === undefined || blockHash === null || PENDING_HASH_PREFIX.test(blockHash) ? '' : `@${blockHash.slice(2, 18).toLowerCase()}`
+  return Buffer.from(`${BigInt(blockNumber)}:${BigInt(index)}${from}${prefix}`).toString('base64url')
 }
+
+const PENDING_HASH_PREFIX = /^0x0{16}/
 
 /**
  * Where a cursor can point: a block number a double holds exactly, and a log or transaction index as the
@@ -127,17 +136,18 @@ const MAX_CURSOR_INDEX = 2 ** 31 - 1
 export const cursorSchema = z
   .string()
   .transform((value, context) => {
-    const match = /^(\d{1,16}):(\d{1,10})(?::(\d{1,16}))?$/.exec(Buffer.from(value, 'base64url').toString())
+    const match = /^(\d{1,16}):(\d{1,10})(?::(\d{1,16}))?(?:@([0-9a-f]{16}))?$/.exec(Buffer.from(value, 'base64url').toString())
     const fromBlock = match?.[3] === undefined ? null : Number(match[3])
     if (match === null || Number(match[1]) > MAX_CURSOR_BLOCK || Number(match[2]) > MAX_CURSOR_INDEX || (fromBlock ?? 0) > Number(match[1])) {
       context.addIssue({ code: 'custom', message: 'not a cursor from this API' })
       return z.NEVER
     }
-    return { blockNumber: Number(match[1]), index: Number(match[2]), fromBlock }
+    return { blockNumber: Number(match[1]), index: Number(match[2]), fromBlock, blockHash: match[4] ?? null }
   })
   .nullish()
 
-export type Cursor = { blockNumber: number; index: number; fromBlock: number | null }
+/** A page's last item: its block and index, the range's first block where it moves, and its block's hash prefix. */
+export type Cursor = { blockNumber: number; index: number; fromBlock: number | null; blockHash: string | null }
 
 export const PageInfo = builder.objectRef<{ endCursor: string | null; hasNextPage: boolean }>('PageInfo').implement({
   fields: (t) => ({

@@ -1,7 +1,7 @@
 import type { LogFilter } from '../codecs/index.js'
-import { LimitExceededError } from '../errors.js'
+import { CursorReorgedError, LimitExceededError } from '../errors.js'
 import type { GraphqlContext } from './builder.js'
-import { cursorSchema, DEFAULT_PAGE_SIZE, encodeCursor, parseArgument } from './inputs.js'
+import { type Cursor, cursorSchema, DEFAULT_PAGE_SIZE, encodeCursor, parseArgument } from './inputs.js'
 
 export const PAGE_SIZE_DESCRIPTION = `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--public-max-logs\` when lower), at most \`--public-max-logs\`.`
 
@@ -18,7 +18,8 @@ export function pageSize(first: number | null | undefined, context: GraphqlConte
  * keeps the first block the range read, for a range starting at a tag that moves (resolvers/logs.ts getLogsPage).
  */
 export async function logsPage(context: GraphqlContext, filter: LogFilter, args: { first?: number | null; after?: string | null }) {
-  const after = parseArgument(cursorSchema, args.after, 'after')
+  const after = parseArgument(cursorSchema, args.after, 'after') ?? null
+  await expectCursorBlock(context, after)
   const page = await context.resolvers.getLogsPage({
     filter,
     first: pageSize(args.first, context),
@@ -26,5 +27,16 @@ export async function logsPage(context: GraphqlContext, filter: LogFilter, args:
     limits: context.limits,
   })
   const last = page.logs.at(-1)
-  return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.logIndex!, page.fromNumber) : null }
+  return { ...page, endCursor: last ? encodeCursor(last.blockNumber!, last.logIndex!, page.fromNumber, last.blockHash) : null }
+}
+
+/**
+ * Refuses a cursor whose block a reorg has replaced since its page was read (its hash prefix is not the indexed
+ * block's): the pages after it would mix two branches without a word. A cursor without one (a pending block's,
+ * or an older cursor) is taken as it is.
+ */
+export async function expectCursorBlock(context: GraphqlContext, after: Cursor | null): Promise<void> {
+  if (after === null || after.blockHash === null) return
+  const hash = await context.resolvers.indexedBlockHash(after.blockNumber)
+  if (hash !== undefined && hash?.slice(2, 18).toLowerCase() !== after.blockHash) throw new CursorReorgedError(after.blockNumber)
 }
