@@ -1,3 +1,4 @@
+import { brotliCompressSync, constants } from 'node:zlib'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { type Anvil, startAnvil } from '../src/devnet/anvil.js'
 import { FLASHBLOCK_STALE_MS } from '../src/pending/index.js'
@@ -105,6 +106,19 @@ describe('pending view from a Flashblocks feed', () => {
       .poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result)
       .toBe(`0x${(confirmedNonce + 12).toString(16)}`)
     expect(gateway.feed?.status().rejected).toBeGreaterThanOrEqual(2)
+  })
+
+  test('a bad frame right behind a large one (still inflating) is skipped too, and the process goes on', async () => {
+    const rejected = gateway.feed!.status().rejected
+    const large = Buffer.concat([Buffer.from('{"payload_id":"0x01","x":"'), Buffer.alloc(16 * 1024 * 1024, 0x20), Buffer.from('"}')])
+    feed.sendRaw(brotliCompressSync(large, { params: { [constants.BROTLI_PARAM_QUALITY]: 1 } }))
+    feed.sendRaw('not json')
+    await expect.poll(() => gateway.feed!.status().rejected).toBe(rejected + 2)
+    const confirmedNonce = Number((await rpc(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER, 'latest'])).result)
+    await pendingBlock('brotli', confirmedNonce + 20)
+    await expect
+      .poll(async () => (await rpc(gateway.url, 'eth_getTransactionCount', [SENDER, 'pending'])).result)
+      .toBe(`0x${(confirmedNonce + 22).toString(16)}`)
   })
 
   test("a dropped connection keeps the pending view, as Base's node does: the next linked flashblock after the reconnect goes on with it", async () => {

@@ -68,6 +68,9 @@ export function createFlashblocksFeed({ url, state, logger }: FlashblocksFeedCon
     current.on('message', (data: Buffer, isBinary: boolean) => {
       heard = true
       const decoded = decodeFrame(isBinary ? data : data.toString('utf8'))
+      // Taken in turn below; one that fails before its turn (an earlier frame still inflating) must not count
+      // as unhandled meanwhile, which would end the process.
+      decoded.catch(() => {})
       decoding = decoding.then(async () => {
         let frame: unknown
         try {
