@@ -81,14 +81,25 @@ describe('pending state: sequence rules', () => {
     expect(state.blocks(9)).toEqual([])
   })
 
-  test('an index 0 that follows a flashblock of the block before which the view never had: that block goes, the new one starts', async () => {
+  test('an index 0 that follows a later flashblock of the block before (its tail was lost): what the view has of that block stays, the new one starts', async () => {
     const { state } = createState()
     await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
     await state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2) })))
-    // Block 10's index 2 was lost: block 11 says it follows 10-2.
+    // Block 10's index 2 was lost: block 11 says it follows 10-2. Block 10 is sealed, and what the view has of it
+    // (its first two flashblocks) is the sealed block's: its receipts stay found until the index has it.
     const opened = { index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(3, 4) } as const
     expect(await state.apply(parse(flashblock({ ...opened, previous: '10-2' })))).toBe('started')
-    expect(state.blocks(9).map((block) => block.number)).toEqual([11])
+    expect(state.blocks(9).map((block) => [block.number, block.transactions.length])).toEqual([
+      [10, 2],
+      [11, 1],
+    ])
+
+    // One that follows an earlier flashblock than the view's newest (the builder sealed less than the view shows): that block goes.
+    const shorter = createState()
+    await shorter.state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))
+    await shorter.state.apply(parse(flashblock({ index: 1, blockNumber: 10, transactions: transactions.slice(1, 2) })))
+    expect(await shorter.state.apply(parse(flashblock({ ...opened, previous: '10-0' })))).toBe('started')
+    expect(shorter.state.blocks(9).map((block) => block.number)).toEqual([11])
 
     const linked = createState()
     await linked.state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1) })))

@@ -451,11 +451,13 @@ export function createPendingState(config: PendingStateConfig) {
         drop(`index 0 of block ${number} is more than ${MAX_PENDING_BLOCKS} blocks above the indexed head ${confirmedHead}`)
         return 'dropped'
       }
-      // The block before lost its last flashblocks (the link names one this view never had): it is incomplete,
-      // so nothing of it stays; this block starts afresh, as after a reconnect. (Once sealed, its tail is moot.)
+      // The link names another flashblock of the block before than the view's newest. A later one: the view lost
+      // that block's tail, but what it has is the sealed block's first flashblocks, so it stays (its receipts stay
+      // found until the index has the block). Any other: the builder sealed something else, and the view goes.
       const link = message.metadata?.prev_flashblock_id
       const before = !awaitingStart && current !== undefined && current.number === number - 1 && current.number > confirmedHead ? current : null
-      if (link !== undefined && before !== null && !links(link, before)) {
+      const lostTail = link !== undefined && before !== null && link.blockNumber === before.number && link.index > before.lastIndex
+      if (link !== undefined && before !== null && !links(link, before) && !lostTail) {
         drop(`index 0 of block ${number} follows flashblock ${link.blockNumber}-${link.index}, not ${before.number}-${before.lastIndex}`)
       }
       // Blocks were missed between the newest in view and this one (the feed was away): the view cannot show
