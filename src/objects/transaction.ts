@@ -1,7 +1,7 @@
 import { toQuantity } from '../codecs/index.js'
 import type { PendingBlock } from '../pending/state.js'
 import type { PendingTransaction } from '../pending/transactions.js'
-import { effectiveGasPrice } from './receipt.js'
+import { effectiveGasPrice, type PendingReceipt } from './receipt.js'
 
 // Transactions flashgate knows before a node's index does, as nodes write them: forwarded and still in the
 // pool, or pre-confirmed in a flashblock. Confirmed ones are the node's own objects, stored as it sent them.
@@ -31,6 +31,7 @@ export function formatPendingTransaction(block: PendingBlock, position: number):
   const deposit = transaction.type === 0x7e
   return {
     ...transaction.fields,
+    ...(deposit && depositFields(block.receipts[position] ?? null)),
     hash: transaction.hash,
     blockHash: null,
     blockNumber: toQuantity(block.number),
@@ -39,5 +40,18 @@ export function formatPendingTransaction(block: PendingBlock, position: number):
     // For fee-market transactions nodes report the price actually paid.
     gasPrice: deposit ? (transaction.fields.gasPrice ?? '0x0') : toQuantity(effectiveGasPrice(transaction.fields, block.header.baseFeePerGas)),
     blockTimestamp: toQuantity(block.header.timestamp),
+  }
+}
+
+/**
+ * A deposit's envelope has no nonce: an OP node shows the nonce its execution gave it (`depositNonce`) as
+ * `nonce`, with `depositReceiptVersion`, as Base's node shows a pre-confirmed one. Known once its receipt is
+ * (hydrated or executed); until then the envelope's fields alone.
+ */
+function depositFields(receipt: PendingReceipt | null): Record<string, unknown> {
+  const { depositNonce, depositReceiptVersion } = (receipt ?? {}) as { depositNonce?: unknown; depositReceiptVersion?: unknown }
+  return {
+    ...(typeof depositNonce === 'string' && { nonce: depositNonce }),
+    ...(typeof depositReceiptVersion === 'string' && { depositReceiptVersion }),
   }
 }
