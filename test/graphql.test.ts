@@ -52,6 +52,24 @@ async function yogaQuery(query: string, variables?: Record<string, unknown>) {
   return (await response.json()) as { data?: Record<string, any> | null; errors?: { message: string; extensions?: { code?: string } }[] }
 }
 
+/**
+ * A GraphQL server over the gateway's database with other limits (fresh resolvers: nothing cached), and one
+ * request through it, without a port: the whole JSON answer.
+ */
+function serverWith(limits: Partial<typeof gateway.resolvers.limits>) {
+  const resolvers = createResolvers({ db: gateway.db, upstream: null })
+  const server = createGraphqlServer({ resolvers, limits: { ...resolvers.limits, ...limits }, maxBodyBytes: 1_048_576, logger: pino({ level: 'silent' }) })
+  const request = async (query: string, variables?: Record<string, unknown>) => {
+    const response = await server.fetch('http://flashgate.test/graphql', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query, variables }),
+    })
+    return (await response.json()) as { data?: Record<string, any>; errors?: unknown }
+  }
+  return { server, request }
+}
+
 /** Every log of the chain, walked page by page through GraphQL. */
 async function allLogPages(filter: Record<string, unknown>, first: number) {
   const logs: Record<string, unknown>[] = []
@@ -278,24 +296,9 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
 
   test("an account's history paged while the head moves reads the window of its first page: nothing skipped, nothing added", async () => {
     // A window of 5 blocks; the account asked at a block that moves up one block a page, as `LATEST` does.
-    const resolvers = createResolvers({ db: gateway.db, upstream: null })
-    const narrow = createGraphqlServer({
-      resolvers,
-      limits: { ...resolvers.limits, maxBlockRange: 5 },
-      maxBodyBytes: 1_048_576,
-      logger: pino({ level: 'silent' }),
-    })
-    const post = async (query: string, variables: Record<string, unknown>) => {
-      const response = await narrow.fetch('http://flashgate.test/graphql', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ query, variables }),
-      })
-      const answer = (await response.json()) as {
-        data: { account: Record<string, { nodes: Record<string, string>[]; pageInfo: { endCursor: string; hasNextPage: boolean } }> }
-      }
-      return answer.data.account
-    }
+    const { request } = serverWith({ maxBlockRange: 5 })
+    type Page = { nodes: Record<string, string>[]; pageInfo: { endCursor: string; hasNextPage: boolean } }
+    const post = async (query: string, variables: Record<string, unknown>) => (await request(query, variables)).data!.account as Record<string, Page>
     const first = Math.floor(head / 2)
     const walk = async (field: 'transactions' | 'logs', address: string, selection: string) => {
       const items: string[] = []
@@ -332,21 +335,8 @@ describe('GraphQL answers what JSON-RPC answers for the same chain', () => {
     ).join(' ')
     const heavy = `{ ${aliases} }`
     // Resolvers over the same database, with room for 1,000 logs a page.
-    const resolvers = createResolvers({ db: gateway.db, upstream: null })
-    const roomy = createGraphqlServer({
-      resolvers,
-      limits: { ...resolvers.limits, maxLogs: 1_000 },
-      maxBodyBytes: 1_048_576,
-      logger: pino({ level: 'silent' }),
-    })
-    const post = async (query: string) => {
-      const response = await roomy.fetch('http://flashgate.test/graphql', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ query }),
-      })
-      return (await response.json()) as { data?: Record<string, { nodes: unknown[] }>; errors?: unknown }
-    }
+    const { server: roomy, request } = serverWith({ maxLogs: 1_000 })
+    const post = (query: string) => request(query) as Promise<{ data?: Record<string, { nodes: unknown[] }>; errors?: unknown }>
     const answers = Promise.all(Array.from({ length: 6 }, () => post(heavy)))
     // A cheap query is not held behind them.
     expect((await post('{ blockNumber }')).data).toEqual({ blockNumber: String(head) })

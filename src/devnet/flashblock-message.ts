@@ -6,8 +6,6 @@ import { brotliCompressSync, constants as zlibConstants } from 'node:zlib'
 import { type Address, concat, type Hash, type Hex, keccak256, numberToHex, type RpcBlock, type RpcTransactionReceipt } from 'viem'
 import type { FlashblockDiff, FlashblockReceipt, FlashblockWireMessage } from '../pending/message.js'
 
-import type { FeedFormat } from './feed-format.js'
-
 export { FEED_FORMATS, type FeedFormat } from './feed-format.js'
 
 /** Base's builder skips the state root per flashblock and sends zeros in its place. */

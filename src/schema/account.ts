@@ -8,7 +8,6 @@ import {
   blockSelector,
   type BlockInputShape,
   type Cursor,
-  cursorSchema,
   DEFAULT_PAGE_SIZE,
   encodeCursor,
   logFilterSchema,
@@ -16,7 +15,7 @@ import {
   parseArgument,
 } from './inputs.js'
 import { LogConnection } from './log.js'
-import { expectCursorBlock, logsPage, PAGE_SIZE_DESCRIPTION, pageSize } from './pagination.js'
+import { expectCursorBlock, logsPage, PAGE_SIZE_DESCRIPTION, pageCursor, pageSize } from './pagination.js'
 import { TransactionConnection } from './transaction.js'
 
 export type AccountShape = { address: Address; block: BlockInputShape; state: () => Promise<AccountState> }
@@ -82,10 +81,11 @@ Account.implement({
       },
       complexity: (args) => ({ field: 1, multiplier: args.first ?? DEFAULT_PAGE_SIZE }),
       resolve: async (account, args, context) => {
-        const range = await historyRange(account, args, context, parseArgument(cursorSchema, args.after, 'after') ?? null)
+        const after = pageCursor(args.after)
+        const range = await historyRange(account, args, context, after)
         const [fromBlock, toBlock] = await Promise.all([byNumber(range.fromBlock, 'fromBlock', context), byNumber(range.toBlock, 'toBlock', context)])
         const filter = parseArgument(logFilterSchema, { fromBlock, toBlock, addresses: [account.address], topics: args.topics }, 'filter')
-        return logsPage(context, filter, args)
+        return logsPage(context, filter, { first: args.first, after })
       },
     }),
     transactions: t.field({
@@ -103,7 +103,7 @@ Account.implement({
       },
       complexity: (args) => ({ field: 1, multiplier: args.first ?? DEFAULT_PAGE_SIZE }),
       resolve: async (account, args, context) => {
-        const after = parseArgument(cursorSchema, args.after, 'after') ?? null
+        const after = pageCursor(args.after)
         await expectCursorBlock(context, after)
         const range = await historyRange(account, args, context, after)
         const page = await context.resolvers.getAccountTransactions({

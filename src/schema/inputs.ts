@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { BLOCK_TAGS, blockArgument, type LogFilter, logFilter, toQuantity } from '../codecs/index.js'
+import { PENDING_BLOCK_HASH } from '../objects/receipt.js'
 import { builder } from './builder.js'
 import { invalidArgument } from './argument-error.js'
 
@@ -108,9 +109,10 @@ export const logMatchSchema = z
   .transform(({ addresses, topics }): LogMatch => ({ addresses, topics }))
 
 /**
- * Opaque page cursors: the position of the last item of a page, `block:index`, and for logs the first block of
- * the range the first page read, `block:index:from`, so that a range starting at a tag (`LATEST`, `PENDING`…)
- * goes on from where it started however far the tag has moved since.
+ * Opaque page cursors: the position of the last item of a page, `block:index`; the first block of the range the
+ * first page read, `block:index:from`, so that a range starting at a tag (`LATEST`, `PENDING`…) goes on from where
+ * it started however far the tag has moved since; and the first 8 bytes of the item's block hash, `…@hash`, so
+ * that a page after a block a reorg replaced is refused (pagination.ts `expectCursorBlock`).
  */
 export function encodeCursor(
   blockNumber: number | bigint | string,
@@ -119,12 +121,10 @@ export function encodeCursor(
   blockHash?: string | null,
 ): string {
   const from = fromBlock === undefined || fromBlock === null ? '' : `:${fromBlock}`
-  // The first 8 bytes of its block's hash, to find that a reorg replaced the block (never a pending block's zeros).
-  const prefix = blockHash === undefined || blockHash === null || PENDING_HASH_PREFIX.test(blockHash) ? '' : `@${blockHash.slice(2, 18).toLowerCase()}`
+  // Never a pre-confirmed item's (its block has no hash yet).
+  const prefix = blockHash === undefined || blockHash === null || blockHash === PENDING_BLOCK_HASH ? '' : `@${blockHash.slice(2, 18).toLowerCase()}`
   return Buffer.from(`${BigInt(blockNumber)}:${BigInt(index)}${from}${prefix}`).toString('base64url')
 }
-
-const PENDING_HASH_PREFIX = /^0x0{16}/
 
 /**
  * Where a cursor can point: a block number a double holds exactly, and a log or transaction index as the

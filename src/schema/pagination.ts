@@ -5,6 +5,11 @@ import { type Cursor, cursorSchema, DEFAULT_PAGE_SIZE, encodeCursor, parseArgume
 
 export const PAGE_SIZE_DESCRIPTION = `Page size: ${DEFAULT_PAGE_SIZE} by default (or \`--public-max-logs\` when lower), at most \`--public-max-logs\`.`
 
+/** A page's `after` argument, parsed (`null` for the first page). */
+export function pageCursor(after: string | null | undefined): Cursor | null {
+  return parseArgument(cursorSchema, after, 'after') ?? null
+}
+
 /** `first` beyond the configured result limit is refused, as `eth_getLogs` refuses more results. */
 export function pageSize(first: number | null | undefined, context: GraphqlContext): number {
   const { maxLogs } = context.limits
@@ -17,8 +22,8 @@ export function pageSize(first: number | null | undefined, context: GraphqlConte
  * One page of logs for a filter, with the cursor of its last log: shared by `logs` and `Account.logs`. The cursor
  * keeps the first block the range read, for a range starting at a tag that moves (resolvers/logs.ts getLogsPage).
  */
-export async function logsPage(context: GraphqlContext, filter: LogFilter, args: { first?: number | null; after?: string | null }) {
-  const after = parseArgument(cursorSchema, args.after, 'after') ?? null
+export async function logsPage(context: GraphqlContext, filter: LogFilter, args: { first?: number | null; after: Cursor | null }) {
+  const { after } = args
   await expectCursorBlock(context, after)
   const page = await context.resolvers.getLogsPage({
     filter,

@@ -16,7 +16,7 @@ import {
   parseArgument,
 } from './inputs.js'
 import { LogConnection } from './log.js'
-import { logsPage, PAGE_SIZE_DESCRIPTION } from './pagination.js'
+import { logsPage, PAGE_SIZE_DESCRIPTION, pageCursor } from './pagination.js'
 import { Receipt } from './receipt.js'
 import { Transaction } from './transaction.js'
 
@@ -116,7 +116,7 @@ builder.queryType({
       resolve: async (_root, args, context) => {
         // The zod plugin has already turned the filter input into the resolvers' filter.
         const filter = args.filter as unknown as z.output<typeof logFilterSchema>
-        return logsPage(context, filter, args)
+        return logsPage(context, filter, { first: args.first, after: pageCursor(args.after) })
       },
     }),
     account: t.field({
