@@ -79,17 +79,17 @@ function pendingReadiness(source: PrimaryStatus['pendingSource'] & {}, state: Pr
 export type GatewayCluster = { kind: 'primary'; hub: ClusterHub } | { kind: 'worker'; link: ClusterLink }
 
 /** What a worker's pending state needs of a committed block, without the rest of its receipts. */
-function sealedBlock({ number, hash, transactionHashes, receipts, block }: IngesterEvents['blocks'][0][number]): SealedBlock {
+function sealedBlock({ number, hash, transactionHashes, receipts, block, form }: IngesterEvents['blocks'][0][number]): SealedBlock {
   return {
     number,
     hash,
     transactionHashes,
+    form,
     receipts: receipts.map(({ status, gasUsed, cumulativeGasUsed, logs, ...rest }) => ({
       status,
       gasUsed,
       cumulativeGasUsed,
       logs: logs.map(({ address, topics, data }) => ({ address, topics, data })),
-      // How the node writes it, for the workers' pre-confirmed receipts to follow.
       ...(Object.hasOwn(rest, 'blockTimestamp') && { blockTimestamp: (rest as Record<string, unknown>).blockTimestamp }),
     })),
     header: { ...block, transactions: transactionHashes },
@@ -191,18 +191,23 @@ export async function startGateway({
     redis,
     cluster: redis === null ? link : null,
   })
-  // How the node writes a receipt's `blockTimestamp`, from the newest receipt the index holds, until a block says;
-  // the feed is read once it is known (below), so that no frame's receipts are built before.
-  const receiptFormLearnt = pending === null ? Promise.resolve() : learnReceiptForm(pending)
-  async function learnReceiptForm(state: PendingState) {
+  // How the node writes its receipts and transactions, from the newest ones the index holds, until a block says; the
+  // feed is read once it is known (below), so that no frame's receipts are built before.
+  const receiptFormLearnt = pending === null ? Promise.resolve() : learnNodeForm(pending)
+  async function learnNodeForm(state: PendingState) {
     try {
       const [newest] = await readDb.drizzle
         .select({ hash: schema.transactions.hash })
         .from(schema.transactions)
         .orderBy(desc(schema.transactions.blockNumber))
         .limit(1)
-      const receipt = newest === undefined ? null : await resolvers.getTransactionReceipt({ hash: byteaToHex(newest.hash) })
-      if (receipt !== null) state.learnReceiptForm(receipt.parse<Record<string, unknown>>())
+      if (newest === undefined) return
+      const hash = byteaToHex(newest.hash)
+      const [receipt, transaction] = await Promise.all([resolvers.getTransactionReceipt({ hash }), resolvers.getTransaction({ hash })])
+      state.learnForm({
+        receipt: receipt === null ? null : receipt.parse<Record<string, unknown>>(),
+        transaction: transaction === null ? null : (transaction as unknown as Record<string, unknown>),
+      })
     } catch (error) {
       logger.warn({ err: loggableError(error) }, 'could not read a stored receipt; pre-confirmed receipts follow the node’s form from its next block')
     }

@@ -5,6 +5,7 @@ import type { Hash, Hex } from 'viem'
 import { type Db, type IngestLock, IngestLockLostError, isIngestLockLost, SYNC_KEYS } from '../db/index.js'
 import type { Upstream } from '../upstream/index.js'
 import type { EntryPoint } from '../attribution/user-operations.js'
+import { type NodeForm, sealedForm } from '../objects/receipt.js'
 import { createRegistryFollower, type RegistrySetting } from './registry.js'
 import type { PrestateDiff } from './account-diffs.js'
 import type { RawBlock, RawReceipt } from './block-data.js'
@@ -67,7 +68,17 @@ export type IngesterEvents = {
   /** New canonical blocks were committed, up to `head`. */
   head: [head: StoredHead]
   /** The blocks of that commit, in order, with their transaction hashes and receipts (for the pending view). */
-  blocks: [blocks: { number: number; hash: Hash; transactionHashes: Hash[]; receipts: RawReceipt[]; block: RawBlock; stateDiffs?: PrestateDiff[] }[]]
+  blocks: [
+    blocks: {
+      number: number
+      hash: Hash
+      transactionHashes: Hash[]
+      receipts: RawReceipt[]
+      block: RawBlock
+      stateDiffs?: PrestateDiff[]
+      form: Partial<NodeForm>
+    }[],
+  ]
   /** Blocks above `ancestor` were removed, and `removedLogs` logs with them. */
   reorg: [event: { ancestor: number; removedLogs: number }]
 }
@@ -118,6 +129,8 @@ export function createIngester(config: IngesterConfig) {
           receipts,
           block,
           stateDiffs,
+          // How the node writes its receipts and transactions, for the pre-confirmed ones to follow.
+          form: sealedForm({ receipts, transactions: block.transactions }),
         })),
       )
     },

@@ -111,25 +111,72 @@ export function buildPendingReceipt(options: {
   }
 }
 
-/**
- * How the node writes a receipt's own `blockTimestamp`, learnt from its sealed receipts: anvil as a JSON number,
- * others as a hex quantity, some not at all. Pre-confirmed receipts flashgate builds follow it.
- */
-export type ReceiptTimestampForm = 'number' | 'hex' | 'absent'
+/** How a node writes a `blockTimestamp`: anvil a receipt's as a JSON number and a transaction's as hex; some not at all. */
+export type TimestampForm = 'number' | 'hex' | 'absent'
 
-export function receiptTimestampForm(sealed: Record<string, unknown>): ReceiptTimestampForm {
+/**
+ * How the node writes the fields that nodes write differently, learnt from its sealed objects: the pre-confirmed
+ * receipts and transactions flashgate builds follow it. A part that is `null` is not known yet (written as built).
+ */
+export type NodeForm = {
+  receiptTimestamp: TimestampForm | null
+  /** Whether a receipt of a transaction without blobs has `blobGasPrice`: anvil writes it, reth and op-reth do not. */
+  receiptBlobGasPrice: boolean | null
+  transactionTimestamp: TimestampForm | null
+}
+
+export function unknownNodeForm(): NodeForm {
+  return { receiptTimestamp: null, receiptBlobGasPrice: null, transactionTimestamp: null }
+}
+
+function timestampForm(sealed: Record<string, unknown>): TimestampForm {
   if (!Object.hasOwn(sealed, 'blockTimestamp')) return 'absent'
   return typeof sealed.blockTimestamp === 'number' ? 'number' : 'hex'
 }
 
-/** The receipt with its `blockTimestamp` written as the node writes it (the same object when it already is). */
-export function withTimestampForm(receipt: PendingReceipt, form: ReceiptTimestampForm | null): PendingReceipt {
-  if (form === null || !Object.hasOwn(receipt, 'blockTimestamp')) return receipt
-  const { blockTimestamp, ...rest } = receipt
-  if (form === 'absent') return rest as PendingReceipt
-  if (form === 'number' && typeof blockTimestamp === 'string') return { ...rest, blockTimestamp: Number(blockTimestamp) } as PendingReceipt
-  if (form === 'hex' && typeof blockTimestamp === 'number') return { ...rest, blockTimestamp: toQuantity(blockTimestamp) } as PendingReceipt
-  return receipt
+const BLOB_TRANSACTION_TYPE = '0x3'
+
+/** The parts of the node's form that sealed receipts and transactions (of one block, or any) tell. */
+export function sealedForm(sealed: { receipts?: readonly Record<string, unknown>[]; transactions?: readonly unknown[] }): Partial<NodeForm> {
+  const form: Partial<NodeForm> = {}
+  const receipt = sealed.receipts?.[0]
+  if (receipt !== undefined) form.receiptTimestamp = timestampForm(receipt)
+  const withoutBlobs = sealed.receipts?.find((candidate) => candidate.type !== BLOB_TRANSACTION_TYPE)
+  if (withoutBlobs !== undefined) form.receiptBlobGasPrice = Object.hasOwn(withoutBlobs, 'blobGasPrice')
+  const transaction = sealed.transactions?.[0]
+  if (typeof transaction === 'object' && transaction !== null) form.transactionTimestamp = timestampForm(transaction as Record<string, unknown>)
+  return form
+}
+
+/** Sets the parts `learnt` tells; with `keep`, only those not known yet. */
+export function learnForm(form: NodeForm, learnt: Partial<NodeForm>, keep = false): void {
+  for (const key of Object.keys(learnt) as (keyof NodeForm)[]) {
+    if (learnt[key] === undefined || (keep && form[key] !== null)) continue
+    ;(form as Record<keyof NodeForm, unknown>)[key] = learnt[key]
+  }
+}
+
+function withTimestamp<T extends Record<string, unknown>>(object: T, form: TimestampForm | null): T {
+  if (form === null || !Object.hasOwn(object, 'blockTimestamp')) return object
+  const { blockTimestamp, ...rest } = object
+  if (form === 'absent') return rest as T
+  if (form === 'number' && typeof blockTimestamp === 'string') return { ...rest, blockTimestamp: Number(blockTimestamp) } as unknown as T
+  if (form === 'hex' && typeof blockTimestamp === 'number') return { ...rest, blockTimestamp: toQuantity(blockTimestamp) } as unknown as T
+  return object
+}
+
+/** A receipt flashgate built, written as the node writes its own (the same object when it already is). */
+export function receiptInNodeForm(receipt: PendingReceipt, form: NodeForm | null | undefined): PendingReceipt {
+  if (form === null || form === undefined) return receipt
+  const written = withTimestamp(receipt, form.receiptTimestamp)
+  if (form.receiptBlobGasPrice !== false || written.type === BLOB_TRANSACTION_TYPE || !Object.hasOwn(written, 'blobGasPrice')) return written
+  const { blobGasPrice: _, ...rest } = written
+  return rest as PendingReceipt
+}
+
+/** A pre-confirmed transaction object, written as the node writes its own. */
+export function transactionInNodeForm<T extends Record<string, unknown>>(transaction: T, form: NodeForm | null | undefined): T {
+  return form === null || form === undefined ? transaction : withTimestamp(transaction, form.transactionTimestamp)
 }
 
 /**

@@ -1,7 +1,7 @@
 import { toQuantity } from '../codecs/index.js'
 import type { PendingBlock } from '../pending/state.js'
 import type { PendingTransaction } from '../pending/transactions.js'
-import { effectiveGasPrice, type PendingReceipt } from './receipt.js'
+import { effectiveGasPrice, type PendingReceipt, transactionInNodeForm } from './receipt.js'
 
 // Transactions flashgate knows before a node's index does, as nodes write them: forwarded and still in the
 // pool, or pre-confirmed in a flashblock. Confirmed ones are the node's own objects, stored as it sent them.
@@ -29,18 +29,21 @@ export function formatPoolTransaction(transaction: PendingTransaction): Record<s
 export function formatPendingTransaction(block: PendingBlock, position: number): Record<string, unknown> {
   const transaction = block.transactions[position]!
   const deposit = transaction.type === 0x7e
-  return {
-    ...transaction.fields,
-    ...(deposit && depositFields(block.receipts[position] ?? null)),
-    hash: transaction.hash,
-    blockHash: null,
-    blockNumber: toQuantity(block.number),
-    transactionIndex: toQuantity(transaction.index),
-    from: transaction.from,
-    // For fee-market transactions nodes report the price actually paid.
-    gasPrice: deposit ? (transaction.fields.gasPrice ?? '0x0') : toQuantity(effectiveGasPrice(transaction.fields, block.header.baseFeePerGas)),
-    blockTimestamp: toQuantity(block.header.timestamp),
-  }
+  return transactionInNodeForm(
+    {
+      ...transaction.fields,
+      ...(deposit && depositFields(block.receipts[position] ?? null)),
+      hash: transaction.hash,
+      blockHash: null,
+      blockNumber: toQuantity(block.number),
+      transactionIndex: toQuantity(transaction.index),
+      from: transaction.from,
+      // For fee-market transactions nodes report the price actually paid.
+      gasPrice: deposit ? (transaction.fields.gasPrice ?? '0x0') : toQuantity(effectiveGasPrice(transaction.fields, block.header.baseFeePerGas)),
+      blockTimestamp: toQuantity(block.header.timestamp),
+    },
+    block.form,
+  )
 }
 
 /**

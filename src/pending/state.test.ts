@@ -1,6 +1,8 @@
 import { pino } from 'pino'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { DEV_ACCOUNTS, flashblock, type ScriptedTransaction, signedTransfer } from '../../test/fixtures/flashblocks.js'
+import { sealedForm } from '../objects/receipt.js'
+import { formatPendingTransaction } from '../objects/transaction.js'
 import { flashblockMessage } from './message.js'
 import { AWAIT_PARENT_MS, createPendingState, FLASHBLOCK_STALE_MS } from './state.js'
 
@@ -223,17 +225,55 @@ describe('pending state: sequence rules', () => {
 
   test('a receipt the index already holds gives the form before any sealed block does; a sealed block still has the last word', async () => {
     const { state } = createState()
-    state.learnReceiptForm({ status: '0x1', blockTimestamp: 1_700_000_000 })
+    state.learnForm({ receipt: { status: '0x1', blockTimestamp: 1_700_000_000 }, transaction: null })
     await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), format: 'legacy' })))
     expect(state.blocks(9)[0]!.receipts[0]!.blockTimestamp).toBe(0x6b49d200)
     // Learnt once: a later stored receipt does not override what a sealed block said.
     const sealed = { ...state.blocks(9)[0]!.receipts[0]!, blockHash: `0x${'0a'.repeat(32)}`, blockTimestamp: '0x6b49d200' }
     state.confirm({ number: 10, hash: `0x${'0a'.repeat(32)}`, transactionHashes: [transactions[0]!.hash], receipts: [sealed] as never })
-    state.learnReceiptForm({ status: '0x1', blockTimestamp: 1_700_000_000 })
+    state.learnForm({ receipt: { status: '0x1', blockTimestamp: 1_700_000_000 }, transaction: null })
     await state.apply(
       parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(1, 2), format: 'legacy' })),
     )
     expect(state.blocks(10)[0]!.receipts[0]!.blockTimestamp).toBe('0x6b49d200')
+  })
+
+  test("pre-confirmed receipts carry blobGasPrice, and transactions blockTimestamp, only where the node's sealed ones do", async () => {
+    for (const node of ['anvil', 'reth'] as const) {
+      const { state } = createState()
+      await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), format: 'legacy' })))
+      // Until sealed objects show the form, as built: both fields.
+      expect(state.blocks(9)[0]!.receipts[0]!.blobGasPrice).toBe('0x1')
+      expect(formatPendingTransaction(state.blocks(9)[0]!, 0).blockTimestamp).toBe('0x6b49d200')
+      const { blobGasPrice, ...withoutBlobGasPrice } = { ...state.blocks(9)[0]!.receipts[0]!, blockHash: `0x${'0a'.repeat(32)}` } as Record<string, unknown>
+      const { blockTimestamp, ...withoutTimestamp } = formatPendingTransaction(state.blocks(9)[0]!, 0)
+      const sealedReceipt = node === 'anvil' ? { ...withoutBlobGasPrice, blobGasPrice } : withoutBlobGasPrice
+      const sealedTransaction = node === 'anvil' ? { ...withoutTimestamp, blockTimestamp } : withoutTimestamp
+      state.confirm({
+        number: 10,
+        hash: `0x${'0a'.repeat(32)}`,
+        transactionHashes: [transactions[0]!.hash],
+        receipts: [sealedReceipt] as never,
+        form: sealedForm({ receipts: [sealedReceipt], transactions: [sealedTransaction] }),
+      })
+      await state.apply(
+        parse(flashblock({ index: 0, blockNumber: 11, parentHash: `0x${'0a'.repeat(32)}`, transactions: transactions.slice(1, 2), format: 'legacy' })),
+      )
+      const block = state.blocks(10)[0]!
+      expect(Object.hasOwn(block.receipts[0]!, 'blobGasPrice')).toBe(node === 'anvil')
+      expect(Object.hasOwn(formatPendingTransaction(block, 0), 'blockTimestamp')).toBe(node === 'anvil')
+      expect(state.status().divergences.receipt).toBe(0)
+    }
+  })
+
+  test('at start, a stored receipt and transaction give the form of both before any sealed block does', async () => {
+    const { state } = createState()
+    state.learnForm({ receipt: { type: '0x2', status: '0x1' }, transaction: { type: '0x2', hash: transactions[0]!.hash } })
+    await state.apply(parse(flashblock({ index: 0, blockNumber: 10, transactions: transactions.slice(0, 1), format: 'legacy' })))
+    const block = state.blocks(9)[0]!
+    expect(Object.keys(block.receipts[0]!)).not.toContain('blobGasPrice')
+    expect(Object.keys(block.receipts[0]!)).not.toContain('blockTimestamp')
+    expect(Object.keys(formatPendingTransaction(block, 0))).not.toContain('blockTimestamp')
   })
 
   test('a canonical parent other than the one a pending block was built on drops it', async () => {

@@ -6,9 +6,11 @@ import {
   buildPendingReceipt,
   normaliseUpstreamReceipt,
   type PendingReceipt,
-  type ReceiptTimestampForm,
-  receiptTimestampForm,
-  withTimestampForm,
+  learnForm,
+  type NodeForm,
+  receiptInNodeForm,
+  sealedForm,
+  unknownNodeForm,
 } from '../objects/receipt.js'
 import { type Decoded, decodeInline } from './decode-pool.js'
 import type { PendingTransaction } from './transactions.js'
@@ -83,6 +85,8 @@ export type PendingBlock = {
    * receipt, after which the feed's receipts of the block can give neither gas used nor log indexes.
    */
   countsKnown: boolean
+  /** How the node writes its objects, as known now (the view's one form, shared by its blocks); absent: as built. */
+  form?: NodeForm
 }
 
 /**
@@ -150,6 +154,8 @@ export type CanonicalBlock = {
   transactionHashes: Hash[]
   /** The node's receipts (every field it reports is compared with the pre-confirmed one's, where that has it). */
   receipts?: (Record<string, unknown> & { logs: { address: string; topics: readonly string[]; data: string; logIndex?: unknown }[] })[]
+  /** How the node writes its receipts and transactions, from this block's (its receipts alone tell some when absent). */
+  form?: Partial<NodeForm>
 }
 
 export type PendingStateConfig = {
@@ -196,8 +202,8 @@ export function createPendingState(config: PendingStateConfig) {
   const hydration = { inFlight: 0, failures: 0, missing: 0, completed: 0, lagsMs: [] as number[], lastError: null as string | null }
   const divergences = { transactions: 0, parent: 0, receipt: 0 }
   let reconciled = 0
-  /** How the node writes a receipt's `blockTimestamp` (learnt from the sealed receipts; as built until then). */
-  let timestampForm: ReceiptTimestampForm | null = null
+  /** How the node writes its receipts and transactions (learnt from the sealed ones; as built until then); each block has it. */
+  const form = unknownNodeForm()
   /** Whether the latest flashblock with transactions carried their receipts (a legacy feed). */
   let feedSendsReceipts = false
   /**
@@ -257,7 +263,7 @@ export function createPendingState(config: PendingStateConfig) {
       receipts.forEach((receipt, offset) => {
         const position = positions[offset]!
         if (receipt === null || block.receipts[position] !== null) return
-        const written = withTimestampForm(receipt, timestampForm)
+        const written = receiptInNodeForm(receipt, form)
         block.receipts[position] = written
         onAccepted?.(offset)
         announced.push(written)
@@ -501,6 +507,7 @@ export function createPendingState(config: PendingStateConfig) {
         cumulativeGasUsed: 0n,
         logCount: 0,
         countsKnown: true,
+        form,
       }
       blocks.push(block)
       if (blocks.length > MAX_PENDING_BLOCKS) blocks = blocks.slice(-MAX_PENDING_BLOCKS)
@@ -585,11 +592,11 @@ export function createPendingState(config: PendingStateConfig) {
       return enqueue(() => applyNow(message))
     },
     /**
-     * A receipt the index already holds (the newest, at start): how the node writes `blockTimestamp`, until a
-     * sealed block says (after a restart on an idle chain, the first pre-confirmed receipts followed no form).
+     * A receipt and a transaction the index already holds (the newest, at start): how the node writes them, until
+     * a sealed block says (after a restart on an idle chain, the first pre-confirmed ones followed no form).
      */
-    learnReceiptForm(sealed: Record<string, unknown>) {
-      timestampForm ??= receiptTimestampForm(sealed)
+    learnForm(sealed: { receipt: Record<string, unknown> | null; transaction: Record<string, unknown> | null }) {
+      learnForm(form, sealedForm({ receipts: sealed.receipt === null ? [] : [sealed.receipt], transactions: [sealed.transaction] }), true)
     },
     /**
      * The canonical block was indexed: its pre-confirmation goes, after a comparison by content (which
@@ -600,8 +607,7 @@ export function createPendingState(config: PendingStateConfig) {
      */
     confirm(canonical: CanonicalBlock) {
       const { number, hash } = canonical
-      const sealedReceipt = canonical.receipts?.[0]
-      if (sealedReceipt !== undefined) timestampForm = receiptTimestampForm(sealedReceipt)
+      learnForm(form, canonical.form ?? sealedForm({ receipts: canonical.receipts }))
       if (number >= confirmedHead) {
         confirmedHead = number
         confirmedHash = hash.toLowerCase() as Hash
