@@ -156,9 +156,9 @@ export function createTransactionResolvers({
     // In the pool while its nonce is still to be taken: once the chain (or a pre-confirmed block) has taken it,
     // by this transaction or another (a replacement sent elsewhere, an EIP-7702 authorization), a node's pool
     // holds it no more.
-    // (Before the index holds a block, nothing can have taken it.)
-    if (inPool !== null && BigInt(inPool.nonce) >= (await preConfirmedNonce(inPool.from).catch(() => 0n)))
-      return formatPoolTransaction(inPool) as unknown as RpcTransaction
+    // (Before the index holds a block, nothing can have taken it.) When the nonce cannot be read, the node says.
+    const taken = inPool === null ? null : await preConfirmedNonce(inPool.from).catch(() => null)
+    if (inPool !== null && taken !== null && BigInt(inPool.nonce) >= taken) return formatPoolTransaction(inPool) as unknown as RpcTransaction
     // Its block may have sealed while we looked: the index commits a block before the pending view lets go
     // of it, so a transaction gone from the pending view is in the index now (or pre-confirmed meanwhile).
     const sealed = await loadTransaction(hash)
