@@ -53,3 +53,15 @@ test('a forwarded transaction whose nonce the chain took with another is no long
   expect(await anvilCall(anvil.rpcUrl, 'eth_getTransactionByHash', [queued.hash])).toBeNull()
   expect((await rpc(gateway.url, 'eth_getTransactionByHash', [queued.hash])).result).toBeNull()
 })
+
+test('a transaction sent elsewhere and still in the node’s pool is found by hash, as the node finds it', async () => {
+  const nonce = Number(await anvilCall<string>(anvil.rpcUrl, 'eth_getTransactionCount', [SENDER.address, 'latest']))
+  // Straight to the node, behind a gap: it stays in the node's queue, and flashgate never saw it sent.
+  const queued = await signedTransfer({ from: 3, nonce: nonce + 5, value: 9n })
+  await anvilCall(anvil.rpcUrl, 'eth_sendRawTransaction', [queued.raw])
+  const atNode = await anvilCall<Record<string, unknown>>(anvil.rpcUrl, 'eth_getTransactionByHash', [queued.hash])
+  expect(atNode).toMatchObject({ hash: queued.hash, blockNumber: null })
+  expect((await rpc(gateway.url, 'eth_getTransactionByHash', [queued.hash])).result).toEqual(atNode)
+  // Its receipt does not exist yet, here as at the node.
+  expect((await rpc(gateway.url, 'eth_getTransactionReceipt', [queued.hash])).result).toBeNull()
+})

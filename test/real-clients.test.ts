@@ -318,6 +318,12 @@ describe('real clients through flashgate', () => {
       transactionIndex: null,
       from: account.address.toLowerCase(),
     })
+
+    // A timeout of 0 waits for nothing, as Base's node takes it (not the 6 s default): code 4 at once, even
+    // for a transaction the next flashblock includes.
+    const noWait = await signedTransfer(nonce + 2)
+    const noWaitAnswer = (await rpc(gateway.url, 'eth_sendRawTransactionSync', [noWait, 0])) as { error?: { code: number; data?: unknown } }
+    expect(noWaitAnswer.error).toMatchObject({ code: 4, data: keccak256(noWait) })
   })
 
   test('eth_sendRawTransactionSync refuses a wait longer than 6 s before sending, as Base does', async () => {

@@ -112,11 +112,29 @@ export function createHistory({ upstream, mode, chain, cache }: { upstream: Upst
       if (mode === 'refuse') throw refusal(first)
       return ask<RpcTransactionReceipt[] | null>('eth_getBlockReceipts', [toQuantity(number)])
     },
-    /** A transaction the index and the pending view do not have: the upstream's, if mined below the index. */
+    /**
+     * A transaction the index and the pending view do not have: the upstream's, if mined below the index or
+     * still in its pool (sent through another endpoint, queued behind a nonce gap, or forwarded here long ago),
+     * as a node's `eth_getTransactionByHash` finds it there. A hash it does not know is remembered, as by
+     * `byHash`; a pool lookup the upstream cannot answer is `null`, the index's answer.
+     */
     async transaction(hash: Hash): Promise<RpcTransaction | null> {
+      if (upstream === null) return null
       const first = await firstBlock()
-      if (first === 0 || mode === 'refuse') return null
-      return byHash<RpcTransaction>('eth_getTransactionByHash', [hash], first)
+      const history = first > 0 && mode !== 'refuse'
+      const key = `eth_getTransactionByHash:${hash.toLowerCase()}:${first}`
+      if (unknownHashes.has(key)) return null
+      let found: RpcTransaction | null
+      try {
+        found = await ask<RpcTransaction | null>('eth_getTransactionByHash', [hash])
+      } catch (error) {
+        if (history) throw error
+        return null
+      }
+      if (found === null) unknownHashes.set(key, true)
+      if (found === null || found.blockNumber === null) return found
+      // Mined: from the upstream only below the index (the index is the authority from its first block on).
+      return history ? belowIndex(found, first) : null
     },
     async receipt(hash: Hash): Promise<RpcTransactionReceipt | null> {
       const first = await firstBlock()
