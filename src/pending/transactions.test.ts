@@ -1,4 +1,4 @@
-import { type Address, parseGwei } from 'viem'
+import { type Address, parseGwei, parseTransaction, size } from 'viem'
 import { mnemonicToAccount } from 'viem/accounts'
 import { describe, expect, test } from 'vitest'
 import { effectiveGasPrice } from '../objects/receipt.js'
@@ -55,6 +55,28 @@ describe('decodePendingTransaction', () => {
     const cap = BigInt((fees as { maxFeePerGas?: string }).maxFeePerGas ?? (fees as { gasPrice: string }).gasPrice)
     // Paid: the base fee plus no tip, within the cap.
     expect(effectiveGasPrice(decoded.fields, 2n)).toBe('maxFeePerGas' in fees && cap > 2n ? 2n : cap)
+  })
+
+  test('a legacy transaction whose r or s starts with a zero byte is its signer\u2019s (the parse cuts those bytes)', async () => {
+    const found = { r: 0, s: 0 }
+    // About one signature in 128 has an r or s below 2^248; the nonce walks until both kinds were seen.
+    for (let nonce = 0; found.r === 0 || found.s === 0; nonce++) {
+      const raw = await account.signTransaction({
+        type: 'legacy',
+        chainId: 8453,
+        nonce,
+        to: account.address,
+        value: 1n,
+        gas: 21_000n,
+        gasPrice: parseGwei('1'),
+      })
+      const { r, s } = parseTransaction(raw)
+      const short = { r: size(r!) < 32, s: size(s!) < 32 }
+      if (!short.r && !short.s) continue
+      if (short.r) found.r++
+      if (short.s) found.s++
+      expect((await decodePendingTransaction(raw)).from, `nonce ${nonce}`).toBe(account.address.toLowerCase())
+    }
   })
 
   test('a contract creation has no recipient', async () => {

@@ -8,6 +8,7 @@ import {
   type Hash,
   type Hex,
   hexToBytes,
+  pad,
   recoverTransactionAddress,
   serializeTransaction,
   type TransactionSerializable,
@@ -85,8 +86,9 @@ function recoveryIdOf(yParity: number | undefined, v: bigint | undefined): 0 | 1
  */
 function recoverSigner(digest: Uint8Array, r: Hex, s: Hex, recoveryId: 0 | 1): { address: Address; publicKey: Uint8Array } | null {
   const signature = new Uint8Array(64)
-  signature.set(hexToBytes(r, { size: 32 }), 0)
-  signature.set(hexToBytes(s, { size: 32 }), 32)
+  // Left-padded: a parse may give an `r` or `s` with its leading zero bytes cut (viem's, of a legacy transaction).
+  signature.set(hexToBytes(pad(r, { size: 32 })), 0)
+  signature.set(hexToBytes(pad(s, { size: 32 })), 32)
   const publicKey = recoverPublicKey(digest, signature, recoveryId)
   if (publicKey === null) return null
   return { address: bytesToHexText(keccak256Bytes(publicKey.subarray(1)).subarray(12)), publicKey: publicKey.subarray(1) }
