@@ -43,12 +43,28 @@ describe('createPassThrough', () => {
     const anvil = await startAnvil()
     try {
       const passThrough = createPassThrough({ upstream: createUpstream({ rpcUrl: anvil.rpcUrl }) })
+      // In every form anvil's parser reads one (ruint's: prefixes in either case, `_` between digits, a JSON integer).
       for (const [count, kind] of [
         ['0xffffffffffffffffff', 'hex'],
+        ['0X10000000000000000', 'hex'],
         ['18446744073709551616', 'decimal'],
+        ['18_446_744_073_709_551_616', 'decimal'],
+        [`0b1${'0'.repeat(64)}`, 'decimal'],
+        [`0o2${'0'.repeat(22)}`, 'decimal'],
+        [2 ** 64, 'decimal'],
       ] as const) {
         const failure = await passThrough('eth_feeHistory', [count, 'latest', []])!.catch((error: unknown) => error)
-        expect(failure).toMatchObject({ code: -32602, message: `invalid argument 0: ${kind} number > 64 bits` })
+        expect(failure, String(count)).toMatchObject({ code: -32602, message: `invalid argument 0: ${kind} number > 64 bits` })
+      }
+      // A string no node reads as a number is refused here too: never guessed at by the node's parser.
+      for (const count of ['0x', ' 0x5', '1e3', '0x_', '+5']) {
+        const failure = await passThrough('eth_feeHistory', [count, 'latest', []])!.catch((error: unknown) => error)
+        expect(failure, count).toMatchObject({ code: -32602, message: `invalid argument 0: invalid hex or decimal integer ${JSON.stringify(count)}` })
+      }
+      // A count that fits goes on as a hex quantity, whatever form it came in.
+      for (const count of ['0X1', '0b1', '0o1', '1', 1, '0x_1']) {
+        const history = (await passThrough('eth_feeHistory', [count, 'latest', []])) as { baseFeePerGas: string[] }
+        expect(history.baseFeePerGas, String(count)).toHaveLength(2)
       }
       // The node is still there, and a count that fits is its to answer.
       const history = (await passThrough('eth_feeHistory', ['0xffffffffffffffff', 'latest', []])) as { baseFeePerGas: string[] }

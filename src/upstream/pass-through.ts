@@ -45,15 +45,31 @@ export const PASS_THROUGH_METHODS: ReadonlySet<string> = new Set([
 const MAX_UINT64 = 2n ** 64n - 1n
 
 /**
- * What a forwarded call's params must hold before the node sees them, where a node is known to fail on them
- * worse than geth refuses them: anvil panics, and stops, on an `eth_feeHistory` block count over 64 bits.
- * Refused as geth refuses it (`-32602`); `null` when the params may go.
+ * An unsigned integer written in any form the Rust nodes read one (ruint, in reth and anvil): `0x`, `0o` or `0b`
+ * in either case, or decimal, with `_` between digits; or a JSON integer. `null` for a string that is none of
+ * those, `undefined` for a value that is no string or integer (the node refuses it as it does).
  */
-const PARAMS_REFUSALS: Record<string, (params: unknown[]) => string | null> = {
-  eth_feeHistory: ([blockCount]) => {
-    const text = typeof blockCount === 'string' ? blockCount : typeof blockCount === 'number' ? String(blockCount) : null
-    if (text === null || !/^(0x[0-9a-fA-F]+|\d+)$/.test(text)) return null
-    return BigInt(text) > MAX_UINT64 ? `invalid argument 0: ${text.startsWith('0x') ? 'hex' : 'decimal'} number > 64 bits` : null
+function unsignedInteger(value: unknown): bigint | null | undefined {
+  if (typeof value === 'number') return Number.isInteger(value) && value >= 0 ? BigInt(value) : undefined
+  if (typeof value !== 'string') return undefined
+  if (!/^(0[xX][0-9a-fA-F_]*[0-9a-fA-F][0-9a-fA-F_]*|0[oO][0-7_]*[0-7][0-7_]*|0[bB][01_]*[01][01_]*|[0-9][0-9_]*)$/.test(value)) return null
+  return BigInt(value.replaceAll('_', ''))
+}
+
+/**
+ * What a forwarded call's params must hold before the node sees them, where a node is known to fail on them
+ * worse than geth refuses them: anvil panics, and stops, on an `eth_feeHistory` block count over 64 bits,
+ * in whatever form its parser reads it. Refused as geth refuses it (`-32602`), or sent on in a form every
+ * node reads the same; `null` when the params may go as they are.
+ */
+const PARAMS_CHECKS: Record<string, (params: unknown[]) => { refusal: string } | { params: unknown[] } | null> = {
+  eth_feeHistory: (params) => {
+    const [blockCount, ...rest] = params
+    const count = unsignedInteger(blockCount)
+    if (count === undefined) return null
+    if (count === null) return { refusal: `invalid argument 0: invalid hex or decimal integer ${JSON.stringify(blockCount).slice(0, 80)}` }
+    if (count > MAX_UINT64) return { refusal: `invalid argument 0: ${/^0x/i.test(String(blockCount)) ? 'hex' : 'decimal'} number > 64 bits` }
+    return { params: [`0x${count.toString(16)}`, ...rest] }
   },
 }
 
@@ -119,8 +135,9 @@ export function createPassThrough({ upstream }: { upstream: Upstream }) {
   /** The forwarded call, or `null` for a method that is not on the allowlist. */
   return function passThrough(method: string, params: unknown[]): Promise<unknown> | null {
     if (!PASS_THROUGH_METHODS.has(method)) return null
-    const refusal = PARAMS_REFUSALS[method]?.(params) ?? null
-    if (refusal !== null) return Promise.reject(new InvalidParamsError(refusal))
+    const checked = PARAMS_CHECKS[method]?.(params) ?? null
+    if (checked !== null && 'refusal' in checked) return Promise.reject(new InvalidParamsError(checked.refusal))
+    if (checked !== null) params = checked.params
     // Params nested deeper than JSON.stringify can recurse are the caller's mistake, not an upstream failure.
     let paramsJson: string
     try {
