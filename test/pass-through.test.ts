@@ -278,3 +278,26 @@ test("a block's transaction count, transactions by index, uncle count and uncles
       ).result,
     ).toBeNull()
 })
+
+test('eth_syncing: false while the index follows the node; the index’s progress, as a syncing node reports its own, while it trails', async () => {
+  // A gateway of its own, whose ingester stops: the node goes on without it.
+  const followerDatabase = await createTestDatabase()
+  const follower = await startTestGateway({ upstreamRpc: anvil.rpcUrl, databaseUrl: followerDatabase.databaseUrl })
+  try {
+    await waitForSameHead(follower, anvil.rpcUrl)
+    expect((await rpc(follower.url, 'eth_syncing', [])).result).toBe(false)
+    await follower.ingester.stop()
+    const indexed = Number((await rpc(follower.url, 'eth_blockNumber', [])).result)
+    await anvilCall(anvil.rpcUrl, 'anvil_mine', ['0x5'])
+    const nodeHead = Number(await anvilCall<string>(anvil.rpcUrl, 'eth_blockNumber', []))
+    expect(nodeHead - indexed).toBeGreaterThan(2)
+    expect((await rpc(follower.url, 'eth_syncing', [])).result).toEqual({
+      startingBlock: '0x0',
+      currentBlock: numberToHex(indexed),
+      highestBlock: numberToHex(nodeHead),
+    })
+  } finally {
+    await follower.stop()
+    await followerDatabase.drop()
+  }
+})

@@ -215,7 +215,7 @@ export function createResolvers(config: ResolversConfig) {
     receiptsByHashes: batches.receiptsByHashes,
     blockNumbersInRange: batches.blockNumbersInRange,
     sending,
-    calls: createCallResolvers({ pendingView, pendingCalls: config.pendingCalls ?? null, forward: config.forward ?? null }),
+    calls: createCallResolvers({ pendingView, pendingCalls: config.pendingCalls ?? null, forward: config.forward ?? null, chain, upstream }),
     registerBuilderCode: builderCodes.registerBuilderCode,
     builderCodeOfWallet: builderCodes.builderCodeOfWallet,
     builderCode: attribution.builderCode,

@@ -30,6 +30,7 @@ import { eth_getTransactionReceipt } from './eth_getTransactionReceipt.js'
 import { eth_sendRawTransaction } from './eth_sendRawTransaction.js'
 import { eth_sendRawTransactionSync } from './eth_sendRawTransactionSync.js'
 import { eth_getRawTransactionByHash } from './eth_getRawTransactionByHash.js'
+import { eth_syncing } from './eth_syncing.js'
 import { net_version } from './net_version.js'
 import { web3_clientVersion } from './web3_clientVersion.js'
 
@@ -61,6 +62,7 @@ export const methods: Record<string, MethodDefinition> = {
   eth_getFilterLogs,
   eth_getFilterChanges,
   eth_getRawTransactionByHash,
+  eth_syncing,
   eth_getTransactionByHash,
   eth_getTransactionCount,
   eth_getTransactionReceipt,
