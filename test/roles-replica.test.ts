@@ -236,6 +236,13 @@ test.skipIf(!runsHere)('--role ingest answers health, readiness and metrics only
   expect(((await answer.json()) as { error: { message: string } }).error.message).toMatch(/only ingests/)
   expect((await fetch(`http://127.0.0.1:${ingester.port}/metrics`)).status).toBe(200)
   for (const server of servers) expect(server.ingester.status().leader).toBe(false)
+  // A serving process does not know the upstream's head: no sample (a 0 would read as a head gone back to genesis).
+  for (const server of servers) {
+    const text = await (await fetch(new URL('/metrics', server.url))).text()
+    expect(text).toMatch(/^flashgate_index_head_block \d+$/m)
+    expect(text).not.toMatch(/^flashgate_upstream_head_block /m)
+  }
+  expect(await (await fetch(`http://127.0.0.1:${ingester.port}/metrics`)).text()).toMatch(/^flashgate_upstream_head_block [1-9]\d*$/m)
 })
 
 // Last: it stops the primary.

@@ -98,7 +98,8 @@ export function createMetrics(sources: MetricsSources = {}) {
       registers: [registry],
       async collect() {
         const { indexHead } = await read()
-        if (indexHead !== null) this.set(indexHead)
+        if (indexHead === null) this.remove()
+        else this.set(indexHead)
       },
     })
     new Gauge({
@@ -108,8 +109,10 @@ export function createMetrics(sources: MetricsSources = {}) {
       help: 'Newest block of the upstream node, as the ingester last saw it',
       registers: [registry],
       async collect() {
+        // Unknown on a process that does not ingest: no sample rather than a 0 (or the last one, once the lock went).
         const { upstreamHead } = await read()
-        if (upstreamHead !== null) this.set(upstreamHead)
+        if (upstreamHead === null) this.remove()
+        else this.set(upstreamHead)
       },
     })
     new Gauge({
@@ -215,8 +218,10 @@ export function createMetrics(sources: MetricsSources = {}) {
         aggregator: 'first',
         registers: [registry],
         collect() {
+          // A figure not known (yet, or here) has no sample, rather than a 0.
           const figure = value(pending())
-          if (figure !== null) this.set(figure)
+          if (figure === null) this.remove()
+          else this.set(figure)
         },
       })
     new Gauge({
