@@ -148,7 +148,7 @@ export function createSequencer(options: SequencerOptions): Sequencer {
   async function mine(current: Slot): Promise<BuiltBlock> {
     await pin(current)
     await anvil.request('evm_mine')
-    const block = await anvil.request<RpcBlock<'latest', false>>('eth_getBlockByNumber', ['latest', false])
+    const block = await head()
     const prefix = block.transactions.slice(0, current.emitted.length)
     if (block.parentHash !== current.parentHash || prefix.length < current.emitted.length || prefix.some((hash, i) => hash !== current.emitted[i])) {
       throw new SlotMismatchError(`block ${block.number} does not extend this slot's flashblocks (parent ${block.parentHash})`)
@@ -185,9 +185,26 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     if (speculative === undefined) return
     const { snapshot, number } = speculative
     speculative = undefined
-    if (!(await anvil.request<boolean>('evm_revert', [snapshot]))) {
-      logger?.warn({ block: Number(number) }, 'anvil could not revert the pre-confirmed block; it stays in the chain')
-    }
+    // A reorganisation sent to anvil directly (anvil_reorg) takes the snapshot with it: anvil answers that it
+    // has none. The chain is then what that call made it, which the next block builds on.
+    const reverted = await anvil.request<boolean>('evm_revert', [snapshot]).catch((error: unknown) => {
+      logger?.warn({ block: Number(number), err: error }, 'anvil no longer has the pre-confirmed block’s snapshot (changed directly?)')
+      return null
+    })
+    if (reverted === false) logger?.warn({ block: Number(number) }, 'anvil could not revert the pre-confirmed block; it stays in the chain')
+  }
+
+  /**
+   * anvil's newest block. After an anvil_reorg, anvil 1.7.1 can answer `latest` with null while it has the
+   * block by its number: then by its number.
+   */
+  async function head(): Promise<RpcBlock<'latest', false>> {
+    const latest = await anvil.request<RpcBlock<'latest', false> | null>('eth_getBlockByNumber', ['latest', false])
+    if (latest !== null) return latest
+    const number = await anvil.request<Hex>('eth_blockNumber')
+    const byNumber = await anvil.request<RpcBlock<'latest', false> | null>('eth_getBlockByNumber', [number, false])
+    if (byNumber === null) throw new Error(`anvil has no block ${number}, its head`)
+    return byNumber
   }
 
   /**
@@ -242,7 +259,7 @@ export function createSequencer(options: SequencerOptions): Sequencer {
       return announce(slot, { block: speculative.block, newHashes: [], raws: [], receipts: [], balances: {} }, started)
     }
     await retract()
-    const parent = await anvil.request<RpcBlock<'latest', false>>('eth_getBlockByNumber', ['latest', false])
+    const parent = await head()
     if (slot !== undefined && parent.hash !== slot.parentHash) {
       // Someone mined or reverted through anvil directly: the slot's flashblocks are void; start a new block.
       logger?.warn({ head: parent.number }, 'chain head moved outside the sequencer; opening a new block')
@@ -257,9 +274,12 @@ export function createSequencer(options: SequencerOptions): Sequencer {
     try {
       built = await mine(current)
     } catch (error) {
+      // Undone where anvil can; what failed is the error to report either way.
       if (snapshot !== undefined) {
-        await anvil.request('evm_revert', [snapshot])
-        await restorePool([...new Set([...current.emitted, ...rawByHash.keys()])])
+        await anvil
+          .request('evm_revert', [snapshot])
+          .then(() => restorePool([...new Set([...current.emitted, ...rawByHash.keys()])]))
+          .catch((undo: unknown) => logger?.warn({ err: undo }, 'anvil could not undo a failed block'))
       }
       // A block that contradicts the flashblocks sent cannot be sealed: the next tick opens a new one.
       if (error instanceof SlotMismatchError || sealing) slot = undefined
