@@ -90,6 +90,7 @@ function sealedBlock({ number, hash, transactionHashes, receipts, block, form }:
       gasUsed,
       cumulativeGasUsed,
       logs: logs.map(({ address, topics, data }) => ({ address, topics, data })),
+      // Compared with the pre-confirmed receipt's, as the ingesting process compares it (the form comes in `form`).
       ...(Object.hasOwn(rest, 'blockTimestamp') && { blockTimestamp: (rest as Record<string, unknown>).blockTimestamp }),
     })),
     header: { ...block, transactions: transactionHashes },
