@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Contract, JsonRpcProvider } from 'ethers'
 import { type Address, createPublicClient, encodeFunctionData, type Hash, type Hex, http, type Log } from 'viem'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { Web3 } from 'web3'
 import { type Devnet, startDevnet } from '../src/devnet/devnet.js'
 import { TRANSFER_TOPIC, tokenAbi } from '../src/devnet/contracts.js'
 import { createTestDatabase, type TestDatabase } from './fixtures/db.js'
@@ -269,6 +270,22 @@ describe('stateful filters', () => {
     } finally {
       provider.destroy()
     }
+  })
+
+  test('web3 4 over HTTP: every filter it creates is polled and uninstalled by the id it sends back (a quantity)', async () => {
+    // web3 keeps a filter id as a number and sends it back with numberToHex: an id with a leading zero digit
+    // (one in sixteen of 16 random bytes) came back without it and was `filter not found`.
+    const web3 = new Web3(gateway.url)
+    const ids = await Promise.all(Array.from({ length: 96 }, () => web3.eth.createNewBlockFilter()))
+    for (const id of ids) {
+      expect(Array.isArray(await web3.eth.getFilterChanges(id))).toBe(true)
+      expect(await web3.eth.uninstallFilter(id)).toBe(true)
+    }
+    // A hex id is read as the quantity it is, leading zeros or not.
+    const blocks = await result<Hex>(gateway.url, 'eth_newBlockFilter')
+    expect(blocks).toMatch(/^0x[1-9a-f][0-9a-f]*$/)
+    expect((await rpc(gateway.url, 'eth_getFilterChanges', [`0x000${blocks.slice(2).toUpperCase()}`])).error).toBeUndefined()
+    expect(await result(gateway.url, 'eth_uninstallFilter', [blocks])).toBe(true)
   })
 
   test("unknown, uninstalled and wrong-kind ids are geth's `filter not found`; bad criteria are refused as eth_getLogs refuses them", async () => {

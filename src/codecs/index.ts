@@ -6,6 +6,8 @@ import { type Address, type Hash, type Hex, isAddress } from 'viem'
 import { z } from 'zod'
 import { isAttributionCode } from '../attribution/index.js'
 
+export { newQuantityId } from './quantity-id.js'
+
 const MAX_UINT256 = 2n ** 256n - 1n
 /** Filter ids are 16 bytes in hex (34 characters); anything much longer was never one. */
 const MAX_FILTER_ID_LENGTH = 66
@@ -90,10 +92,21 @@ export function isHashText(value: unknown): value is string {
   return typeof value === 'string' && fixedHexProblem(value, 32, 'common.Hash', 'hash') === null
 }
 
-/** A filter's id as `eth_newFilter` and its siblings answered it: any string (an unknown one is `filter not found`). */
+/**
+ * A filter's id as `eth_newFilter` and its siblings answered it: any string (an unknown one is `filter not found`).
+ * A hex id is read as the quantity it is (any case, leading zeros or not), so it finds the id `newQuantityId` (quantity-id.ts) gave.
+ */
 export const filterId = z
   .string({ error: 'expected a filter id string' })
   .max(MAX_FILTER_ID_LENGTH, { error: `expected a filter id of at most ${MAX_FILTER_ID_LENGTH} characters` })
+  .transform((id) =>
+    /^0x[0-9a-f]+$/i.test(id)
+      ? `0x${id
+          .slice(2)
+          .toLowerCase()
+          .replace(/^0+(?=.)/, '')}`
+      : id,
+  )
 
 export const blockTag = z.enum(BLOCK_TAGS, { error: `expected one of ${BLOCK_TAGS.join(', ')}` })
 

@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto'
 import type { Hash, Hex } from 'viem'
+import { newQuantityId } from '../codecs/quantity-id.js'
 import type { JsonRpcRequest, JsonRpcResponse } from './anvil-client.js'
 
 // The devnet's stateful filters, as a node keeps them: over the sealed chain and the transactions it
@@ -42,7 +42,7 @@ export function createNodeFilters({ read, now = Date.now }: { read: Read; now?: 
   function install(filter: Filter): Hex {
     for (const [id, old] of filters) if (now() - old.polledAt > FILTER_TIMEOUT_MS) filters.delete(id)
     if (filters.size >= MAX_FILTERS) filters.delete(filters.keys().next().value!)
-    const id = `0x${randomBytes(16).toString('hex')}` as Hex
+    const id = newQuantityId()
     filters.set(id, filter)
     return id
   }

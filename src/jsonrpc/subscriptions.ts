@@ -1,6 +1,5 @@
-import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
-import { type BlockSelector, describeParamsError, type LogFilter, logFilter, MISSING_ARGUMENT } from '../codecs/index.js'
+import { type BlockSelector, describeParamsError, type LogFilter, logFilter, MISSING_ARGUMENT, newQuantityId } from '../codecs/index.js'
 import { InvalidParamsError, InvalidRequestError, LimitExceededError } from '../errors.js'
 import type { ChainEvents } from '../resolvers/index.js'
 import { formatPendingTransaction } from '../objects/transaction.js'
@@ -203,7 +202,7 @@ export function createSubscriptions(options: { chainEvents: ChainEvents | null; 
         throw new LimitExceededError(
           `too many subscription filters from this client: at most ${MAX_SUBSCRIPTION_BYTES_PER_CLIENT / 1024 / 1024} MiB of arguments open across its connections; unsubscribe first`,
         )
-      const id = `0x${randomBytes(16).toString('hex')}`
+      const id = newQuantityId()
       active.set(id, subscription)
       if (share !== undefined) held.set(id, bytes)
       settle(subscription.kind)

@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto'
 import { and, asc, between, gte, sql } from 'drizzle-orm'
 import type { Hash, Hex } from 'viem'
-import { type BlockSelector, type LogFilter, logFilter } from '../codecs/index.js'
+import { type BlockSelector, type LogFilter, logFilter, newQuantityId } from '../codecs/index.js'
 import { blockHashesBetween, byteaToHex, type Db, schema } from '../db/index.js'
 import { FilterNotFoundError, InvalidBlockRangeError, LimitExceededError, TooManyFiltersError } from '../errors.js'
 import { formatLog } from '../objects/log.js'
@@ -64,9 +63,6 @@ type DeliveredBlock = { number: number; prefix: Hex }
  */
 type ChainRead = { from: number; hashes: BlockHash[]; undone: DeliveredBlock[] }
 
-/** geth's filter ids: 16 random bytes in hex (rpc/subscription.go NewID). */
-const newFilterId = (): Hex => `0x${randomBytes(16).toString('hex')}`
-
 /**
  * Stateful filters (`eth_newFilter`, `eth_newBlockFilter`, `eth_newPendingTransactionFilter`, polled with
  * `eth_getFilterChanges`), as clients use them over HTTP: ethers' contract and `pending` listeners, viem's
@@ -108,7 +104,7 @@ export function createFilterResolvers({
 
   /** Installs a filter for `client` (an API key's or an address's name; `null` for none), within its share. */
   async function install(kind: FilterKind, criteria: unknown, cursor: FilterCursor, client: string | null): Promise<Hex> {
-    const id = newFilterId()
+    const id = newQuantityId()
     if (!(await store.install(id, { kind, criteria, cursor }, client)))
       throw new TooManyFiltersError(MAX_FILTERS_PER_CLIENT, MAX_FILTER_BYTES_PER_CLIENT, MAX_FILTERS)
     return id
