@@ -274,11 +274,14 @@ export function createLogResolvers({ db, chain, cache, pendingView, history }: R
       ...(confirmed === null ? [] : await confirmedLogs({ ...filter, ...confirmed }, limits)),
       ...((await pendingView.logs(filter, pending)) as Log[]),
     ]
-    const oneBlock = confirmed === null && pending.length === 1
-    if (!oneBlock && logs.length > limits.maxLogs)
-      throw new LimitExceededError(`query returned more than ${limits.maxLogs} results; add address or topic filters`)
+    // The result cap holds for the confirmed part only (checked there), as on Base's node, which asks reth's
+    // capped filter for the blocks up to latest and adds the pre-confirmed logs: a few blocks' at most. The byte
+    // bound holds for the whole answer, and names the range before the block that took it past.
     const overflow = firstPastBytes(logs, limits)
-    if (overflow !== null) throw new LimitExceededError(`query returned more than ${limits.maxBytes} bytes of logs; add address or topic filters`)
+    if (overflow !== null) {
+      const start = confirmed === null ? null : await resolveFullRange({ ...filter, ...confirmed }, limits)
+      throw answerBytesError(Number(logs[overflow]!.blockNumber), start?.fromNumber ?? pending[0]!.number, limits)
+    }
     return logs
   }
 

@@ -1,5 +1,5 @@
 import { pino } from 'pino'
-import type { Address, Hash, RpcTransactionReceipt } from 'viem'
+import type { Address, Hash, RpcLog, RpcTransactionReceipt } from 'viem'
 import { beforeAll, describe, expect, test } from 'vitest'
 import { hex, loadFixedChain, withPendingBlockHash } from '../../test/fixtures/fixed-chain.js'
 import { fixedChainFlashblocks } from '../../test/fixtures/fixed-chain-flashblocks.js'
@@ -8,8 +8,9 @@ import { useSeededChain } from '../../test/fixtures/seeded-db.js'
 import { address, blockArgument, logFilter } from '../codecs/index.js'
 import type { FeedFormat } from '../devnet/flashblock-message.js'
 import { createPendingSource, createPendingState, createReceiptFetcher, FLASHBLOCK_STALE_MS, type PendingState } from '../pending/index.js'
-import { UpstreamError } from '../errors.js'
-import { DEFAULT_LOG_LIMITS, type Resolvers } from './index.js'
+import { LimitExceededError, UpstreamError } from '../errors.js'
+import { DEFAULT_LOG_LIMITS, type LogLimits, type Resolvers } from './index.js'
+import { LOG_JSON_FIXED_BYTES } from './logs.js'
 
 const chain = loadFixedChain()
 const seeded = useSeededChain()
@@ -110,6 +111,25 @@ describe('a feed that sends receipts and balances (the older format): pending an
     expect(await read(resolvers).logs({ fromBlock: 'pending', toBlock: hex(newest) })).toStrictEqual(pendingLogs)
     for (const toBlock of ['latest', 'safe', 'finalized', 'earliest', hex(chain.indexedHead)])
       expect(await read(resolvers).logs({ fromBlock: 'pending', toBlock })).toEqual([])
+  })
+
+  test('to pending: the result cap holds for the confirmed part alone, as on Base\u2019s node; the byte bound for the whole, naming the confirmed range', async () => {
+    const from = chain.indexedHead - 3
+    const whole = asPending(chain.answer('eth_getLogs', [{ fromBlock: hex(from), toBlock: hex(newest) }])) as RpcLog[]
+    const confirmed = whole.filter((log) => Number(log.blockNumber) <= chain.indexedHead)
+    expect(confirmed.length).toBeGreaterThan(0)
+    expect(whole.length).toBeGreaterThan(confirmed.length)
+    const logs = (limits: Partial<LogLimits>) =>
+      resolvers.getLogs({ filter: logFilter.parse({ fromBlock: hex(from), toBlock: 'pending' }), limits: { ...DEFAULT_LOG_LIMITS, ...limits } })
+    // Base's node asks reth's capped filter for the blocks up to latest, then adds the pre-confirmed logs.
+    expect(await logs({ maxLogs: confirmed.length })).toStrictEqual(whole)
+    await expect(logs({ maxLogs: confirmed.length - 1 })).rejects.toThrow(LimitExceededError)
+    // The byte bound: the confirmed logs fit exactly, the first pre-confirmed one takes the answer past it.
+    const confirmedBytes = confirmed.reduce((total, log) => total + LOG_JSON_FIXED_BYTES + (log.data.length - 2), 0)
+    const refusal = await logs({ maxBytes: confirmedBytes }).catch((error: unknown) => error)
+    expect(refusal).toBeInstanceOf(LimitExceededError)
+    expect((refusal as LimitExceededError).message).toContain(`Try with this block range [${hex(from)}, ${hex(chain.indexedHead)}].`)
+    expect((refusal as LimitExceededError).data).toEqual({ from: hex(from), to: hex(chain.indexedHead), limit: confirmedBytes })
   })
 
   test('receipts of the pending block: those of the newest pre-confirmed block', async () => {
