@@ -1,11 +1,41 @@
 import { pino, type Logger } from 'pino'
+import sonicBoom from 'sonic-boom'
 import { loggableError } from './errors.js'
 
 export type { Logger }
 
+type SonicBoom = InstanceType<typeof sonicBoom.SonicBoom>
+
+let stderr: SonicBoom | undefined
+
+/**
+ * The process's one stream to stderr, written asynchronously, whose reader may go away (`serve 2>&1 | head`, a
+ * log collector that dies): from its first failed write on, logs are dropped and the process goes on. At exit,
+ * what is buffered is written once, and a failure to is given up. pino's own destination (sonic-boom 4)
+ * retries a failed write at exit every 100 ms for ever, whatever the error: a process exiting with its stderr's
+ * reader gone never exited, and ignored SIGTERM.
+ */
+function stderrDestination(): SonicBoom {
+  if (stderr !== undefined) return stderr
+  const stream = new sonicBoom.SonicBoom({ fd: 2 })
+  stream.on('error', () => {
+    stream.write = () => true
+    stream.flushSync = () => {}
+  })
+  process.once('exit', () => {
+    try {
+      stream.flushSync()
+    } catch {
+      // Nobody to tell.
+    }
+  })
+  stderr = stream
+  return stream
+}
+
 /** JSON logs to stderr (stdout stays free for what a command prints for people or scripts). */
 export function createLogger(level: string): Logger {
-  return pino({ level, base: { service: 'flashgate' } }, pino.destination(2))
+  return pino({ level, base: { service: 'flashgate' } }, stderrDestination())
 }
 
 /** Kinds of failure a limiter keeps track of; past them it starts over (the kinds are few: names and codes). */

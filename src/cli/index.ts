@@ -53,6 +53,9 @@ function refuseExtraArguments(positionals: string[]) {
 }
 
 async function main() {
+  // A reader of the output that went away (`flashgate serve | head`, a log collector that died) fails a write
+  // with EPIPE: that is no reason for a gateway to stop serving (unhandled, it was a fatal exception).
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
   const { flags, positionals } = readFlags(process.argv.slice(2))
   if (flags.version) return console.log(VERSION)
   const command = positionals[0]
