@@ -142,7 +142,7 @@ describe('parseConfig(serveConfigSchema)', () => {
     ['max-query-cost', 'Infinity', '--max-query-cost (MAX_QUERY_COST) must be a number (got "Infinity")'],
     ['max-batch', '0', '--max-batch (MAX_BATCH) must be positive (got "0")'],
     ['ingest-batch-size', '2.5', '--ingest-batch-size (INGEST_BATCH_SIZE) must be a whole number (got "2.5")'],
-    ['trust-proxy', 'maybe', '--trust-proxy (TRUST_PROXY) must be true or false (got "maybe")'],
+    ['trust-proxy', 'maybe', '--trust-proxy (TRUST_PROXY) must be true or false (or 1/0, yes/no, on/off) (got "maybe")'],
     ['start-block', 'soon', '--start-block (START_BLOCK) must be a block number or latest-N (got "soon")'],
     ['start-block', 'latest-', '--start-block (START_BLOCK) must be a block number or latest-N (got "latest-")'],
     ['start-block', '-5', '--start-block (START_BLOCK) must be a block number or latest-N (got "-5")'],
@@ -272,7 +272,7 @@ describe('parseConfig(devnetConfigSchema)', () => {
     expect(parseConfig(devnetConfigSchema, {}, { FLASHBLOCKS_PLAIN: 'true' }).plain).toBe(true)
     expect(parseConfig(devnetConfigSchema, { plain: 'true' }, { FLASHBLOCKS_PLAIN: 'false' }).plain).toBe(true)
     expect(configErrorOf(() => parseConfig(devnetConfigSchema, {}, { FLASHBLOCKS_PLAIN: 'perhaps' })).message).toBe(
-      'invalid configuration: --plain (FLASHBLOCKS_PLAIN) must be true or false (got "perhaps")',
+      'invalid configuration: --plain (FLASHBLOCKS_PLAIN) must be true or false (or 1/0, yes/no, on/off) (got "perhaps")',
     )
   })
 

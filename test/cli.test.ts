@@ -184,6 +184,23 @@ describe.skipIf(SAME_IN_EVERY_PASS)('every CLI failure is one line on stderr wit
     expectOneLineFailure(await flashgate(['suffix', 'a,b'], { cwd }), 2, /not an attribution code: "a,b"/)
   })
 
+  test('an unexpected failure shows its stack at --log-level debug, as at LOG_LEVEL=debug, the flag winning', async () => {
+    const args = ['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/none']
+    const [plain, byFlag, byVariable, flagWins] = await Promise.all([
+      flashgate(args, { cwd }),
+      flashgate([...args, '--log-level', 'debug'], { cwd }),
+      flashgate(args, { cwd, env: { LOG_LEVEL: 'debug' } }),
+      flashgate([...args, '--log-level', 'info'], { cwd, env: { LOG_LEVEL: 'debug' } }),
+    ])
+    expectOneLineFailure(plain, 1, /ECONNREFUSED.*\(--log-level debug shows the details\)/)
+    expectOneLineFailure(flagWins, 1, /ECONNREFUSED/)
+    for (const run of [byFlag, byVariable]) {
+      expect(run.code).toBe(1)
+      expect(run.stderr).toMatch(/ECONNREFUSED/)
+      expect(run.stderr).toMatch(/\n\s+at /)
+    }
+  })
+
   test('help, a bad value, a role the database cannot serve or an unknown command loads none of the gateway: no viem, driver, GraphQL or logger', async () => {
     const GATEWAY_PACKAGES = ['viem', 'graphql', 'graphql-yoga', 'postgres', '@electric-sql/pglite', 'drizzle-orm', 'ioredis', 'pino', 'ws']
     const loaded = async (name: string, args: string[]) => {

@@ -1,7 +1,7 @@
 import { checkDeployment, DEFAULT_DATABASE_URL, devnetConfigSchema, OPTIONS, parseConfig, serveConfigSchema } from '../config.js'
 import { VERSION } from '../version.js'
 import { openable, refuseHeldDirectory, wipeDevDatabase } from './databases.js'
-import { fail } from './fail.js'
+import { fail, failAtLogLevel } from './fail.js'
 import { CommandLineError, DEFAULT_GATEWAY_HOST, DEFAULT_GATEWAY_PORT, readDevCommandLine, readFlags, readGatewayUrl } from './flags.js'
 import { listenForShutdown } from './shutdown.js'
 
@@ -57,6 +57,7 @@ async function main() {
   // with EPIPE: that is no reason for a gateway to stop serving (unhandled, it was a fatal exception).
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
   const { flags, positionals } = readFlags(process.argv.slice(2))
+  failAtLogLevel(flags['log-level'])
   if (flags.version) return console.log(VERSION)
   const command = positionals[0]
   if (flags.help || command === undefined || command === 'help') return console.log(USAGE)
