@@ -176,7 +176,7 @@ describe("eth_subscribe's and eth_unsubscribe's arguments", () => {
     let id = 100
     for (const [params, message] of cases) {
       const answer = await call(id++, 'eth_subscribe', params)
-      if (message === null) expect(answer.result, JSON.stringify(params)).toMatch(/^0x[0-9a-f]{32}$/)
+      if (message === null) expect(answer.result, JSON.stringify(params)).toMatch(/^0x[1-9a-f][0-9a-f]{0,31}$/)
       else expect(answer.error, JSON.stringify(params)).toEqual({ code: -32602, message })
     }
     expect((await call(id++, 'eth_unsubscribe', [])).error).toEqual({ code: -32602, message: 'missing value for required argument 0' })
