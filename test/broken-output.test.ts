@@ -47,12 +47,17 @@ describe.skipIf(process.env.DATABASE_URL !== undefined)('output whose reader wen
     const port = await freePort()
     const run = withOutputGone([BIN, 'serve', '--upstream-rpc', anvil().rpcUrl, '--database-url', 'memory://', '--port', String(port)], { LOG_LEVEL: 'info' })
     const healthy = async () => (await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(2_000) }).catch(() => null))?.status ?? null
-    // Up (its banner, on stdout, written after the reader left), and still up while it logs.
-    await expect.poll(healthy, { timeout: 60_000, interval: 200 }).toBe(200)
-    await sleep(3_000)
-    expect(await healthy()).toBe(200)
-    run.child.kill('SIGTERM')
-    expect(await exitWithin(run, EXIT_WAIT_MS)).toBe(0)
+    try {
+      // Up (its banner, on stdout, written after the reader left), and still up while it logs.
+      await expect.poll(healthy, { timeout: 60_000, interval: 200 }).toBe(200)
+      await sleep(3_000)
+      expect(await healthy()).toBe(200)
+      run.child.kill('SIGTERM')
+      expect(await exitWithin(run, EXIT_WAIT_MS)).toBe(0)
+    } finally {
+      // A process that hung (as before the fix) holds its port: never left behind.
+      if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL')
+    }
   })
 
   test('a process that fails with its stderr gone exits: what the logger buffered is given up, not retried for ever', async () => {
