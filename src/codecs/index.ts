@@ -6,6 +6,8 @@ import { type Address, type Hash, type Hex, isAddress } from 'viem'
 import { z } from 'zod'
 import { isAttributionCode } from '../attribution/index.js'
 
+import { asQuantityId } from './quantity-id.js'
+
 export { newQuantityId } from './quantity-id.js'
 
 const MAX_UINT256 = 2n ** 256n - 1n
@@ -99,14 +101,7 @@ export function isHashText(value: unknown): value is string {
 export const filterId = z
   .string({ error: 'expected a filter id string' })
   .max(MAX_FILTER_ID_LENGTH, { error: `expected a filter id of at most ${MAX_FILTER_ID_LENGTH} characters` })
-  .transform((id) =>
-    /^0x[0-9a-f]+$/i.test(id)
-      ? `0x${id
-          .slice(2)
-          .toLowerCase()
-          .replace(/^0+(?=.)/, '')}`
-      : id,
-  )
+  .transform((id) => (/^0x[0-9a-f]+$/i.test(id) ? asQuantityId(id.slice(2)) : id))
 
 export const blockTag = z.enum(BLOCK_TAGS, { error: `expected one of ${BLOCK_TAGS.join(', ')}` })
 

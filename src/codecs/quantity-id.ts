@@ -7,7 +7,10 @@ import type { Hex } from 'viem'
  * so an id with a leading zero digit (one in sixteen) would come back without it and not be found.
  */
 export function newQuantityId(): Hex {
-  return `0x${randomBytes(16)
-    .toString('hex')
-    .replace(/^0+(?=.)/, '')}`
+  return asQuantityId(randomBytes(16).toString('hex'))
+}
+
+/** Hex digits as the id quantity they are: lower case, without leading zeros (`0x0` for none but zeros). */
+export function asQuantityId(digits: string): Hex {
+  return `0x${digits.toLowerCase().replace(/^0+(?=.)/, '')}`
 }

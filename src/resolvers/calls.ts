@@ -14,16 +14,18 @@ export type PendingCalls = {
 }
 
 /**
- * `eth_call`, `eth_estimateGas` and `eth_createAccessList`: forwarded to the upstream as they were sent,
- * except at `pending` when this process executes the flashblocks (`--pending-source execute`, on the process
- * that holds the feed): then they run on the executed pending state, as a flashblocks-aware node runs them.
- */
-/**
  * How far the index may trail the node's head and still follow it: it takes a block a moment after the node,
  * and `eth_syncing` should not flicker at each one.
  */
 export const SYNCING_LAG_BLOCKS = 2
 
+/**
+ * `eth_call`, `eth_estimateGas` and `eth_createAccessList`: forwarded to the upstream as they were sent,
+ * except at `pending` when this process executes the flashblocks (`--pending-source execute`, on the process
+ * that holds the feed): then they run on the executed pending state, as a flashblocks-aware node runs them.
+ * With them, the node's answers that flashgate completes: a pre-confirmed transaction's raw bytes, and
+ * `eth_syncing` while the index trails the node.
+ */
 export function createCallResolvers({
   pendingView,
   pendingCalls,
